@@ -1,0 +1,163 @@
+"""`csk`: run pipelines, list artifacts, trace lineage, validate Parquet, serve schedules."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from csk.errors import CskError
+
+# Offline by construction: models come from installed packages or local directories only.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+app = typer.Typer(help="Commonsense-dialogue dataset construction pipelines.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+console = Console()
+err = Console(stderr=True)
+
+
+def _fail(exc: Exception) -> None:
+    err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+    raise typer.Exit(1)
+
+
+def _flow_for(pipeline: str):
+    from csk.config import PIPELINES
+
+    if pipeline not in PIPELINES:
+        raise CskError(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
+    if pipeline == "cicero":
+        from flows.cicero import cicero_flow
+
+        return cicero_flow
+    raise CskError(f"pipeline {pipeline!r} has no flow yet")
+
+
+@app.command()
+def run(pipeline: str,
+        config: Path = typer.Option(Path("pipelines.toml"), "--config", help="pipelines.toml to read"),
+        store: Path = typer.Option(Path("artifacts"), "--store", help="artifact store directory"),
+        set_: list[str] = typer.Option([], "--set", help="override a setting, e.g. cicero.seed=1")) -> None:
+    """Run a pipeline's Prefect flow end to end (finished stages are reused)."""
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("csk").setLevel(logging.INFO)
+    try:
+        from csk.config import load_config
+
+        load_config(config, set_)  # fail fast, before Prefect starts, on a bad config
+        flow = _flow_for(pipeline)
+        stages = flow(config=str(config), store=str(store), overrides=list(set_))
+    except CskError as exc:
+        _fail(exc)
+    _print_stages(pipeline, stages)
+
+
+def _print_stages(pipeline: str, stages: list[dict]) -> None:
+    table = Table(title=f"{pipeline}: artifacts")
+    for col in ("stage", "status", "in", "out", "rejected", "path"):
+        table.add_column(col)
+    for s in stages:
+        r = s["rows"]
+        table.add_row(s["stage"], "reused" if s["reused"] else "computed", str(r["in"]), str(r["out"]),
+                      str(r["rejected"]), s["path"])
+    console.print(table)
+    console.print(f"artifacts of the latest run: csk artifacts {pipeline}", highlight=False)
+
+
+@app.command()
+def artifacts(pipeline: str, store: Path = typer.Option(Path("artifacts"), "--store"),
+              as_json: bool = typer.Option(False, "--json", help="print a JSON list")) -> None:
+    """List the latest run's stages with artifact path, key and row counts."""
+    from csk.runtime import Store
+
+    try:
+        run = Store(store).latest_run(pipeline)
+    except CskError as exc:
+        _fail(exc)
+    stages = [{"stage": s["stage"], "path": s["path"], "key": s["key"], "rows": s["rows"],
+               "reused": s["reused"]} for s in run["stages"]]
+    if as_json:
+        print(json.dumps(stages, indent=2))
+    else:
+        _print_stages(pipeline, stages)
+
+
+@app.command()
+def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "--row", help="a row id"),
+            store: Path = typer.Option(Path("artifacts"), "--store"),
+            as_json: bool = typer.Option(False, "--json")) -> None:
+    """Trace an artifact (or one row of it) back to its source files and records."""
+    from csk.lineage import artifact_chain, latest_ref, row_lineage
+    from csk.runtime import Store
+
+    try:
+        st = Store(store)
+        ref = latest_ref(st, pipeline, stage)
+        result = row_lineage(st, ref, row) if row else artifact_chain(st, ref)
+    except CskError as exc:
+        _fail(exc)
+    if as_json:
+        print(json.dumps(result, indent=2, default=str))
+        return
+    if row:
+        for step in result:
+            extra = f"  [rejected: {step['reason']}]" if step.get("rejected") else ""
+            console.print(f"{step['stage']:<20} {step['id']}  ({step['key']}){extra}", highlight=False)
+            if "source" in step:
+                s = step["source"]
+                console.print(f"{'source':<20} {s['file']} {s['locator']} (sha256 {s['sha256']})", highlight=False)
+    else:
+        for e in result:
+            console.print(f"{'  ' * e['depth']}{e['stage']} {e['key']} rows={e['rows']} {e['path']}",
+                          highlight=False)
+            for f in e.get("source_files", []):
+                console.print(f"{'  ' * (e['depth'] + 1)}{f['path']} sha256={f['sha256']}", highlight=False)
+
+
+@app.command()
+def validate(parquet: Path, contract: str = typer.Option(..., "--contract", help="contract name")) -> None:
+    """Check any Parquet file against a data contract."""
+    from csk.errors import InputError
+    from csk.runtime import read_parquet, validate_contract
+    from data_contracts import get_contract
+
+    try:
+        model = get_contract(contract)
+        if not parquet.exists():
+            raise InputError(str(parquet), None, "file not found")
+        df = read_parquet(parquet)
+        validate_contract(str(parquet), model, df)
+    except CskError as exc:
+        _fail(exc)
+    console.print(f"{parquet}: {len(df)} rows satisfy {contract}", highlight=False)
+
+
+@app.command()
+def schedule(pipeline: str, config: Path = typer.Option(Path("pipelines.toml"), "--config"),
+             store: Path = typer.Option(Path("artifacts"), "--store")) -> None:
+    """Serve the pipeline's flow on the cron schedule in pipelines.toml (needs `prefect server start`)."""
+    from csk.config import load_config
+
+    try:
+        cfg = getattr(load_config(config), pipeline)
+        flow = _flow_for(pipeline)
+    except CskError as exc:
+        _fail(exc)
+    flow.serve(name=f"{pipeline}-scheduled", cron=cfg.schedule,
+               parameters={"config": str(config.resolve()), "store": str(store.resolve())})
+
+
+def main() -> None:  # pragma: no cover
+    sys.exit(app())

@@ -1,0 +1,93 @@
+"""Walk manifests back from any artifact (and any row) to the source files it came from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from csk.errors import CskError
+from csk.runtime import ArtifactRef, Store
+
+
+def latest_ref(store: Store, pipeline: str, stage: str) -> ArtifactRef:
+    run = store.latest_run(pipeline)
+    for entry in run["stages"]:
+        if entry["stage"] == stage:
+            return store.ref_from_manifest_entry(pipeline, entry)
+    names = ", ".join(e["stage"] for e in run["stages"])
+    raise CskError(f"stage {stage!r} is not in the latest {pipeline} run; its stages: {names}")
+
+
+def source_files(manifest: dict) -> list[dict]:
+    """Absolute path + sha256 of every file a source stage read (from its key fingerprint)."""
+    out = []
+    for name, files in (manifest.get("fingerprint") or {}).items():
+        base = Path(manifest["params"].get(name) or "")
+        for rel, sha in files.items():
+            path = base / rel if base.is_dir() or len(files) > 1 or rel != base.name else base
+            out.append({"source": name, "path": str(path), "sha256": sha})
+    return out
+
+
+def artifact_chain(store: Store, ref: ArtifactRef) -> list[dict]:
+    """Every artifact upstream of `ref` (depth-first, each once), ending in source files."""
+    seen: set[str] = set()
+    chain: list[dict] = []
+
+    def visit(r: ArtifactRef, depth: int) -> None:
+        if r.key in seen:
+            return
+        seen.add(r.key)
+        m = r.manifest()
+        entry = {"depth": depth, "stage": r.stage, "key": r.key, "path": r.path, "rows": m["rows"]}
+        if not m["inputs"]:
+            entry["source_files"] = source_files(m)
+        chain.append(entry)
+        for inp in m["inputs"]:
+            visit(ArtifactRef(r.pipeline, inp["stage"], inp["key"], inp["path"]), depth + 1)
+
+    visit(ref, 0)
+    return chain
+
+
+def _find_row(ref: ArtifactRef, row_id: str) -> tuple[dict, bool] | None:
+    for path, rejected in ((ref.data_path, False), (ref.rejected_path, True)):
+        if not path.exists():
+            continue
+        table = pq.read_table(path, filters=[("id", "=", row_id)])
+        if table.num_rows:
+            return table.slice(0, 1).to_pylist()[0], rejected
+    return None
+
+
+def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
+    """The row's ancestors, one per stage, down to the source file and record it was read from."""
+    steps = []
+    current, rid = ref, row_id
+    while True:
+        found = _find_row(current, rid)
+        if found is None:
+            where = f"{current.stage} ({current.path})"
+            raise CskError(f"row id {rid!r} not found in {where}" + ("" if steps else
+                           "; list ids with: python -c \"import pandas; print(pandas.read_parquet('"
+                           f"{current.data_path}')['id'].head())\""))
+        row, rejected = found
+        m = current.manifest()
+        step = {"stage": current.stage, "key": current.key, "path": current.path, "id": rid, "rejected": rejected}
+        if rejected:
+            step["reason"] = row.get("reason")
+        steps.append(step)
+        parent_col = m.get("parent_column")
+        if not m["inputs"] or parent_col is None:
+            files = {f["path"]: f["sha256"] for f in source_files(m)}
+            src = row.get("source_file")
+            step["source"] = {"file": src, "sha256": files.get(src), "record": row.get("source_record"),
+                              "locator": row.get("source_locator")}
+            return steps
+        parent_id = row.get(parent_col)
+        if parent_id is None or (isinstance(parent_id, float) and pd.isna(parent_id)):
+            raise CskError(f"row {rid!r} of {current.stage} has no {parent_col!r}: lineage broken")
+        inp = m["inputs"][0]
+        current, rid = ArtifactRef(current.pipeline, inp["stage"], inp["key"], inp["path"]), str(parent_id)

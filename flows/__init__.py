@@ -1,0 +1,1 @@
+"""Prefect flows: each reads as the list of construction steps it runs."""

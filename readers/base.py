@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from csk.errors import InputError
+
+
+@dataclass
+class ReadResult:
+    rows: list[dict] = field(default_factory=list)
+    rejected: list[dict] = field(default_factory=list)
+    records: int = 0  # records seen (rows + rejected)
+
+    def extend(self, other: "ReadResult") -> None:
+        self.rows += other.rows
+        self.rejected += other.rejected
+        self.records += other.records
+
+
+class RecordError(ValueError):
+    """Raised inside a reader for one bad record; turned into InputError or a rejected row."""
+
+
+def require_file(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(str(p), None, "file not found")
+    if not p.is_file():
+        raise InputError(str(p), None, "expected a file, found a directory")
+    return p
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
+    """(1-based line number, text or None, decode error or None), line by line, strict UTF-8."""
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, start=1):
+            try:
+                yield n, raw.decode("utf-8").rstrip("\r\n"), None
+            except UnicodeDecodeError as exc:
+                yield n, None, f"invalid UTF-8 at byte {exc.start}"
+
+
+def load_json(path: Path) -> Any:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), None, f"invalid UTF-8 at byte {exc.start}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"line {exc.lineno}", f"malformed JSON: {exc.msg}") from None
+
+
+def speaker_letters(raw_speakers: list[str]) -> list[str]:
+    """Map raw speaker labels to A, B, C... in order of first appearance (CICERO writes A/B)."""
+    letters: dict[str, str] = {}
+    out = []
+    for s in raw_speakers:
+        if s not in letters:
+            letters[s] = chr(ord("A") + len(letters))
+        out.append(letters[s])
+    return out
+
+
+def dialogue_row(dialogue_id: str, source: str, speakers: list[str], texts: list[str], raw_speakers: list[str],
+                 path: Path, record: int, locator: str) -> dict:
+    if not texts:
+        raise RecordError("empty dialogue")
+    for i, t in enumerate(texts):
+        if not t.strip():
+            raise RecordError(f"empty utterance {i + 1}")
+    return {
+        "id": dialogue_id,
+        "source": source,
+        "turns": [{"speaker": s, "text": t, "raw_speaker": r} for s, t, r in zip(speakers, texts, raw_speakers)],
+        "source_file": str(path),
+        "source_record": record,
+        "source_locator": locator,
+    }
+
+
+def handle_bad(result: ReadResult, lenient: bool, path: Path, record: int, locator: str, source: str,
+               message: str) -> None:
+    if not lenient:
+        raise InputError(str(path), locator, message)
+    result.rejected.append({
+        "id": f"{source}-rejected-{Path(path).name}-{record}",
+        "reason": message,
+        "source": source,
+        "source_file": str(path),
+        "source_record": record,
+        "source_locator": locator,
+    })

@@ -1,0 +1,78 @@
+"""CICERO release JSON Lines (v1 and v2).
+
+Keys: `ID`, `Dialogue` (list of "A: ..."), `Target`, `Question`, `Choices`, `Correct Answers`,
+and in v1 `Human Written Answer` (a one-element list holding an index into Choices).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from readers.base import ReadResult, RecordError, handle_bad, iter_lines, require_file
+
+REQUIRED = ("ID", "Dialogue", "Target", "Question", "Choices", "Correct Answers")
+
+
+def _speaker_split(utterance: str) -> tuple[str, str]:
+    head, sep, text = utterance.partition(":")
+    if not sep or not head.strip() or len(head.strip()) > 3:
+        raise RecordError(f"dialogue utterance without a speaker letter: {utterance[:40]!r}")
+    return head.strip(), text.strip()
+
+
+def parse_instance(obj: dict) -> dict:
+    if not isinstance(obj, dict):
+        raise RecordError("expected a JSON object")
+    missing = [k for k in REQUIRED if k not in obj]
+    if missing:
+        raise RecordError(f"missing keys {missing}")
+    dialogue = obj["Dialogue"]
+    choices = obj["Choices"]
+    correct = obj["Correct Answers"]
+    if not isinstance(dialogue, list) or not dialogue:
+        raise RecordError("'Dialogue' must be a non-empty list")
+    if not isinstance(choices, list) or not choices:
+        raise RecordError("'Choices' must be a non-empty list")
+    if not isinstance(correct, list) or not all(isinstance(c, int) and 0 <= c < len(choices) for c in correct):
+        raise RecordError("'Correct Answers' must be indices into 'Choices'")
+    human = obj.get("Human Written Answer")
+    if human is not None:
+        human = human[0] if isinstance(human, list) and human else human
+        if not isinstance(human, int) or not 0 <= human < len(choices):
+            raise RecordError("'Human Written Answer' must be an index into 'Choices'")
+    turns = [_speaker_split(u) for u in dialogue]
+    return {
+        "cicero_id": str(obj["ID"]),
+        "version": "v1" if "Human Written Answer" in obj else "v2",
+        "turns": [{"speaker": s, "text": t, "raw_speaker": s} for s, t in turns],
+        "target": str(obj["Target"]),
+        "question": str(obj["Question"]),
+        "choices": [str(c) for c in choices],
+        "correct_answers": [int(c) for c in correct],
+        "human_written_answer": human,
+    }
+
+
+def read_cicero_release(path: str | Path, lenient: bool = False) -> ReadResult:
+    path = require_file(path)
+    result = ReadResult()
+    for n, text, err in iter_lines(path):
+        if text is not None and not text.strip():
+            continue
+        result.records += 1
+        locator = f"line {n}"
+        try:
+            if err:
+                raise RecordError(err)
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise RecordError(f"malformed JSON: {exc.msg}") from None
+            row = parse_instance(obj)
+            row.update({"id": f"cicero-{path.stem}-{n:06d}", "source_file": str(path), "source_record": n,
+                        "source_locator": locator})
+            result.rows.append(row)
+        except RecordError as exc:
+            handle_bad(result, lenient, path, n, locator, "cicero", str(exc))
+    return result

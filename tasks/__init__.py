@@ -1,0 +1,1 @@
+"""The computations: plain functions from DataFrames + params to a StageOutput, no Prefect."""

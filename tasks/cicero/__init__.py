@@ -1,0 +1,1 @@
+"""CICERO construction steps (SEEDS.md section 1)."""

@@ -1,0 +1,44 @@
+"""CICERO's length filter (SEEDS 1.1).
+
+Words are whitespace tokens of the utterance text without its speaker tag: the released
+CICERO dialogues obey exactly these bounds counted that way (minimum average 6.0).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from csk.runtime import StageOutput
+
+
+def dialogue_lengths(turns) -> tuple[int, int]:
+    n_utt = len(turns)
+    n_words = sum(len(str(t["text"]).split()) for t in turns)
+    return n_utt, n_words
+
+
+def length_rule(n_utt: int, n_words: int, *, min_utterances: int, max_utterances: int, min_avg_words: float,
+                max_total_words: int) -> str | None:
+    """The reason a dialogue fails the filter, or None when it passes."""
+    reasons = []
+    if n_utt < min_utterances:
+        reasons.append(f"fewer than {min_utterances} utterances ({n_utt})")
+    if n_utt > max_utterances:
+        reasons.append(f"more than {max_utterances} utterances ({n_utt})")
+    if n_utt and n_words / n_utt < min_avg_words:
+        reasons.append(f"fewer than {min_avg_words:g} words per utterance on average ({n_words / n_utt:.2f})")
+    if n_words > max_total_words:
+        reasons.append(f"more than {max_total_words} words in total ({n_words})")
+    return "; ".join(reasons) or None
+
+
+def length_filter(dialogues: pd.DataFrame, *, min_utterances: int = 5, max_utterances: int = 15,
+                  min_avg_words: float = 6.0, max_total_words: int = 275) -> StageOutput:
+    lengths = [dialogue_lengths(t) for t in dialogues["turns"]]
+    df = dialogues.assign(n_utterances=[n for n, _ in lengths], n_words=[w for _, w in lengths])
+    df["avg_words"] = df["n_words"] / df["n_utterances"]
+    reasons = [length_rule(n, w, min_utterances=min_utterances, max_utterances=max_utterances,
+                           min_avg_words=min_avg_words, max_total_words=max_total_words) for n, w in lengths]
+    failed = pd.Series([r is not None for r in reasons], index=df.index)
+    rejected = df[failed].assign(reason=[r for r in reasons if r is not None])
+    return StageOutput(data=df[~failed], rejected=rejected)
