@@ -29,7 +29,7 @@ err = Console(stderr=True)
 
 
 def _fail(exc: Exception) -> None:
-    err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+    err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
     raise typer.Exit(1)
 
 
@@ -73,7 +73,7 @@ def _print_stages(pipeline: str, stages: list[dict]) -> None:
         table.add_row(s["stage"], "reused" if s["reused"] else "computed", str(r["in"]), str(r["out"]),
                       str(r["rejected"]), s["path"])
     console.print(table)
-    console.print(f"artifacts of the latest run: csk artifacts {pipeline}", highlight=False)
+    console.print(f"artifacts of the latest run: csk artifacts {pipeline}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -114,16 +114,16 @@ def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "
     if row:
         for step in result:
             extra = f"  [rejected: {step['reason']}]" if step.get("rejected") else ""
-            console.print(f"{step['stage']:<20} {step['id']}  ({step['key']}){extra}", highlight=False)
+            console.print(f"{step['stage']:<20} {step['id']}  ({step['key']}){extra}", highlight=False, soft_wrap=True)
             if "source" in step:
                 s = step["source"]
-                console.print(f"{'source':<20} {s['file']} {s['locator']} (sha256 {s['sha256']})", highlight=False)
+                console.print(f"{'source':<20} {s['file']} {s['locator']} (sha256 {s['sha256']})", highlight=False, soft_wrap=True)
     else:
         for e in result:
             console.print(f"{'  ' * e['depth']}{e['stage']} {e['key']} rows={e['rows']} {e['path']}",
                           highlight=False)
             for f in e.get("source_files", []):
-                console.print(f"{'  ' * (e['depth'] + 1)}{f['path']} sha256={f['sha256']}", highlight=False)
+                console.print(f"{'  ' * (e['depth'] + 1)}{f['path']} sha256={f['sha256']}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -141,7 +141,7 @@ def validate(parquet: Path, contract: str = typer.Option(..., "--contract", help
         validate_contract(str(parquet), model, df)
     except CskError as exc:
         _fail(exc)
-    console.print(f"{parquet}: {len(df)} rows satisfy {contract}", highlight=False)
+    console.print(f"{parquet}: {len(df)} rows satisfy {contract}", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+# Offline and quiet before anything imports prefect or transformers.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "data" / "sample"
+
+
+def real_samples() -> Path:
+    """../shared/real-samples, as pointed to by CSK_REAL_SAMPLES (set by .ci/run)."""
+    value = os.environ.get("CSK_REAL_SAMPLES")
+    if not value:
+        pytest.skip("CSK_REAL_SAMPLES is not set: real-format sample tests skipped "
+                    "(export CSK_REAL_SAMPLES=/path/to/shared/real-samples to run them)")
+    path = Path(value)
+    if not path.is_dir():
+        pytest.fail(f"CSK_REAL_SAMPLES={value} is not a directory")
+    return path
+
+
+@pytest.fixture
+def real() -> Path:
+    return real_samples()
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One Prefect test server for the whole pytest run (it takes 15-30 s to start)."""
+    from prefect.logging.configuration import setup_logging
+    from prefect.testing.utilities import prefect_test_harness
+
+    # Bind Prefect's console handler to the session's stderr now; otherwise it binds to the
+    # first CliRunner's captured stream, which is closed when that invocation ends.
+    setup_logging()
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+@pytest.fixture
+def config_copy(tmp_path) -> Path:
+    """pipelines.toml copied next to the bundled sample, so relative paths still resolve."""
+    dst = tmp_path / "pipelines.toml"
+    text = (ROOT / "pipelines.toml").read_text()
+    text = text.replace('"data/sample/', f'"{SAMPLE.as_posix()}/')
+    dst.write_text(text)
+    return dst
+
+
+@pytest.fixture
+def sample_dir(tmp_path) -> Path:
+    dst = tmp_path / "sample"
+    shutil.copytree(SAMPLE, dst)
+    return dst

@@ -1,0 +1,124 @@
+"""Readers against the bundled sample, the real released formats, and malformed input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from csk.errors import InputError
+from readers import read_cicero_release, read_dailydialog, read_dream, read_mutual
+from readers.mutual import parse_article
+from tests.conftest import SAMPLE
+
+
+def _check_dialogues(result, prefix):
+    assert result.rows and not result.rejected
+    assert result.records == len(result.rows)
+    ids = [r["id"] for r in result.rows]
+    assert len(set(ids)) == len(ids) and all(i.startswith(prefix) for i in ids)
+    for r in result.rows:
+        assert r["turns"] and all(t["text"].strip() and t["speaker"] in "ABCDEF" for t in r["turns"])
+        assert r["turns"][0]["speaker"] == "A"
+
+
+def test_dailydialog_real(real):
+    result = read_dailydialog(real / "dailydialog" / "dialogues_sample.txt")
+    _check_dialogues(result, "dailydialog-")
+    assert len(result.rows) == 300
+    first = result.rows[0]
+    assert first["source_record"] == 1 and first["source_locator"] == "line 1"
+    assert [t["speaker"] for t in first["turns"][:4]] == ["A", "B", "A", "B"]
+    assert not any("__eou__" in t["text"] for r in result.rows for t in r["turns"])
+
+
+def test_mutual_real(real):
+    result = read_mutual(real / "mutual")
+    _check_dialogues(result, "mutual-dev_")
+    assert len(result.rows) == 200
+    assert result.rows[0]["id"] == "mutual-dev_1"  # natural order: dev_1, dev_2, ... dev_10
+    assert result.rows[1]["id"] == "mutual-dev_2"
+    raw = {t["raw_speaker"] for r in result.rows for t in r["turns"]}
+    assert raw <= {"m", "f"}
+
+
+def test_dream_real(real):
+    result = read_dream(real / "dream" / "dev_sample.json")
+    _check_dialogues(result, "dream-")
+    assert len(result.rows) == 200
+    assert all(r["source_locator"] == f"item {i}" for i, r in enumerate(result.rows))
+
+
+def test_cicero_release_real(real):
+    result = read_cicero_release(real / "cicero" / "cicero_v2_val_sample.jsonl")
+    assert len(result.rows) == 300 and not result.rejected
+    assert {r["version"] for r in result.rows} == {"v2"}
+    for r in result.rows:
+        assert 2 <= len(r["choices"]) <= 8
+        assert r["correct_answers"] and r["human_written_answer"] is None
+        assert {t["speaker"] for t in r["turns"]} <= {"A", "B"}
+
+
+def test_cicero_release_v1(tmp_path):
+    line = {"ID": "dream-0001", "Dialogue": ["A: Hello there , how are you doing ?", "B: I am fine , thanks ."],
+            "Target": "I am fine , thanks .", "Question": "What is or could be the cause of target?",
+            "Choices": ["a", "b", "c", "d", "e"], "Human Written Answer": [2], "Correct Answers": [2, 4]}
+    p = tmp_path / "v1.json"
+    p.write_text(json.dumps(line) + "\n")
+    row = read_cicero_release(p).rows[0]
+    assert row["version"] == "v1" and row["human_written_answer"] == 2 and row["correct_answers"] == [2, 4]
+
+
+def test_bundled_sample_readers():
+    for reader, path, prefix in ((read_dailydialog, SAMPLE / "dailydialog" / "dialogues_text.txt", "dailydialog-"),
+                                 (read_mutual, SAMPLE / "mutual", "mutual-"),
+                                 (read_dream, SAMPLE / "dream" / "dev.json", "dream-")):
+        _check_dialogues(reader(path), prefix)
+
+
+def test_mutual_article_turns():
+    raw, texts = parse_article("m : hello , how are you ? f : fine . m : good .")
+    assert raw == ["m", "f", "m"] and texts == ["hello , how are you ?", "fine .", "good ."]
+
+
+# ---------------------------------------------------------------- bad input
+def test_missing_file_names_the_file(tmp_path):
+    with pytest.raises(InputError, match="nope.txt: file not found"):
+        read_dailydialog(tmp_path / "nope.txt")
+
+
+def test_malformed_dailydialog_line_names_line(tmp_path):
+    p = tmp_path / "d.txt"
+    p.write_text("One two three . __eou__ Four five . __eou__\nno end marker here\n")
+    with pytest.raises(InputError, match=r"d.txt, record line 2: .*__eou__"):
+        read_dailydialog(p)
+    lenient = read_dailydialog(p, lenient=True)
+    assert len(lenient.rows) == 1 and len(lenient.rejected) == 1
+    assert lenient.rejected[0]["source_record"] == 2 and "__eou__" in lenient.rejected[0]["reason"]
+
+
+def test_empty_dialogue_and_bad_utf8(tmp_path):
+    p = tmp_path / "d.txt"
+    p.write_bytes(b"Fine . __eou__\n __eou__\nBad \xff byte . __eou__\n")
+    with pytest.raises(InputError, match="record line 2: empty"):
+        read_dailydialog(p)
+    lenient = read_dailydialog(p, lenient=True)
+    reasons = sorted(r["reason"] for r in lenient.rejected)
+    assert len(lenient.rows) == 1 and any("UTF-8" in r for r in reasons) and any("empty" in r for r in reasons)
+
+
+def test_malformed_json_records(tmp_path):
+    d = tmp_path / "mutual"
+    d.mkdir()
+    (d / "dev_1.txt").write_text('{"article": "m : hi there . f : hello .", "id": "dev_1"}')
+    (d / "dev_2.txt").write_text('{"article": "m : hi')
+    with pytest.raises(InputError, match="dev_2.txt, record file: malformed JSON"):
+        read_mutual(d)
+    dream = tmp_path / "dream.json"
+    dream.write_text(json.dumps([[["M: hi there"], [], "1-1"], [["no speaker"], [], "1-2"]]))
+    with pytest.raises(InputError, match="record item 1: turn 1 has no speaker"):
+        read_dream(dream)
+    cic = tmp_path / "c.jsonl"
+    cic.write_text('{"ID": "x"}\n')
+    with pytest.raises(InputError, match="record line 1: missing keys"):
+        read_cicero_release(cic)
