@@ -64,14 +64,22 @@ def run(pipeline: str,
     _print_stages(pipeline, stages)
 
 
+def _short(path: str) -> str:
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
 def _print_stages(pipeline: str, stages: list[dict]) -> None:
     table = Table(title=f"{pipeline}: artifacts")
-    for col in ("stage", "status", "in", "out", "rejected", "path"):
+    for col in ("stage", "status", "in", "out", "rejected"):
         table.add_column(col)
+    table.add_column("path", overflow="fold")
     for s in stages:
         r = s["rows"]
         table.add_row(s["stage"], "reused" if s["reused"] else "computed", str(r["in"]), str(r["out"]),
-                      str(r["rejected"]), s["path"])
+                      str(r["rejected"]), _short(s["path"]))
     console.print(table)
     console.print(f"artifacts of the latest run: csk artifacts {pipeline}", highlight=False, soft_wrap=True)
 

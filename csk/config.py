@@ -86,7 +86,8 @@ class Targets(Section):
 
 
 class Annotations(Section):
-    release: OptionalPath = None  # CICERO JSON Lines (v1 or v2) holding the human answers
+    release: OptionalPath = None  # CICERO JSON Lines (v1 or v2) holding the human answers; unset: stop at export
+    lenient: bool = False  # reject malformed release lines with a reason instead of failing
 
 
 class Splits(Section):

@@ -52,6 +52,12 @@ def artifact_chain(store: Store, ref: ArtifactRef) -> list[dict]:
     return chain
 
 
+def _sha(path: str) -> str | None:
+    from csk.runtime import sha256_file
+
+    return sha256_file(path) if Path(path).is_file() else None
+
+
 def _find_row(ref: ArtifactRef, row_id: str) -> tuple[dict, bool] | None:
     for path, rejected in ((ref.data_path, False), (ref.rejected_path, True)):
         if not path.exists():
@@ -86,8 +92,14 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
             step["source"] = {"file": src, "sha256": files.get(src), "record": row.get("source_record"),
                               "locator": row.get("source_locator")}
             return steps
+        if row.get("source_file"):  # rows read from a file mid-pipeline (e.g. an annotation release)
+            step["record"] = {"file": row["source_file"], "sha256": _sha(row["source_file"]),
+                              "locator": row.get("source_locator")}
         parent_id = row.get(parent_col)
         if parent_id is None or (isinstance(parent_id, float) and pd.isna(parent_id)):
+            if "record" in step:
+                step["source"] = {**step.pop("record"), "record": row.get("source_record")}
+                return steps
             raise CskError(f"row {rid!r} of {current.stage} has no {parent_col!r}: lineage broken")
         inp = m["inputs"][0]
         current, rid = ArtifactRef(current.pipeline, inp["stage"], inp["key"], inp["path"]), str(parent_id)

@@ -330,7 +330,7 @@ class Store:
             raise ContractError(f"stage {stage.name!r}: lineage column {col!r} missing from output")
         if "id" not in parent.columns or not len(data):
             return
-        missing = ~data[col].isin(set(parent["id"]))
+        missing = data[col].notna() & ~data[col].isin(set(parent["id"]))  # null: row has its own provenance
         if missing.any():
             bad = data.loc[missing, col].astype(str).head(3).tolist()
             raise ContractError(f"stage {stage.name!r}: lineage column {col!r} names rows not in its input: {bad}")

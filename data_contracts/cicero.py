@@ -34,3 +34,89 @@ class FilteredDialogues(Dialogues):
     n_utterances: Series[int] = pa.Field(ge=1)
     n_words: Series[int] = pa.Field(ge=1)
     avg_words: Series[float] = pa.Field(gt=0)
+
+
+class Embeddings(Contract):
+    """One normalised sentence embedding per dialogue."""
+
+    embedding: Series[object]
+
+    @pa.check("embedding", name="unit_norm_vectors")
+    def unit_norm(cls, s):
+        import numpy as np
+
+        return s.map(lambda v: v is not None and len(v) > 0 and abs(float(np.linalg.norm(v)) - 1.0) < 1e-2)
+
+
+class Deduplicated(FilteredDialogues):
+    """Dialogues left after near-duplicate removal (rejected rows name `duplicate_of`)."""
+
+
+INFERENCE_TYPES = ["cause", "subsequent_event", "prerequisite", "motivation", "reaction"]
+
+
+class Targets(Contract):
+    id: Series[str] = pa.Field(unique=True, str_matches=r"^.+/u\d{2}/[a-z_]+$")
+    dialogue_id: Series[str]
+    utterance_index: Series[int] = pa.Field(ge=0)
+    target: Series[str] = pa.Field(str_length={"min_value": 1})
+    inference_type: Series[str] = pa.Field(isin=INFERENCE_TYPES)
+    question: Series[str]
+    sets: Series[object]
+    textrank: Series[float] = pa.Field(ge=0)
+
+    @pa.check("sets", name="sets_within_x1_x2_x3")
+    def sets_ok(cls, s):
+        return s.map(lambda v: len(v) > 0 and set(v) <= {"x1", "x2", "x3"})
+
+
+class AnnotationTasks(Contract):
+    dialogue_id: Series[str]
+    utterance_index: Series[int] = pa.Field(ge=0)
+    target: Series[str]
+    question: Series[str]
+    dialogue: Series[object]
+
+
+class Annotations(Provenance):
+    """Human answers from a CICERO release, joined to the pipeline's dialogues and targets."""
+
+    cicero_id: Series[str]
+    version: Series[str] = pa.Field(isin=["v1", "v2"])
+    source_dialogue_id: Series[str] = pa.Field(nullable=True)
+    dialogue_id: Series[str]
+    dialogue_from_release: Series[bool]
+    task_id: Series[str] = pa.Field(nullable=True)
+    utterance_index: Series[int] = pa.Field(ge=0)
+    target_match: Series[str] = pa.Field(isin=["exact", "contained", "fuzzy"])
+    inference_type: Series[str] = pa.Field(isin=INFERENCE_TYPES)
+    answer: Series[str] = pa.Field(str_length={"min_value": 1})
+    choices: Series[object]
+    correct_answers: Series[object]
+
+
+class Splits(Contract):
+    dialogue_id: Series[str]
+    split: Series[str] = pa.Field(isin=["train", "validation", "test"])
+
+    @pa.dataframe_check(name="no_dialogue_in_two_splits")
+    def dialogue_level(cls, df):
+        return bool((df.groupby("dialogue_id")["split"].nunique() <= 1).all())
+
+
+class NLG(Contract):
+    annotation_id: Series[str]
+    task: Series[str] = pa.Field(isin=[
+        "1.1.1_cause", "1.1.2_subsequent_event", "1.1.3_subsequent_event_clipped", "1.1.4_chained_cause",
+        "1.1.5_chained_subsequent_event", "1.2.1_prerequisite", "1.2.2_motivation", "1.2.3_reaction"])
+    split: Series[str] = pa.Field(isin=["train", "validation", "test"])
+    input: Series[str] = pa.Field(str_contains=" <sep> ")
+    output: Series[str] = pa.Field(str_length={"min_value": 1})
+
+
+class Statistics(Contract):
+    measure: Series[str]
+    stage: Series[str]
+    group: Series[str]
+    value: Series[float]
+    paper: Series[float] = pa.Field(nullable=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -24,7 +25,8 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     assert first.exit_code == 0, first.output
     listing = _csk("artifacts", "cicero", "--store", store, "--json")
     stages = json.loads(listing.output)
-    assert {"sources", "length_filter"} <= {s["stage"] for s in stages}
+    assert [s["stage"] for s in stages] == ["sources", "length_filter", "embed", "dedup", "targets",
+                                            "annotation_tasks", "annotations", "splits", "nlg", "statistics"]
     assert all(not s["reused"] for s in stages)
     for s in stages:
         validate = _csk("validate", f"{s['path']}/data.parquet", "--contract",
@@ -41,16 +43,37 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     steps = json.loads(lineage.output)
     assert steps[-1]["source"]["locator"] == "line 2"
 
+    # An NLG instance traces back through splits, annotations, dedup ... to its dialogue's source line.
+    by_stage = {s["stage"]: s for s in stages}
+    import pandas as pd
+
+    nlg = pd.read_parquet(f"{by_stage['nlg']['path']}/data.parquet")
+    row = nlg[nlg["dialogue_id"].str.startswith("dailydialog-")].iloc[0]
+    out = _csk("lineage", "cicero", "nlg", "--row", row["id"], "--store", store, "--json")
+    steps = json.loads(out.output)
+    assert [s["stage"] for s in steps] == ["nlg", "splits", "annotations", "dedup", "length_filter", "sources"]
+    line = int(row["dialogue_id"].split("-")[1])
+    assert steps[-1]["source"]["locator"] == f"line {line}"
+    assert steps[2]["record"]["file"].endswith("annotations_v1.jsonl")  # the answer's own release line
+    # Files an annotation tool and a trainer take, and the statistics plot.
+    assert (Path(by_stage["annotation_tasks"]["path"]) / "annotation_tasks.csv").exists()
+    assert list(Path(by_stage["nlg"]["path"]).glob("nlg/1.1.1_cause/*.jsonl"))
+    assert (Path(by_stage["statistics"]["path"]) / "statistics.png").stat().st_size > 1000
+
 
 def test_cicero_flow_real_dailydialog(prefect_harness, tmp_path, config_copy, real):
     store = tmp_path / "artifacts"
     dd = real / "dailydialog" / "dialogues_sample.txt"
     result = _csk("run", "cicero", "--config", config_copy, "--store", store,
                   "--set", f"cicero.sources.dailydialog={dd}", "--set", f"cicero.sources.mutual={real / 'mutual'}",
-                  "--set", f"cicero.sources.dream={real / 'dream' / 'dev_sample.json'}")
+                  "--set", f"cicero.sources.dream={real / 'dream' / 'dev_sample.json'}",
+                  "--set", f"cicero.annotations.release={real / 'cicero' / 'cicero_v2_val_sample.jsonl'}")
     assert result.exit_code == 0, result.output
     stages = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}
     assert stages["sources"]["rows"]["out"] == 700
+    ann = stages["annotations"]["rows"]
+    assert ann["in"] == 300 and ann["out"] >= 297  # targets located for >= 99% of the instances
+    assert stages["nlg"]["rows"]["out"] > 0
     out = _csk("lineage", "cicero", "length_filter", "--row", "dailydialog-000003", "--store", store)
     assert out.exit_code == 0, out.output
     assert "dialogues_sample.txt line 3" in out.output

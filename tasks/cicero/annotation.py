@@ -1,0 +1,134 @@
+"""The human-annotation round trip (SEEDS 1.4): export tasks, import answers.
+
+Export: one row per (dialogue, target, question) with the exact question string, also as
+CSV and JSON Lines for an annotation tool.
+
+Import: answers in CICERO's released JSON Lines (v1 or v2). CICERO's IDs are its own
+numbering and its speaker letters are not always alternating, so dialogues are matched by
+normalised text (case, whitespace and punctuation tokenisation folded) and targets by
+utterance text. A dialogue not among the pipeline's is taken from the file and flagged; an
+instance whose target cannot be located in its dialogue is rejected with the reason.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import json
+import re
+
+import pandas as pd
+
+from csk.errors import InputError
+from csk.runtime import StageOutput, sha256_file
+from readers import read_cicero_release
+from tasks.cicero.targets import TYPE_OF_QUESTION
+
+SOURCE_OF_PREFIX = {"daily-dialogue": "dailydialog", "dailydialog": "dailydialog", "mutual": "mutual",
+                    "dream": "dream"}
+FUZZY_TARGET = 0.9  # difflib ratio above which a non-exact target still locates its utterance
+
+
+def norm(text: str) -> str:
+    """Fold case, whitespace and tokenisation of punctuation ("do n't" == "don't")."""
+    return re.sub(r"[\W_]+", "", str(text).lower())
+
+
+def dialogue_key(turns) -> str:
+    return "|".join(norm(t["text"]) for t in turns)
+
+
+def render_dialogue(turns) -> list[str]:
+    return [f"{t['speaker']}: {t['text']}" for t in turns]
+
+
+# ------------------------------------------------------------------ export
+def annotation_tasks(targets: pd.DataFrame, dialogues: pd.DataFrame) -> StageOutput:
+    turns = dict(zip(dialogues["id"], dialogues["turns"]))
+    data = targets[["id", "dialogue_id", "utterance_index", "target", "inference_type", "question"]].copy()
+    data["dialogue"] = [render_dialogue(turns[d]) for d in data["dialogue_id"]]
+    data["answer"] = ""  # to be written by the annotator
+    records = data.to_dict(orient="records")
+    jsonl = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    csv_buf = io.StringIO()
+    data.assign(dialogue=["\n".join(d) for d in data["dialogue"]]).to_csv(csv_buf, index=False)
+    return StageOutput(data=data, files={"annotation_tasks.jsonl": jsonl.encode(),
+                                         "annotation_tasks.csv": csv_buf.getvalue().encode()})
+
+
+# ------------------------------------------------------------------ import
+def locate_target(target: str, turns) -> tuple[int | None, str]:
+    """Index of the utterance the target is, and how it was found ('exact', 'contained', 'fuzzy')."""
+    key = norm(target)
+    keys = [norm(t["text"]) for t in turns]
+    for i, k in enumerate(keys):
+        if k == key:
+            return i, "exact"
+    if key:
+        hits = [i for i, k in enumerate(keys) if key in k or (k and k in key)]
+        if len(hits) == 1:
+            return hits[0], "contained"
+    ratios = [difflib.SequenceMatcher(None, key, k).ratio() for k in keys]
+    if ratios and max(ratios) >= FUZZY_TARGET:
+        return int(max(range(len(ratios)), key=lambda i: (ratios[i], -i))), "fuzzy"
+    return None, "not found"
+
+
+def release_fingerprint(params: dict) -> dict:
+    path = params.get("release")
+    return {"release_sha256": sha256_file(path) if path else None}
+
+
+def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: str, lenient: bool = False) -> StageOutput:
+    """One row per released instance, joined to the pipeline's dialogue, target and task."""
+    if not release:
+        raise InputError("cicero.annotations.release", None, "no annotation file configured")
+    read = read_cicero_release(release, lenient=lenient)
+    by_key: dict[str, str] = {}
+    for did, turns in zip(dialogues["id"], dialogues["turns"]):
+        by_key.setdefault(dialogue_key(turns), did)
+    turns_of = dict(zip(dialogues["id"], dialogues["turns"]))
+    task_ids = set(tasks["id"])
+    rows, rejected = [], [dict(r) for r in read.rejected]
+    for inst in read.rows:
+        did = by_key.get(dialogue_key(inst["turns"]))
+        from_release = did is None
+        turns = inst["turns"] if from_release else turns_of[did]
+        idx, how = locate_target(inst["target"], turns)
+        prov = {k: inst[k] for k in ("source_file", "source_record", "source_locator")}
+        if idx is None:
+            rejected.append({"id": inst["id"], "reason": f"target not found in its dialogue: {inst['target'][:60]!r}",
+                             "cicero_id": inst["cicero_id"], **prov})
+            continue
+        itype = TYPE_OF_QUESTION.get(inst["question"])
+        if itype is None:
+            rejected.append({"id": inst["id"], "reason": f"unknown question {inst['question']!r}",
+                             "cicero_id": inst["cicero_id"], **prov})
+            continue
+        choices = list(inst["choices"])
+        human = inst["human_written_answer"]
+        answer = choices[human] if human is not None else choices[inst["correct_answers"][0]]
+        dialogue_id = did or f"cicero-{inst['cicero_id']}"
+        task_id = f"{dialogue_id}/u{idx:02d}/{itype}"
+        prefix = inst["cicero_id"].rsplit("-", 1)[0]
+        rows.append({
+            "id": inst["id"], "cicero_id": inst["cicero_id"], "version": inst["version"],
+            "source_dialogue_id": did, "dialogue_id": dialogue_id, "dialogue_from_release": from_release,
+            "corpus": SOURCE_OF_PREFIX.get(prefix, prefix),
+            "task_id": task_id if task_id in task_ids else None,
+            "utterance_index": idx, "target_match": how, "target": turns[idx]["text"],
+            "dialogue": render_dialogue(turns), "inference_type": itype, "question": inst["question"],
+            "answer": answer, "choices": choices, "correct_answers": list(inst["correct_answers"]),
+            "human_written_answer": human, **prov})
+    data = pd.DataFrame(rows)
+    counts = {
+        "instances": read.records,
+        "matched_dialogues": int((~data["dialogue_from_release"]).sum()) if len(data) else 0,
+        "dialogues_from_release": int(data["dialogue_from_release"].sum()) if len(data) else 0,
+        "targets_located": len(data),
+        "matched_pipeline_tasks": int(data["task_id"].notna().sum()) if len(data) else 0,
+        "rejected": len(rejected),
+    }
+    return StageOutput(data=data, rejected=pd.DataFrame(rejected) if rejected else None, rows_in=read.records,
+                       notes={"release": str(release), "counts": counts},
+                       tables={"matching": [{"measure": k, "count": v} for k, v in counts.items()]})

@@ -1,0 +1,74 @@
+"""CICERO's generative tasks (SEEDS 1.7), per split.
+
+Input "q <sep> target <sep> context"; the chained tasks add the other event as a fourth
+field. The clipped variant keeps the dialogue up to and including the target.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from csk.runtime import StageOutput
+
+SEP = " <sep> "
+NLG_TASKS = {
+    "1.1.1_cause": "cause",
+    "1.1.2_subsequent_event": "subsequent_event",
+    "1.1.3_subsequent_event_clipped": "subsequent_event",
+    "1.1.4_chained_cause": "cause",
+    "1.1.5_chained_subsequent_event": "subsequent_event",
+    "1.2.1_prerequisite": "prerequisite",
+    "1.2.2_motivation": "motivation",
+    "1.2.3_reaction": "reaction",
+}
+
+
+def _context(dialogue, upto: int | None = None) -> str:
+    turns = list(dialogue)
+    return " ".join(turns if upto is None else turns[:upto + 1])
+
+
+def nlg(split_rows: pd.DataFrame, annotations: pd.DataFrame) -> StageOutput:
+    ann = annotations.merge(split_rows[["id", "split"]], on="id", how="inner")
+    by_target = {(r.dialogue_id, r.utterance_index, r.inference_type): r for r in ann.itertuples()}
+    rows = []
+
+    def add(task: str, r, context: str, extra: str | None = None):
+        fields = [r.question, r.target, context] + ([extra] if extra is not None else [])
+        refs = [r.choices[i] for i in r.correct_answers]
+        rows.append({"id": f"{task}/{r.id}", "annotation_id": r.id, "task": task, "split": r.split,
+                     "dialogue_id": r.dialogue_id, "input": SEP.join(fields), "output": r.answer,
+                     "references": refs})
+
+    for r in ann.itertuples():
+        full = _context(r.dialogue)
+        t = r.inference_type
+        if t == "cause":
+            add("1.1.1_cause", r, full)
+            sub = by_target.get((r.dialogue_id, r.utterance_index, "subsequent_event"))
+            if sub is not None:
+                add("1.1.4_chained_cause", r, full, sub.answer)
+        elif t == "subsequent_event":
+            add("1.1.2_subsequent_event", r, full)
+            add("1.1.3_subsequent_event_clipped", r, _context(r.dialogue, r.utterance_index))
+            cause = by_target.get((r.dialogue_id, r.utterance_index, "cause"))
+            if cause is not None:
+                add("1.1.5_chained_subsequent_event", r, full, cause.answer)
+        elif t == "prerequisite":
+            add("1.2.1_prerequisite", r, full)
+        elif t == "motivation":
+            add("1.2.2_motivation", r, full)
+        elif t == "reaction" and r.utterance_index == len(r.dialogue) - 1:
+            add("1.2.3_reaction", r, full)  # the paper's reaction task: target = last utterance
+    data = pd.DataFrame(rows, columns=["id", "annotation_id", "task", "split", "dialogue_id", "input", "output",
+                                       "references"]).sort_values("id", kind="stable")
+    files = {}
+    for (task, split), group in data.groupby(["task", "split"], sort=True):
+        lines = "".join(json.dumps({"id": r["id"], "input": r["input"], "output": r["output"],
+                                    "references": list(r["references"])}, ensure_ascii=False) + "\n"
+                        for r in group.to_dict(orient="records"))
+        files[f"nlg/{task}/{split}.jsonl"] = lines.encode()
+    counts = data.groupby(["task", "split"]).size().reset_index(name="instances").to_dict(orient="records")
+    return StageOutput(data=data, files=files, tables={"instances": counts}, notes={"tasks": list(NLG_TASKS)})

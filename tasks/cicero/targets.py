@@ -1,0 +1,152 @@
+"""CICERO target selection and inference-type assignment (SEEDS 1.3).
+
+Per dialogue, with a random generator seeded by (seed, dialogue id) so a dialogue's targets do
+not depend on which other dialogues are in the run:
+* k targets: 1-6 utterances -> 2 or 3; 7-12 -> 3 to 5; more -> 4 to 7;
+* 2-3 segments of consecutive utterances; TextRank (PageRank over the SBERT-cosine graph of
+  the segment) ranks each segment and the top-ranked utterances, k split evenly, form x1;
+* x2: the longest utterance(s) and every utterance with I'm / I'd / I've / I'll or the
+  expansions I am / I would / I had / I have / I will;
+* x3: the final utterance.
+Types: from x1 u x2, Subsequent Event for 80%; Cause and Prerequisite for 60%, Cause only 28%,
+Prerequisite only 12%; Motivation for every x2 target; Reaction for the x3 target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from csk.runtime import StageContext, StageOutput
+from tasks.embed import embedder_from_params
+
+QUESTIONS = {
+    "cause": "What is or could be the cause of target?",
+    "subsequent_event": "What subsequent event happens or could happen following the target?",
+    "prerequisite": "What is or could be the prerequisite of target?",
+    "motivation": "What is or could be the motivation of target?",
+    "reaction": "What is the possible emotional reaction of the listener in response to target?",
+}
+TYPE_OF_QUESTION = {q: t for t, q in QUESTIONS.items()}
+# Handles tokenised releases too ("I 'm", "i 'll" in MuTual/DailyDialog).
+FIRST_PERSON = re.compile(r"\bi\s*(?:'\s*(?:m|d|ve|ll)|’\s*(?:m|d|ve|ll)|\s+(?:am|would|had|have|will))\b", re.I)
+
+
+def dialogue_rng(seed: int, dialogue_id: str) -> np.random.Generator:
+    digest = hashlib.sha256(f"{seed}:{dialogue_id}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def n_targets(n_utterances: int, rng: np.random.Generator) -> int:
+    lo, hi = (2, 3) if n_utterances <= 6 else (3, 5) if n_utterances <= 12 else (4, 7)
+    return int(rng.integers(lo, hi + 1))
+
+
+def segment_bounds(n: int, n_segments: int) -> list[tuple[int, int]]:
+    """Consecutive segments of roughly equal size."""
+    n_segments = max(1, min(n_segments, n))
+    edges = np.linspace(0, n, n_segments + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def textrank(vectors: np.ndarray, damping: float = 0.85) -> np.ndarray:
+    """PageRank over the graph whose edge weights are cosine similarities (negatives clipped)."""
+    n = len(vectors)
+    if n == 1:
+        return np.ones(1)
+    sims = np.clip(vectors @ vectors.T, 0.0, None)
+    np.fill_diagonal(sims, 0.0)
+    graph = nx.from_numpy_array(sims)
+    if graph.size(weight="weight") == 0:
+        return np.full(n, 1.0 / n)
+    pr = nx.pagerank(graph, alpha=damping, weight="weight", tol=1e-10, max_iter=1000)
+    return np.array([pr[i] for i in range(n)])
+
+
+def select_x1(vectors: np.ndarray, k: int, n_segments: int, damping: float) -> tuple[list[int], np.ndarray]:
+    """Top-ranked utterances of each segment, k split as evenly as the segments allow."""
+    n = len(vectors)
+    bounds = segment_bounds(n, n_segments)
+    quota = [k // len(bounds) + (1 if s < k % len(bounds) else 0) for s in range(len(bounds))]
+    scores = np.zeros(n)
+    chosen: list[int] = []
+    for (a, b), q in zip(bounds, quota):
+        seg_scores = textrank(vectors[a:b], damping)
+        scores[a:b] = seg_scores
+        order = sorted(range(b - a), key=lambda i: (-seg_scores[i], i))
+        chosen += [a + i for i in order[:q]]
+    return sorted(chosen), scores
+
+
+def select_x2(texts: list[str], longest: int) -> list[int]:
+    words = [len(t.split()) for t in texts]
+    by_length = sorted(range(len(texts)), key=lambda i: (-words[i], i))[:longest]
+    first_person = [i for i, t in enumerate(texts) if FIRST_PERSON.search(t)]
+    return sorted(set(by_length) | set(first_person))
+
+
+def assign_types(x1: list[int], x2: list[int], x3: int, rng: np.random.Generator, p_subsequent: float,
+                 p_cause_and_prerequisite: float, p_cause_only: float) -> dict[int, list[str]]:
+    types: dict[int, list[str]] = {}
+    for u in sorted(set(x1) | set(x2)):
+        t = []
+        if rng.random() < p_subsequent:
+            t.append("subsequent_event")
+        draw = rng.random()
+        if draw < p_cause_and_prerequisite:
+            t += ["cause", "prerequisite"]
+        elif draw < p_cause_and_prerequisite + p_cause_only:
+            t.append("cause")
+        else:
+            t.append("prerequisite")
+        if u in x2:
+            t.append("motivation")
+        types[u] = t
+    types.setdefault(x3, []).append("reaction")
+    return types
+
+
+def targets(dialogues: pd.DataFrame, *, seed: int, embed: dict, segments: str | int = "auto",
+            damping: float = 0.85, longest: int = 1, p_subsequent: float = 0.8,
+            p_cause_and_prerequisite: float = 0.6, p_cause_only: float = 0.28, p_prerequisite_only: float = 0.12,
+            ctx: StageContext | None = None) -> StageOutput:
+    total = p_cause_and_prerequisite + p_cause_only + p_prerequisite_only
+    if abs(total - 1.0) > 1e-6:
+        from csk.errors import ConfigError
+
+        raise ConfigError(f"targets: cause/prerequisite proportions must sum to 1 (got {total:.3f})")
+    embedder = embedder_from_params(embed, ctx)
+    try:
+        all_texts = [str(t["text"]) for turns in dialogues["turns"] for t in turns]
+        vectors = embedder.encode(all_texts)
+        embedder.record(ctx)
+    finally:
+        embedder.close()
+    rows = []
+    offset = 0
+    for did, turns in zip(dialogues["id"], dialogues["turns"]):
+        texts = [str(t["text"]) for t in turns]
+        v = vectors[offset:offset + len(texts)]
+        offset += len(texts)
+        rng = dialogue_rng(seed, did)
+        n = len(texts)
+        k = n_targets(n, rng)
+        n_seg = (2 if n <= 8 else 3) if segments == "auto" else int(segments)
+        x1, scores = select_x1(v, k, n_seg, damping)
+        x2 = select_x2(texts, longest)
+        x3 = n - 1
+        types = assign_types(x1, x2, x3, rng, p_subsequent, p_cause_and_prerequisite, p_cause_only)
+        for u in sorted(types):
+            sets = [name for name, members in (("x1", x1), ("x2", x2), ("x3", [x3])) if u in members]
+            for t in types[u]:
+                rows.append({"id": f"{did}/u{u:02d}/{t}", "dialogue_id": did, "utterance_index": u,
+                             "target": texts[u], "speaker": str(turns[u]["speaker"]), "inference_type": t,
+                             "question": QUESTIONS[t], "sets": sets, "textrank": float(scores[u]),
+                             "n_targets_drawn": k})
+    data = pd.DataFrame(rows, columns=["id", "dialogue_id", "utterance_index", "target", "speaker",
+                                       "inference_type", "question", "sets", "textrank", "n_targets_drawn"])
+    return StageOutput(data=data, notes={"textrank": "networkx.pagerank over per-segment SBERT cosine graphs"})

