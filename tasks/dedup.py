@@ -20,9 +20,14 @@ from csk.runtime import StageOutput
 BF16_MARGIN = 0.02
 
 
-def exact_pairs(x: np.ndarray, threshold: float, block_size: int = 4096,
+def exact_pairs(x: np.ndarray, threshold: float, block_size: int = 2048, col_block: int = 8192,
                 screen_bf16: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All pairs i < j with cosine(x_i, x_j) >= threshold, by blocked matrix products."""
+    """All pairs i < j with cosine(x_i, x_j) >= threshold, by tiled matrix products.
+
+    Only upper-triangle tiles are computed, into one preallocated tile buffer (memory stays
+    block_size x col_block whatever n is). A tile is scanned for hits only when its maximum
+    reaches the screening cut, so the elementwise work is one reduction per tile.
+    """
     import torch
 
     n = len(x)
@@ -30,18 +35,26 @@ def exact_pairs(x: np.ndarray, threshold: float, block_size: int = 4096,
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
     xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
     xs = xt.to(torch.bfloat16) if screen_bf16 else xt
+    xs_t = xs.T.contiguous()
     cut = threshold - (BF16_MARGIN if screen_bf16 else 0.0)
+    tile = torch.empty(block_size, col_block, dtype=xs.dtype)
     rows, cols = [], []
     with torch.inference_mode():
-        for start in range(0, n, block_size):
-            stop = min(start + block_size, n)
-            sims = xs[start:stop] @ xs[start:].T  # only columns j >= start: the upper triangle
-            r, c = torch.nonzero(sims >= cut, as_tuple=True)
-            c = c + start
-            r = r + start
-            keep = c > r
-            rows.append(r[keep].numpy())
-            cols.append(c[keep].numpy())
+        for r0 in range(0, n, block_size):
+            r1 = min(r0 + block_size, n)
+            for c0 in range(r0, n, col_block):
+                c1 = min(c0 + col_block, n)
+                out = tile[: r1 - r0, : c1 - c0]
+                torch.matmul(xs[r0:r1], xs_t[:, c0:c1], out=out)
+                if out.max().item() < cut:
+                    continue
+                r, c = torch.nonzero(out >= cut, as_tuple=True)
+                r, c = r + r0, c + c0
+                keep = c > r
+                rows.append(r[keep].numpy())
+                cols.append(c[keep].numpy())
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
     i = np.concatenate(rows).astype(np.int64)
     j = np.concatenate(cols).astype(np.int64)
     return _rescore(x, i, j, threshold)
@@ -99,7 +112,7 @@ def duplicate_groups(n: int, i: np.ndarray, j: np.ndarray, sim: np.ndarray) -> l
 
 
 def dedup(dialogues: pd.DataFrame, embeddings: pd.DataFrame, *, threshold: float = 0.87,
-          block_size: int = 4096, approximate_above: int = 50_000, nlist: int = 256,
+          block_size: int = 2048, col_block: int = 8192, approximate_above: int = 50_000, nlist: int = 256,
           nprobe: int = 16) -> StageOutput:
     vectors = embeddings.set_index("id")["embedding"]
     missing = set(dialogues["id"]) - set(vectors.index)
@@ -113,7 +126,7 @@ def dedup(dialogues: pd.DataFrame, embeddings: pd.DataFrame, *, threshold: float
     if len(x) > approximate_above:
         i, j, sim = approximate_pairs(x, threshold, nlist, nprobe)
     else:
-        i, j, sim = exact_pairs(x, threshold, block_size)
+        i, j, sim = exact_pairs(x, threshold, block_size, col_block)
     losers = duplicate_groups(len(x), i, j, sim)
     ids = dialogues["id"].tolist()
     drop = {d["row"] for d in losers}

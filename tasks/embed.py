@@ -20,7 +20,7 @@ import pandas as pd
 from csk.models import model_hash, resolve_model
 from csk.runtime import StageContext, StageOutput
 
-PROBE_SIZE = 64
+PROBE_SIZE = 32
 _MODELS: dict[tuple[str, str], object] = {}
 
 
@@ -48,7 +48,7 @@ def load_sentence_model(path: Path, device: str):
 class Embedder:
     """Normalised sentence embeddings with an on-disk cache; `encode(texts) -> float32 [n, d]`."""
 
-    def __init__(self, model: str, cache_dir: Path | None, batch_size: int = 64, precision: str = "auto",
+    def __init__(self, model: str, cache_dir: Path | None, batch_size: int = 32, precision: str = "auto",
                  min_agreement: float = 0.999, device: str = "auto", progress: bool = True):
         self.spec = model
         self.path = resolve_model(model, "sentence embedding model", "embed.model")
@@ -85,7 +85,10 @@ class Embedder:
         """Choose bf16 when it agrees with fp32 on a probe of these texts, else fp32."""
         if self.precision is not None:
             return self.precision
-        probe = sorted(set(texts))[:PROBE_SIZE]
+        # Evenly spaced over the length-sorted texts, so long inputs are probed too.
+        ordered = sorted(set(texts), key=lambda t: (len(t), t))
+        step = max(1, len(ordered) // PROBE_SIZE)
+        probe = ordered[::step][:PROBE_SIZE]
         if not probe:
             self.precision = "fp32"
             return self.precision
@@ -151,7 +154,7 @@ class Embedder:
 
 def embedder_from_params(params: dict, ctx: StageContext | None) -> Embedder:
     return Embedder(model=params["model"], cache_dir=ctx.cache_dir if ctx else None,
-                    batch_size=params.get("batch_size", 64), precision=params.get("precision", "auto"),
+                    batch_size=params.get("batch_size", 32), precision=params.get("precision", "auto"),
                     min_agreement=params.get("min_agreement", 0.999), device=params.get("device", "auto"))
 
 
@@ -164,7 +167,7 @@ def dialogue_text(turns) -> str:
     return " ".join(str(t["text"]) for t in turns)
 
 
-def embed(dialogues: pd.DataFrame, *, model: str, batch_size: int = 64, precision: str = "auto",
+def embed(dialogues: pd.DataFrame, *, model: str, batch_size: int = 32, precision: str = "auto",
           min_agreement: float = 0.999, device: str = "auto", ctx: StageContext | None = None) -> StageOutput:
     """One embedding per dialogue (its utterances joined, speaker tags left out)."""
     emb = embedder_from_params(dict(model=model, batch_size=batch_size, precision=precision,
