@@ -84,6 +84,55 @@ def _print_stages(pipeline: str, stages: list[dict]) -> None:
     console.print(f"artifacts of the latest run: csk artifacts {pipeline}", highlight=False, soft_wrap=True)
 
 
+@app.command("rebuild-distractors")
+def rebuild_distractors(
+        pipeline: str,
+        release: Optional[Path] = typer.Option(None, "--release", help="a released CICERO JSON Lines file to start from"),
+        config: Path = typer.Option(Path("pipelines.toml"), "--config"),
+        store: Path = typer.Option(Path("artifacts"), "--store"),
+        set_: list[str] = typer.Option([], "--set", help="override a setting, e.g. cicero.adversarial_filter.max_iterations=3")) -> None:
+    """Rerun only the distractor stages, on the cached upstream artifacts or on a release file alone."""
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("csk").setLevel(logging.INFO)
+    try:
+        from csk.config import load_config
+
+        load_config(config, set_)
+        if pipeline != "cicero":
+            raise CskError(f"rebuild-distractors supports 'cicero' (got {pipeline!r})")
+        if release is not None and not release.exists():
+            raise CskError(f"{release}: file not found")
+        from flows.cicero import rebuild_distractors_flow
+
+        stages = rebuild_distractors_flow(config=str(config), store=str(store), overrides=list(set_),
+                                          release=str(release.resolve()) if release else None)
+    except CskError as exc:
+        _fail(exc)
+    _print_stages(pipeline, stages)
+
+
+@app.command("train-generator")
+def train_generator(
+        base: Path = typer.Option(..., "--base", help="seq2seq model directory to fine-tune (e.g. t5-large saved locally)"),
+        out: Path = typer.Option(..., "--out", help="directory to write the fine-tuned generator to"),
+        snli: list[Path] = typer.Option([], "--snli", help="SNLI JSON Lines (sentence1, sentence2, gold_label)"),
+        timetravel: list[Path] = typer.Option([], "--timetravel", help="TimeTravel JSON Lines"),
+        epochs: int = typer.Option(1, "--epochs"), lr: float = typer.Option(3e-4, "--lr"),
+        batch_size: int = typer.Option(16, "--batch-size"), max_steps: int = typer.Option(0, "--max-steps"),
+        seed: int = typer.Option(0, "--seed")) -> None:
+    """Fine-tune the counterfactual generator on SNLI contradictions and TimeTravel rewrites."""
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    try:
+        from tasks.distractors.generator_training import read_pairs, train
+
+        pairs = read_pairs(snli, timetravel)
+        info = train(base, out, pairs, epochs=epochs, lr=lr, batch_size=batch_size, max_steps=max_steps, seed=seed)
+    except CskError as exc:
+        _fail(exc)
+    console.print(f"fine-tuned on {info['pairs']} pairs ({info['steps']} steps, final loss {info['loss']:.4f}); "
+                  f"saved to {out}", highlight=False)
+
+
 @app.command()
 def artifacts(pipeline: str, store: Path = typer.Option(Path("artifacts"), "--store"),
               as_json: bool = typer.Option(False, "--json", help="print a JSON list")) -> None:

@@ -97,6 +97,51 @@ class Splits(Section):
     test: float = 0.2
 
 
+class Counterfactuals(Section):
+    generator: Literal["lexical", "t5"] = "lexical"  # lexical: rule-based offline default
+    model: OptionalPath = None  # seq2seq model directory for generator = "t5"
+    conceptnet_db: OptionalPath = None  # conceptnet-lite SQLite database for more antonyms
+    max_per_answer: int = 24  # lexical pools are subsampled (seeded) above this size
+    num_return: int = 8  # t5: outputs per answer
+    num_beams: int = 8
+    do_sample: bool = False
+    batch_size: int = 16
+
+
+class CandidateFilter(Section):
+    max_similarity: float = 0.9  # keep only candidates with cosine(candidate, gold) below this
+    nli: str = ""  # NLI model directory; "off" to skip the contradiction rule explicitly
+    nli_batch_size: int = 32
+
+
+class AdversarialFilter(Section):
+    discriminator: Literal["linear-probe", "transformer"] = "linear-probe"
+    model: OptionalPath = None  # multiple-choice encoder directory (paper: roberta-large) for "transformer"
+    n_distractors: int = 4
+    max_iterations: int = 14  # the paper converged after 14
+    held_out: float = 0.2
+    max_swaps: int = 2
+    swap_rule: Literal["max", "hellaswag"] = "max"
+    window: int = 3  # convergence: held-out accuracy moves < epsilon over this many iterations
+    epsilon: float = 0.005
+    epochs: int = 3
+    lr: float = 1e-5
+    batch_size: int = 8
+
+
+class AFLite(Section):
+    enabled: bool = False  # CICERO's paper does not use AF-Lite; CoreQuisite's does
+    n: int = 0  # target size (0: no target)
+    m: int = 64
+    t: float = 0.5  # training subset: a fraction (< 1) or a count
+    k: int = 500  # capped at 5% of the remaining instances
+    tau: float = 0.75
+
+
+class Verification(Section):
+    verdicts: OptionalPath = None  # JSON Lines {id, distractor, speculatively_correct} from the annotators
+
+
 class CiceroConfig(Section):
     seed: int = 0
     schedule: str = "0 3 * * 1"  # cron for `csk schedule cicero`
@@ -107,6 +152,11 @@ class CiceroConfig(Section):
     targets: Targets = Field(default_factory=Targets)
     annotations: Annotations = Field(default_factory=Annotations)
     splits: Splits = Field(default_factory=Splits)
+    counterfactuals: Counterfactuals = Field(default_factory=Counterfactuals)
+    candidate_filter: CandidateFilter = Field(default_factory=CandidateFilter)
+    adversarial_filter: AdversarialFilter = Field(default_factory=AdversarialFilter)
+    aflite: AFLite = Field(default_factory=AFLite)
+    verification: Verification = Field(default_factory=Verification)
 
 
 class PipelinesConfig(Section):

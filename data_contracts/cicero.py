@@ -120,3 +120,69 @@ class Statistics(Contract):
     group: Series[str]
     value: Series[float]
     paper: Series[float] = pa.Field(nullable=True)
+
+
+# ---------------------------------------------------------------- distractor engine
+class Counterfactuals(Contract):
+    """Candidate alternatives to each gold answer, with the generator and rule that made them."""
+
+    instance_id: Series[str]
+    gold: Series[str]
+    candidate: Series[str] = pa.Field(str_length={"min_value": 1})
+    generator: Series[str] = pa.Field(isin=["lexical", "t5"])
+    rule: Series[str]
+
+    @pa.dataframe_check(name="candidate_differs_from_gold")
+    def not_gold(cls, df):
+        return df["candidate"].str.strip().str.lower() != df["gold"].str.strip().str.lower()
+
+
+class Candidates(Counterfactuals):
+    """Candidates kept by the similarity (and NLI) filter: the set N."""
+
+    similarity: Series[float] = pa.Field(le=1.0001)
+    contradiction: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+
+
+class AdversarialChoices(Contract):
+    dialogue_id: Series[str]
+    gold: Series[str]
+    distractor_ids: Series[object]
+    distractors: Series[object]
+    swaps: Series[int] = pa.Field(ge=0)
+
+    @pa.check("distractors", name="at_least_one_distractor")
+    def some(cls, s):
+        return s.map(lambda v: len(v) >= 1)
+
+
+class Verified(Contract):
+    gold: Series[str]
+    distractors: Series[object]
+    verified: Series[bool]
+    correct_distractors: Series[object]
+
+
+class MCQ(Contract):
+    """CICERO's released MCQ format (ID, Dialogue, Target, Question, Choices, Correct Answers...)."""
+
+    split: Series[str] = pa.Field(isin=["train", "validation", "test", "all"])
+    ID: Series[str]
+    Dialogue: Series[object]
+    Target: Series[str]
+    Question: Series[str]
+    Choices: Series[object]
+    n_correct: Series[int] = pa.Field(ge=1)
+
+    @pa.dataframe_check(name="correct_answers_index_choices")
+    def indices_ok(cls, df):
+        import pandas as pd
+
+        return pd.Series([bool(len(c)) and all(0 <= i < len(ch) for i in c) and len(set(ch)) == len(ch)
+                          for c, ch in zip(df["Correct Answers"], df["Choices"])], index=df.index)
+
+
+class DistractorQuality(Contract):
+    measure: Series[str]
+    value: Series[float] = pa.Field(nullable=True)
+    note: Series[str]

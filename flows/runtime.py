@@ -61,8 +61,9 @@ def _execute(store_root: str, pipeline: str, stage: Stage, params: dict, inputs:
 class PipelineRun:
     """Runs stages of one pipeline as Prefect tasks and records the run for `csk artifacts`."""
 
-    def __init__(self, pipeline: str, store_root: str):
+    def __init__(self, pipeline: str, store_root: str, merge_latest: bool = False):
         self.pipeline = pipeline
+        self.merge_latest = merge_latest  # a partial rerun updates the latest run's record
         self.store = Store(store_root)
         self.store.clean_stale_tmp()
         self.stages: list[dict] = []
@@ -80,9 +81,26 @@ class PipelineRun:
         self.stages.append(info)
         return ArtifactRef(self.pipeline, stage.name, info["key"], info["path"])
 
+    def adopt(self, entry: dict) -> ArtifactRef:
+        """Use an artifact of an earlier run as it is (recorded in this run as reused)."""
+        ref = self.store.ref_from_manifest_entry(self.pipeline, entry)
+        if self.store.find(self.pipeline, ref.stage, ref.key) is None:
+            from csk.errors import CskError
+
+            raise CskError(f"artifact {ref.stage}/{ref.key} of the latest run is missing from {self.store.root}")
+        get_run_logger().info("%s: reused upstream artifact %s from the latest run", ref.stage, ref.key)
+        self.stages.append({**entry, "reused": True})
+        return ref
+
     def finish(self) -> list[dict]:
         run_id = str(flow_run.get_id() or "local")
-        path = self.store.record_run(self.pipeline, run_id, self.stages)
+        stages = self.stages
+        if self.merge_latest:
+            mine = {s["stage"] for s in self.stages}
+            earlier = [{**s, "reused": True} for s in self.store.latest_run(self.pipeline)["stages"]
+                       if s["stage"] not in mine]
+            stages = earlier + self.stages
+        path = self.store.record_run(self.pipeline, run_id, stages)
         reused = [s["stage"] for s in self.stages if s["reused"]]
         logging.getLogger("csk").info("run recorded in %s; reused: %s", path, ", ".join(reused) or "none")
         return self.stages

@@ -26,7 +26,9 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     listing = _csk("artifacts", "cicero", "--store", store, "--json")
     stages = json.loads(listing.output)
     assert [s["stage"] for s in stages] == ["sources", "length_filter", "embed", "dedup", "targets",
-                                            "annotation_tasks", "annotations", "splits", "nlg", "statistics"]
+                                            "annotation_tasks", "annotations", "splits", "nlg", "counterfactuals",
+                                            "candidate_filter", "adversarial_filter", "verification", "mcq",
+                                            "distractor_quality", "statistics"]
     assert all(not s["reused"] for s in stages)
     for s in stages:
         validate = _csk("validate", f"{s['path']}/data.parquet", "--contract",
@@ -59,6 +61,20 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     assert (Path(by_stage["annotation_tasks"]["path"]) / "annotation_tasks.csv").exists()
     assert list(Path(by_stage["nlg"]["path"]).glob("nlg/1.1.1_cause/*.jsonl"))
     assert (Path(by_stage["statistics"]["path"]) / "statistics.png").stat().st_size > 1000
+    mcq_files = sorted(p.relative_to(by_stage["mcq"]["path"]).as_posix() for p in Path(by_stage["mcq"]["path"]).rglob("*.jsonl"))
+    assert "mcq/2.2_all_answers/train.jsonl" in mcq_files and any("2.1_single_answer" in f for f in mcq_files)
+    assert (Path(by_stage["adversarial_filter"]["path"]) / "af_accuracy.png").exists()
+
+    # Rebuilding the distractors reuses every upstream artifact and recomputes from AF on.
+    rebuilt = _csk("rebuild-distractors", "cicero", "--config", config_copy, "--store", store,
+                   "--set", "cicero.adversarial_filter.max_iterations=3")
+    assert rebuilt.exit_code == 0, rebuilt.output
+    after = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}
+    for name in ("annotations", "splits", "counterfactuals", "candidate_filter", "nlg", "statistics"):
+        assert after[name]["reused"] and after[name]["key"] == by_stage[name]["key"], name
+    for name in ("adversarial_filter", "verification", "mcq", "distractor_quality"):
+        assert not after[name]["reused"] and after[name]["key"] != by_stage[name]["key"], name
+    assert json.load(open(Path(after["adversarial_filter"]["path"]) / "manifest.json"))["notes"]["iterations"] <= 3
 
 
 def test_cicero_flow_real_dailydialog(prefect_harness, tmp_path, config_copy, real):
@@ -94,3 +110,21 @@ def test_bad_config_key_fails_before_running(tmp_path, config_copy):
     result = _csk("run", "cicero", "--config", config_copy, "--store", tmp_path / "a",
                   "--set", "cicero.length_filter.max_words=3")
     assert result.exit_code == 1 and "max_words: unknown key" in result.output
+
+
+def test_rebuild_distractors_from_real_cicero_release(prefect_harness, tmp_path, config_copy, real):
+    """CICERO v2 sample alone: rebuild distractors from its correct answers, compare with the published ones."""
+    store = tmp_path / "artifacts"
+    release = real / "cicero" / "cicero_v2_val_sample.jsonl"
+    result = _csk("rebuild-distractors", "cicero", "--release", release, "--config", config_copy, "--store", store)
+    assert result.exit_code == 0, result.output
+    stages = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}
+    assert stages["release"]["rows"]["out"] >= 297
+    import pandas as pd
+
+    quality = pd.read_parquet(Path(stages["distractor_quality"]["path"]) / "data.parquet").set_index("measure")
+    assert {"probe_accuracy_rebuilt", "probe_accuracy_published"} <= set(quality.index)
+    for m in ("probe_accuracy_rebuilt", "probe_accuracy_published"):
+        assert 0 <= quality.loc[m, "value"] <= 1
+    mcq = pd.read_parquet(Path(stages["mcq"]["path"]) / "data.parquet")
+    assert set(mcq["split"]) == {"all"} and mcq["ID"].str.match(r"^(daily-dialogue|mutual|dream)-").all()

@@ -132,3 +132,11 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: str, l
     return StageOutput(data=data, rejected=pd.DataFrame(rejected) if rejected else None, rows_in=read.records,
                        notes={"release": str(release), "counts": counts},
                        tables={"matching": [{"measure": k, "count": v} for k, v in counts.items()]})
+
+
+def release_instances(*, release: str, lenient: bool = False) -> StageOutput:
+    """A released CICERO file alone as the instance table (no source corpora): every dialogue is
+    taken from the file; the gold answer is `Human Written Answer` (v1) or the first of the
+    `Correct Answers` (v2)."""
+    empty = pd.DataFrame({"id": pd.Series([], dtype=str), "turns": pd.Series([], dtype=object)})
+    return annotations(empty, pd.DataFrame({"id": pd.Series([], dtype=str)}), release=release, lenient=lenient)

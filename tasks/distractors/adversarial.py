@@ -1,0 +1,172 @@
+"""Adversarial filtering (SEEDS 1.6c, Zellers et al. 2018) over the filtered candidate pools.
+
+Every instance starts with its gold answer and `n_distractors` random candidates. Each
+iteration splits instances 80/20 by dialogue (seeded), trains a fresh discriminator on the
+80%, scores the held-out 20%, and in each held-out instance replaces distractors that score
+below the gold with higher-scoring unused candidates (replaced ones leave the pool). At most
+`max_swaps` per instance and round, or HellaSwag's rule (0 swaps at held-out pairwise accuracy
+<= 0.525, 1 at <= 0.575, else 2). Stops when held-out accuracy moves less than `epsilon` over
+`window` iterations, or after `max_iterations` (the paper needed 14).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from csk.errors import ConfigError
+from csk.models import model_hash, resolve_model
+from csk.runtime import StageContext, StageOutput
+from tasks.distractors.counterfactuals import instance_view
+from tasks.distractors.discriminators import LinearProbe, TransformerMC
+from tasks.embed import embedder_from_params
+from tasks.plots import line_png
+
+
+def hellaswag_swaps(pairwise_accuracy: float) -> int:
+    return 0 if pairwise_accuracy <= 0.525 else 1 if pairwise_accuracy <= 0.575 else 2
+
+
+def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_discriminator: Callable[[], object], *,
+            n_distractors: int = 4, max_iterations: int = 14, held_out: float = 0.2, max_swaps: int = 2,
+            swap_rule: str = "max", window: int = 3, epsilon: float = 0.005, seed: int = 0,
+            log: Callable[[str], None] | None = None) -> tuple[dict[str, dict], list[dict]]:
+    """Run AF; returns the per-instance state (distractors, unused pool, swaps) and per-iteration history."""
+    text = {cid: t for pool in pools.values() for cid, t in pool}
+    state: dict[str, dict] = {}
+    for inst in view.itertuples():
+        pool = [cid for cid, _ in pools.get(inst.id, [])]
+        rng = np.random.default_rng([seed] + [ord(c) for c in inst.id[-16:]])
+        order = [pool[i] for i in rng.permutation(len(pool))]
+        state[inst.id] = {"distractors": order[:n_distractors], "unused": order[n_distractors:], "swaps": 0,
+                          "initial": list(order[:n_distractors])}
+    by_id = view.set_index("id")
+    groups = sorted(view["group_id"].unique())
+    history: list[dict] = []
+    for it in range(max_iterations):
+        rng = np.random.default_rng([seed, it])
+        perm = [groups[i] for i in rng.permutation(len(groups))]
+        n_held = max(1, int(round(held_out * len(groups))))
+        held_groups = set(perm[:n_held])
+        held = view[view["group_id"].isin(held_groups)]["id"].tolist()
+        train = view[~view["group_id"].isin(held_groups)]["id"].tolist()
+        if not train or not held:
+            raise ConfigError("adversarial_filter needs instances from at least two dialogues")
+        # Training choices in a seeded random order, so position carries no signal.
+        t_choices, t_gold = [], []
+        for i in train:
+            ch = [by_id.loc[i, "gold"]] + [text[c] for c in state[i]["distractors"]]
+            perm_c = rng.permutation(len(ch))
+            t_choices.append([ch[p] for p in perm_c])
+            t_gold.append(int(np.where(perm_c == 0)[0][0]))
+        disc = make_discriminator()
+        disc.fit([by_id.loc[i, "context"] for i in train], t_choices, t_gold)
+        contexts = [by_id.loc[i, "context"] for i in held]
+        choice_ids = [state[i]["distractors"] + state[i]["unused"] for i in held]
+        scores = disc.score(contexts, [[by_id.loc[i, "gold"]] + [text[c] for c in ids]
+                                       for i, ids in zip(held, choice_ids)])
+        correct, pairs_won, pairs = 0, 0, 0
+        for i, s in zip(held, scores):
+            k = len(state[i]["distractors"])
+            correct += int(k == 0 or s[0] > s[1:k + 1].max())
+            pairs_won += int((s[0] > s[1:k + 1]).sum())
+            pairs += k
+        accuracy = correct / len(held)
+        pairwise = pairs_won / pairs if pairs else 1.0
+        allowed = hellaswag_swaps(pairwise) if swap_rule == "hellaswag" else max_swaps
+        swaps = 0
+        for i, ids, s in zip(held, choice_ids, scores):
+            st = state[i]
+            k = len(st["distractors"])
+            score_of = dict(zip(ids, s[1:]))
+            gold_score = s[0]
+            weak = sorted((c for c in st["distractors"] if score_of[c] < gold_score), key=lambda c: (score_of[c], c))
+            strong = sorted(st["unused"], key=lambda c: (-score_of[c], c))
+            done = 0
+            for w in weak:
+                if done >= allowed or not strong or score_of[strong[0]] <= score_of[w]:
+                    break
+                new = strong.pop(0)
+                st["distractors"][st["distractors"].index(w)] = new
+                st["unused"].remove(new)  # the replaced distractor leaves the pool for good
+                st["swaps"] += 1
+                done += 1
+            swaps += done
+            assert len(st["distractors"]) == k
+        history.append({"iteration": it + 1, "held_out_accuracy": accuracy, "pairwise_accuracy": pairwise,
+                        "swaps": swaps, "swaps_allowed": allowed, "train_instances": len(train),
+                        "held_out_instances": len(held)})
+        if log:
+            log(f"AF iteration {it + 1}: held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f}, {swaps} swaps")
+        recent = [h["held_out_accuracy"] for h in history[-window:]]
+        if len(history) >= window and max(recent) - min(recent) < epsilon:
+            break
+    return state, history
+
+
+def make_discriminator_factory(discriminator: str, *, model: str, embed: dict, epochs: int, lr: float,
+                               batch_size: int, seed: int, vector=None, ctx: StageContext | None = None):
+    if discriminator == "linear-probe":
+        return lambda: LinearProbe(vector, seed=seed)
+    if discriminator == "transformer":
+        path = resolve_model(model, "AF discriminator encoder", "adversarial_filter.model")
+        if ctx is not None:
+            ctx.record_model("af-discriminator", str(path), model_hash(path), kind="multiple-choice",
+                             epochs=epochs, lr=lr)
+        return lambda: TransformerMC(str(path), epochs=epochs, lr=lr, batch_size=batch_size, seed=seed)
+    raise ConfigError(f"adversarial_filter.discriminator must be 'linear-probe' or 'transformer', got {discriminator!r}")
+
+
+def vector_lookup(texts: list[str], embed: dict, ctx: StageContext | None):
+    emb = embedder_from_params(embed, ctx)
+    try:
+        unique = list(dict.fromkeys(texts))
+        vectors = dict(zip(unique, emb.encode(unique)))
+        emb.record(ctx)
+    finally:
+        emb.close()
+    return vectors.__getitem__
+
+
+def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, seed: int, embed: dict,
+                       discriminator: str = "linear-probe", model: str = "", n_distractors: int = 4,
+                       max_iterations: int = 14, held_out: float = 0.2, max_swaps: int = 2, swap_rule: str = "max",
+                       window: int = 3, epsilon: float = 0.005, epochs: int = 3, lr: float = 1e-5,
+                       batch_size: int = 8, ctx: StageContext | None = None) -> StageOutput:
+    view = instance_view(instances)
+    pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in candidates.groupby("instance_id", sort=False)}
+    has_pool = view["id"].isin([k for k, v in pools.items() if v])
+    rejected = instances[~has_pool.values].assign(reason="no candidate survived the candidate filter")
+    view = view[has_pool.values].reset_index(drop=True)
+    vector = None
+    if discriminator == "linear-probe":
+        vector = vector_lookup(view["context"].tolist() + view["gold"].tolist() + candidates["candidate"].tolist(),
+                               embed, ctx)
+    factory = make_discriminator_factory(discriminator, model=model, embed=embed, epochs=epochs, lr=lr,
+                                         batch_size=batch_size, seed=seed, vector=vector, ctx=ctx)
+    import logging
+
+    state, history = af_loop(view, pools, factory, n_distractors=n_distractors, max_iterations=max_iterations,
+                             held_out=held_out, max_swaps=max_swaps, swap_rule=swap_rule, window=window,
+                             epsilon=epsilon, seed=seed, log=logging.getLogger("csk").info)
+    text = dict(zip(candidates["id"], candidates["candidate"]))
+    rule = dict(zip(candidates["id"], candidates["rule"]))
+    rows = []
+    for inst in view.itertuples():
+        st = state[inst.id]
+        rows.append({"id": inst.id, "dialogue_id": inst.group_id, "gold": inst.gold,
+                     "distractor_ids": st["distractors"], "distractors": [text[c] for c in st["distractors"]],
+                     "distractor_rules": [rule[c] for c in st["distractors"]],
+                     "swaps": st["swaps"], "unused_left": len(st["unused"]),
+                     "initial_kept": len(set(st["initial"]) & set(st["distractors"]))})
+    data = pd.DataFrame(rows)
+    plot = line_png([h["iteration"] for h in history],
+                    {"held-out accuracy": [h["held_out_accuracy"] for h in history],
+                     "pairwise accuracy": [h["pairwise_accuracy"] for h in history]},
+                    f"adversarial filtering ({discriminator})", "iteration", "accuracy")
+    return StageOutput(data=data, rejected=rejected if len(rejected) else None, rows_in=len(instances),
+                       files={"af_accuracy.png": plot},
+                       notes={"discriminator": discriminator, "iterations": len(history), "history": history},
+                       tables={"af_history": history})

@@ -1,0 +1,86 @@
+"""AF-Lite (SEEDS 2.6; Sakaguchi et al. 2020, Le Bras et al. 2020).
+
+Frozen embeddings of every instance; repeat: train `m` linear classifiers, each on a random
+subset of size `t`, and record each instance's predictions when it was held out;
+predictability = fraction of those predictions that were right; remove the `k` most
+predictable instances with predictability >= `tau`; stop when fewer than `k` qualify or the
+set is down to `n`. Public implementations use m=64, k=500, tau=0.75 with logistic regression;
+for small data `k` is capped at 5% of the remaining instances and `t` may be a fraction.
+
+Instances are multiple choice: the classifier scores (context, choice) features and predicts
+the argmax choice, so this serves CICERO's MCQ and CoreQuisite's P-MCQA alike.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from csk.runtime import StageContext, StageOutput
+from tasks.distractors.adversarial import vector_lookup
+from tasks.distractors.discriminators import LinearProbe
+
+
+def predictability(contexts: list[str], choices: list[list[str]], gold: list[int], vector, *, m: int, t: float,
+                   seed: int) -> np.ndarray:
+    n = len(contexts)
+    size = int(t * n) if t < 1 else int(t)
+    size = min(max(size, 2), n - 1)
+    right = np.zeros(n)
+    seen = np.zeros(n)
+    rng = np.random.default_rng(seed)
+    for _ in range(m):
+        train = rng.choice(n, size, replace=False)
+        held = np.setdiff1d(np.arange(n), train)
+        probe = LinearProbe(vector, seed=seed).fit([contexts[i] for i in train], [choices[i] for i in train],
+                                                   [gold[i] for i in train])
+        scores = probe.score([contexts[i] for i in held], [choices[i] for i in held])
+        for i, s in zip(held, scores):
+            right[i] += int(int(np.argmax(s)) == gold[i])
+            seen[i] += 1
+    return np.divide(right, seen, out=np.zeros(n), where=seen > 0)
+
+
+def aflite_rounds(contexts, choices, gold, vector, *, n: int = 0, m: int = 64, t: float = 0.5, k: int = 500,
+                  tau: float = 0.75, seed: int = 0) -> tuple[dict[int, tuple[float, int]], list[dict]]:
+    """Returns {removed index: (predictability, round)} and per-round history."""
+    active = list(range(len(contexts)))
+    removed: dict[int, tuple[float, int]] = {}
+    history = []
+    rnd = 0
+    while len(active) > max(n, 2):
+        rnd += 1
+        p = predictability([contexts[i] for i in active], [choices[i] for i in active], [gold[i] for i in active],
+                           vector, m=m, t=t, seed=seed + rnd)
+        k_eff = min(k, max(1, math.ceil(0.05 * len(active))))
+        qualified = sorted([j for j in range(len(active)) if p[j] >= tau], key=lambda j: (-p[j], active[j]))
+        history.append({"round": rnd, "instances": len(active), "mean_predictability": float(p.mean()),
+                        "qualified": len(qualified), "k": k_eff})
+        if len(qualified) < k_eff:
+            break
+        drop = qualified[:min(k_eff, len(active) - max(n, 2))]
+        for j in drop:
+            removed[active[j]] = (float(p[j]), rnd)
+        active = [a for j, a in enumerate(active) if j not in set(drop)]
+    return removed, history
+
+
+def aflite(mcq: pd.DataFrame, instances: pd.DataFrame, *, embed: dict, seed: int = 0, n: int = 0, m: int = 64,
+           t: float = 0.5, k: int = 500, tau: float = 0.75, ctx: StageContext | None = None) -> StageOutput:
+    from tasks.distractors.counterfactuals import instance_view
+
+    view = instance_view(instances).set_index("id").loc[mcq["id"]]
+    contexts = view["context"].tolist()
+    choices = [[g] + list(d) for g, d in zip(mcq["gold"], mcq["distractors"])]
+    gold = [0] * len(mcq)  # the linear probe scores each choice alone: position carries no signal
+    vector = vector_lookup(contexts + [c for ch in choices for c in ch], embed, ctx)
+    removed, history = aflite_rounds(contexts, choices, gold, vector, n=n, m=m, t=t, k=k, tau=tau, seed=seed)
+    drop = np.array([i in removed for i in range(len(mcq))], dtype=bool)
+    rejected = mcq[drop].assign(
+        predictability=[removed[i][0] for i in range(len(mcq)) if i in removed],
+        reason=[f"AF-Lite: predictability {removed[i][0]:.2f} >= {tau} (round {removed[i][1]})"
+                for i in range(len(mcq)) if i in removed])
+    return StageOutput(data=mcq[~drop], rejected=rejected, notes={"rounds": history},
+                       tables={"aflite_rounds": history})

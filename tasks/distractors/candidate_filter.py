@@ -1,0 +1,97 @@
+"""Candidate filter (SEEDS 1.6b): keep an alternative only if it is not a paraphrase of the gold
+(cosine < 0.9) AND an NLI model says it contradicts the gold.
+
+NLI: any transformers sequence-classification directory; the contradiction label id is read
+from its config (`id2label`). With no NLI model the stage refuses to run unless `nli = "off"`
+is set explicitly; the manifest then records that only the similarity rule was applied.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from csk.errors import ConfigError, ModelError
+from csk.models import model_hash, resolve_model
+from csk.runtime import StageContext, StageOutput
+from tasks.embed import embedder_from_params
+from tasks.plots import bar_png
+
+
+def contradiction_label(id2label: dict) -> int:
+    for i, name in id2label.items():
+        if "contra" in str(name).lower():
+            return int(i)
+    raise ModelError(f"NLI model labels {dict(id2label)} have no contradiction label; "
+                     "use an MNLI-style model (entailment / neutral / contradiction)")
+
+
+def nli_scores(premises: list[str], hypotheses: list[str], path, batch_size: int = 32) -> tuple[np.ndarray, list[str]]:
+    """P(contradiction) and the argmax label for each (premise, hypothesis) pair."""
+    import torch
+    from tqdm.auto import tqdm
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    model = AutoModelForSequenceClassification.from_pretrained(str(path), local_files_only=True).to(device).eval()
+    id2label = {int(k): v for k, v in model.config.id2label.items()}
+    contra = contradiction_label(id2label)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
+    probs, labels = [], []
+    for s in tqdm(range(0, len(premises), batch_size), desc="NLI", disable=len(premises) < 8 * batch_size):
+        enc = tok(premises[s:s + batch_size], hypotheses[s:s + batch_size], return_tensors="pt", padding=True,
+                  truncation=True, max_length=256).to(device)
+        with torch.inference_mode(), autocast:
+            logits = model(**enc).logits.float()
+        p = torch.softmax(logits, dim=-1).cpu().numpy()
+        probs.append(p[:, contra])
+        labels += [id2label[int(i)] for i in p.argmax(1)]
+    return (np.concatenate(probs) if probs else np.zeros(0)), labels
+
+
+def candidate_filter(candidates: pd.DataFrame, *, embed: dict, max_similarity: float = 0.9, nli: str = "",
+                     nli_batch_size: int = 32, ctx: StageContext | None = None) -> StageOutput:
+    if not nli:
+        raise ConfigError("candidate_filter.nli is not set: give an NLI model directory (e.g. roberta-large-mnli "
+                          "saved locally), or set candidate_filter.nli = \"off\" to keep candidates on similarity alone")
+    emb = embedder_from_params(embed, ctx)
+    try:
+        gold_v = emb.encode(candidates["gold"].tolist())
+        cand_v = emb.encode(candidates["candidate"].tolist())
+        emb.record(ctx)
+    finally:
+        emb.close()
+    sim = np.einsum("ij,ij->i", gold_v, cand_v) if len(candidates) else np.zeros(0)
+    df = candidates.assign(similarity=sim.astype(float))
+    if nli == "off":
+        df["contradiction"] = np.nan
+        df["nli_label"] = None
+        nli_note = "off (explicitly disabled: candidates kept on similarity alone)"
+    else:
+        path = resolve_model(nli, "NLI model", "candidate_filter.nli")
+        if ctx is not None:
+            ctx.record_model("nli", str(path), model_hash(path), kind="sequence-classification")
+        p, labels = nli_scores(df["gold"].tolist(), df["candidate"].tolist(), path, nli_batch_size)
+        df["contradiction"] = p.astype(float)
+        df["nli_label"] = labels
+        nli_note = str(path)
+    reasons = []
+    for r in df.itertuples():
+        why = []
+        if r.similarity >= max_similarity:
+            why.append(f"cosine {r.similarity:.3f} >= {max_similarity} with the gold (a paraphrase)")
+        if nli != "off" and "contra" not in str(r.nli_label).lower():
+            why.append(f"NLI says {r.nli_label} (p_contradiction {r.contradiction:.3f}), not contradiction")
+        reasons.append("; ".join(why) or None)
+    bad = pd.Series([r is not None for r in reasons], index=df.index)
+    rejected = df[bad].assign(reason=[r for r in reasons if r is not None],
+                              filter=["similarity" if r.startswith("cosine") else "nli" for r in reasons if r is not None])
+    counts = {"candidates": len(df), "kept": int((~bad).sum()),
+              "rejected_similarity": int(rejected["reason"].str.contains("cosine").sum()) if len(rejected) else 0,
+              "rejected_nli": int(rejected["reason"].str.contains("NLI").sum()) if len(rejected) else 0}
+    plot = bar_png(["kept", "similarity", "nli"], [counts["kept"], counts["rejected_similarity"], counts["rejected_nli"]],
+                   "candidates kept and rejected by each filter", "candidates")
+    return StageOutput(data=df[~bad], rejected=rejected, notes={"nli": nli_note, "counts": counts},
+                       files={"rejected_by_filter.png": plot},
+                       tables={"filter": [{"measure": k, "count": v} for k, v in counts.items()]})

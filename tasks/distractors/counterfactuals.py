@@ -1,0 +1,131 @@
+"""Counterfactual candidate pools (SEEDS 1.6a): alternatives to every gold answer.
+
+Generators:
+* `lexical` (offline default): the rule-based rewrites of `tasks.distractors.lexical`;
+* `t5`: any seq2seq model directory (the paper: T5 fine-tuned on SNLI contradiction pairs and
+  TimeTravel counterfactual pairs, see `csk train-generator`), batched, beam search or
+  sampling with several returns per answer, bf16 on CUDA.
+Each row records its generator, the rule or model, and the gold answer it rewrites.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from csk.models import model_hash, resolve_model
+from csk.runtime import StageContext, StageOutput
+from tasks.distractors.lexical import names_in, rewrite_all
+
+PREFIX = "counterfactual: "  # the task prefix the generator is trained with
+
+
+def instance_view(instances: pd.DataFrame) -> pd.DataFrame:
+    """The engine's view of an instance table: id, group (split unit), context, question, gold."""
+    dialogue = instances["dialogue"].map(lambda d: " ".join(list(d)))
+    return pd.DataFrame({
+        "id": instances["id"].astype(str),
+        "group_id": instances["dialogue_id"].astype(str),
+        "question": instances["question"].astype(str),
+        "target": instances["target"].astype(str),
+        "dialogue": dialogue,
+        "context": instances["question"].astype(str) + " " + instances["target"].astype(str) + " " + dialogue,
+        "gold": instances["answer"].astype(str),
+    })
+
+
+def _device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_seq2seq(path: Path, device: str):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    model = AutoModelForSeq2SeqLM.from_pretrained(str(path), local_files_only=True).to(device).eval()
+    return tok, model
+
+
+def t5_generate(texts: list[str], path: Path, *, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
+                top_p: float = 0.95, max_new_tokens: int = 48, batch_size: int = 16, seed: int = 0) -> list[list[str]]:
+    import torch
+    from tqdm.auto import tqdm
+
+    device = _device()
+    tok, model = load_seq2seq(path, device)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
+    out: list[list[str]] = []
+    torch.manual_seed(seed)
+    for start in tqdm(range(0, len(texts), batch_size), desc="t5 counterfactuals", disable=len(texts) < 4 * batch_size):
+        batch = [PREFIX + t for t in texts[start:start + batch_size]]
+        enc = tok(batch, return_tensors="pt", padding=True, truncation=True, max_length=128).to(device)
+        kwargs = dict(max_new_tokens=max_new_tokens, num_return_sequences=num_return)
+        kwargs.update(do_sample=True, top_p=top_p) if do_sample else kwargs.update(num_beams=max(num_beams, num_return))
+        with torch.inference_mode(), autocast:
+            gen = model.generate(**enc, **kwargs)
+        decoded = tok.batch_decode(gen, skip_special_tokens=True)
+        for i in range(len(batch)):
+            out.append([d.strip() for d in decoded[i * num_return:(i + 1) * num_return]])
+    return out
+
+
+def counterfactuals(instances: pd.DataFrame, *, generator: str = "lexical", model: str = "", conceptnet_db: str = "",
+                    max_per_answer: int = 24, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
+                    batch_size: int = 16, seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
+    view = instance_view(instances)
+    rows = []
+    if generator == "lexical":
+        lookup = None
+        if conceptnet_db:
+            from csk import conceptnet
+
+            conceptnet.connect(conceptnet_db)
+            lookup = conceptnet.antonyms
+        for inst, utterances in zip(view.itertuples(), instances["dialogue"]):
+            names = names_in(list(utterances) + [inst.gold])
+            pool = rewrite_all(inst.gold, names, lookup)
+            # A deterministic, seeded subsample keeps pools bounded when chains explode.
+            if len(pool) > max_per_answer:
+                rng = np.random.default_rng([seed, len(inst.id)] + [ord(c) for c in inst.id[-8:]])
+                pool = [pool[i] for i in sorted(rng.choice(len(pool), max_per_answer, replace=False))]
+            for k, (rule, text) in enumerate(pool):
+                rows.append({"instance_id": inst.id, "gold": inst.gold, "candidate": text, "generator": "lexical",
+                             "rule": rule, "k": k})
+        notes = {"generator": "lexical rewrites (antonym lexicon" + (", ConceptNet" if lookup else "") +
+                 ", negation, quantity, role swap, entity swap; two-rule chains)"}
+    elif generator == "t5":
+        path = resolve_model(model, "counterfactual generator", "counterfactuals.model")
+        sha = model_hash(path)
+        if ctx is not None:
+            ctx.record_model("counterfactual-generator", str(path), sha, kind="seq2seq")
+        golds = view["gold"].tolist()
+        outs = t5_generate(golds, path, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
+                           batch_size=batch_size, seed=seed)
+        for inst, gens in zip(view.itertuples(), outs):
+            seen = {inst.gold.strip().lower()}
+            k = 0
+            for text in gens:
+                if text and text.lower() not in seen:
+                    seen.add(text.lower())
+                    rows.append({"instance_id": inst.id, "gold": inst.gold, "candidate": text, "generator": "t5",
+                                 "rule": f"{Path(path).name}@{sha[:12]}", "k": k})
+                    k += 1
+        notes = {"generator": "t5", "model": str(path), "decoding": "sampling" if do_sample else "beam"}
+    else:
+        from csk.errors import ConfigError
+
+        raise ConfigError(f"counterfactuals.generator must be 'lexical' or 't5', got {generator!r}")
+    data = pd.DataFrame(rows, columns=["instance_id", "gold", "candidate", "generator", "rule", "k"])
+    data.insert(0, "id", [f"{r.instance_id}/cf{r.k:03d}" for r in data.itertuples()])
+    data = data.drop(columns="k")
+    per = data.groupby("instance_id").size().reindex(view["id"], fill_value=0)
+    notes.update({"instances": len(view), "instances_without_candidates": int((per == 0).sum()),
+                  "mean_pool": float(per.mean()) if len(per) else 0.0})
+    return StageOutput(data=data, rows_in=len(view), notes=notes,
+                       tables={"pools": [{"measure": k, "value": json.dumps(v) if isinstance(v, str) else v}
+                                         for k, v in notes.items()]})

@@ -1,0 +1,210 @@
+"""Rule-based counterfactual rewrites: make an answer false while keeping it fluent.
+
+The offline default generator (no model). Each rule returns (rule name, rewritten text) for
+every place it applies; the generator also chains two rules for a larger pool:
+* antonym substitution: the project's antonym lexicon below, plus ConceptNet Antonym /
+  DistinctFrom edges when a ConceptNet database is configured;
+* negation flip: add or remove "not" at the first auxiliary;
+* quantity change: numbers and number words;
+* role swap: speaker <-> listener, he <-> she, man <-> woman ...;
+* entity swap: a capitalised name of the answer replaced by another name from the same dialogue.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Iterable
+
+# Written for this project: common English antonyms that appear in everyday dialogue answers.
+_PAIRS = """
+happy sad; happily sadly; pleased annoyed; glad sorry; excited bored; calm angry; relaxed nervous;
+love hate; loves hates; loved hated; like dislike; likes dislikes; liked disliked; agree refuse; agrees refuses;
+agreed refused; accept reject; accepts rejects; accepted rejected; win lose; wins loses; won lost;
+buy sell; buys sells; bought sold; give take; gives takes; gave took; open close; opens closes; opened closed;
+start finish; starts finishes; started finished; begin end; arrive leave; arrives leaves; arrived left;
+come go; comes goes; came went; enter exit; remember forget; remembers forgets; remembered forgot;
+pass fail; passes fails; passed failed; succeed fail; succeeds fails; succeeded failed; find lose; finds loses;
+found lost; stay leave; stays leaves; stayed left; increase decrease; increases decreases; rise fall;
+early late; earlier later; before after; first last; always never; often rarely; more less; most least;
+many few; much little; big small; large small; long short; tall short; high low; heavy light; hot cold;
+warm cool; fast slow; quickly slowly; new old; young old; rich poor; cheap expensive; easy difficult;
+hard easy; good bad; better worse; best worst; right wrong; true false; safe dangerous; healthy sick;
+clean dirty; full empty; busy free; quiet noisy; light dark; day night; morning evening; strong weak;
+friendly rude; polite rude; kind cruel; honest dishonest; careful careless; patient impatient; possible impossible;
+interested uninterested; satisfied dissatisfied; comfortable uncomfortable; lucky unlucky; together alone;
+inside outside; near far; above below; arrive depart; borrow lend; teach learn;
+ask answer; asks answers; asked answered; push pull; laugh cry; laughs cries; laughed cried; smile frown;
+wake sleep; awake asleep; present absent; remember ignore; allow forbid; allows forbids; allowed forbade;
+help hinder; helps hinders; helped hindered; save spend; saves spends; saved spent; wins loses; husband wife;
+boyfriend girlfriend; brother sister; father mother; son daughter; uncle aunt; king queen; boy girl;
+"""
+ANTONYMS: dict[str, str] = {}
+for pair in _PAIRS.replace("\n", " ").split(";"):
+    words = pair.split()
+    if len(words) == 2:
+        a, b = words
+        ANTONYMS.setdefault(a, b)
+        ANTONYMS.setdefault(b, a)
+
+ROLE_SWAPS = {"speaker": "listener", "listener": "speaker", "he": "she", "she": "he", "him": "her",
+              "his": "her", "man": "woman", "woman": "man", "men": "women", "women": "men",
+              "boy": "girl", "girl": "boy", "mr": "mrs", "mrs": "mr"}
+AUXILIARIES = ("is", "are", "was", "were", "can", "could", "will", "would", "should", "must", "has", "have",
+               "had", "does", "do", "did", "may", "might")
+NEGATED = {"cannot": "can", "can't": "can", "won't": "will", "don't": "do", "doesn't": "does", "didn't": "did",
+           "isn't": "is", "aren't": "are", "wasn't": "was", "weren't": "were", "shouldn't": "should",
+           "wouldn't": "would", "couldn't": "could", "hasn't": "has", "haven't": "have"}
+NUMBER_WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
+WORD = re.compile(r"[A-Za-z][A-Za-z'’]*|\d+(?:[.,]\d+)?")
+
+
+def _match_case(new: str, old: str) -> str:
+    if old.isupper() and len(old) > 1:
+        return new.upper()
+    if old[:1].isupper():
+        return new[:1].upper() + new[1:]
+    return new
+
+
+def _replace_span(text: str, start: int, end: int, new: str) -> str:
+    return text[:start] + new + text[end:]
+
+
+def _words(text: str) -> list[re.Match]:
+    return list(WORD.finditer(text))
+
+
+def antonym_rewrites(text: str, lookup: Callable[[str], Iterable[str]] | None = None) -> list[tuple[str, str]]:
+    out = []
+    for m in _words(text):
+        w = m.group().lower()
+        options = []
+        if w in ANTONYMS:
+            options.append((ANTONYMS[w], "antonym:lexicon"))
+        if lookup is not None:
+            options += [(a, "antonym:conceptnet") for a in lookup(w) if a != w]
+        seen = set()
+        for new, rule in options:
+            if new in seen:
+                continue
+            seen.add(new)
+            out.append((rule, _replace_span(text, m.start(), m.end(), _match_case(new, m.group()))))
+    return out
+
+
+def _third_person(verb: str) -> str:
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if verb.endswith("y") and len(verb) > 1 and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return {"have": "has", "be": "is"}.get(verb, verb + "s")
+
+
+def negation_rewrites(text: str) -> list[tuple[str, str]]:
+    """Flip the polarity at the first auxiliary: "is" <-> "is not"; "does not know" -> "knows"."""
+    if re.search(r"\b(never|no longer|nobody|nothing)\b", text, re.I):
+        return []  # already negative in another way: adding "not" would make a double negative
+    for m in _words(text):
+        w = m.group().lower().replace("’", "'")
+        after = text[m.end():]
+        if w in {"do", "does", "don't", "doesn't"}:
+            nm = re.match(r"(\s+not)?\s+([a-z]+)\b", after) if w in {"do", "does"} else re.match(r"\s+([a-z]+)\b", after)
+            negative = w in {"don't", "doesn't"} or (nm is not None and nm.group(1) is not None)
+            if negative and nm is not None:  # "does not know" -> "knows"; "do not know" -> "know"
+                verb = nm.group(nm.lastindex)
+                new = _third_person(verb) if w.startswith("does") else verb
+                return [("negation:remove", text[:m.start()] + _match_case(new, m.group()) + after[nm.end():])]
+            if not negative:
+                return [("negation:add", text[:m.end()] + " not" + after)]
+            return []
+        if w in NEGATED:
+            return [("negation:remove", _replace_span(text, m.start(), m.end(), _match_case(NEGATED[w], m.group())))]
+        if w in AUXILIARIES:
+            nm = re.match(r"\s+not\b\s*", after)
+            if nm:  # "is not" -> "is"
+                return [("negation:remove", text[:m.end()] + " " + after[nm.end():])]
+            return [("negation:add", text[:m.end()] + " not" + after)]
+    return []
+
+
+def quantity_rewrites(text: str) -> list[tuple[str, str]]:
+    out = []
+    for m in _words(text):
+        w = m.group().lower()
+        if w.isdigit():
+            n = int(w)
+            new = str(n * 2 if n < 10 else n + 10 * (1 + n // 100))
+            out.append(("quantity", _replace_span(text, m.start(), m.end(), new)))
+        elif w in NUMBER_WORDS:
+            i = NUMBER_WORDS.index(w)
+            new = NUMBER_WORDS[(i + 3) % len(NUMBER_WORDS)]
+            out.append(("quantity", _replace_span(text, m.start(), m.end(), _match_case(new, m.group()))))
+    return out
+
+
+def role_rewrites(text: str) -> list[tuple[str, str]]:
+    words = _words(text)
+    hits = [m for m in words if m.group().lower() in ROLE_SWAPS]
+    if not hits:
+        return []
+    out, pos = [], 0
+    for m in hits:  # swap every role word at once: "the speaker asks the listener" stays consistent
+        out.append(text[pos:m.start()] + _match_case(ROLE_SWAPS[m.group().lower()], m.group()))
+        pos = m.end()
+    return [("role_swap", "".join(out) + text[pos:])]
+
+
+NOT_NAMES = {"i", "i'm", "i'll", "i'd", "i've", "the", "a", "an", "we", "you", "he", "she", "it", "they", "that",
+             "this", "then", "there", "what", "why", "how", "when", "where", "who", "yes", "no", "ok", "okay", "oh",
+             "well", "so", "but", "and", "or", "if", "please", "thanks", "thank", "sorry", "hi", "hello", "dear",
+             "mr", "mrs", "ms", "dr", "sir", "madam", "honey", "dad", "mom", "mum"}
+
+
+def names_in(utterances: Iterable[str]) -> list[str]:
+    """Capitalised words that are not sentence-initial: the dialogue's names and places."""
+    names = []
+    for utt in utterances:
+        utt = re.sub(r"^\s*[A-Z][a-z]?\s*:\s*", "", utt)  # a leading speaker tag is not a word
+        for sent in re.split(r"(?<=[.!?])\s+", utt):
+            for m in _words(sent)[1:]:
+                w = m.group()
+                if w[:1].isupper() and w.isalpha() and w.lower() not in NOT_NAMES:
+                    names.append(w)
+    return list(dict.fromkeys(names))
+
+
+CALENDAR = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february",
+            "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"}
+
+
+def entity_rewrites(text: str, dialogue_names: list[str]) -> list[tuple[str, str]]:
+    """Swap a name for another of the dialogue's names of the same kind (days/months vs the rest)."""
+    out = []
+    in_text = [m for m in _words(text) if m.group() in dialogue_names]
+    for m in in_text:
+        kind = m.group().lower() in CALENDAR
+        for other in dialogue_names:
+            if other != m.group() and (other.lower() in CALENDAR) == kind:
+                out.append(("entity_swap", _replace_span(text, m.start(), m.end(), other)))
+    return out
+
+
+def rewrite_all(text: str, dialogue_names: list[str],
+                lookup: Callable[[str], Iterable[str]] | None = None) -> list[tuple[str, str]]:
+    """All single-rule rewrites, then two-rule chains, de-duplicated, never the input itself."""
+    def singles(t: str) -> list[tuple[str, str]]:
+        return (antonym_rewrites(t, lookup) + negation_rewrites(t) + quantity_rewrites(t) + role_rewrites(t)
+                + entity_rewrites(t, dialogue_names))
+
+    first = singles(text)
+    out: dict[str, str] = {}
+    for rule, t in first:
+        out.setdefault(t, rule)
+    for rule, t in first:
+        for rule2, t2 in singles(t):
+            kinds = {rule.split(":")[0], rule2.split(":")[0]}
+            # Two polarity changes (an antonym and a negation) would cancel out into a paraphrase.
+            if len(kinds) == 2 and kinds != {"antonym", "negation"}:
+                out.setdefault(t2, f"{rule}+{rule2}")
+    out.pop(text, None)
+    return [(rule, t) for t, rule in out.items()]

@@ -1,0 +1,74 @@
+"""How hard and how valid are the distractors? Measured, not assumed.
+
+A linear probe (frozen embeddings + logistic regression) is trained on one half of the
+instances (split by dialogue, seeded) and asked to pick the gold in the other half, once with
+the rebuilt choices and once with the published choices where the input has them. Lower
+probe accuracy with every distractor still contradicting the gold = harder, valid distractors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from csk.runtime import StageContext, StageOutput
+from tasks.distractors.adversarial import vector_lookup
+from tasks.distractors.counterfactuals import instance_view
+from tasks.distractors.discriminators import LinearProbe
+from tasks.plots import hist_png
+
+
+def probe_accuracy(train: list[int], test: list[int], contexts, choices, correct, vector, seed: int) -> float:
+    gold = [min(correct[i]) for i in train]
+    probe = LinearProbe(vector, seed=seed).fit([contexts[i] for i in train], [choices[i] for i in train], gold)
+    scores = probe.score([contexts[i] for i in test], [choices[i] for i in test])
+    return float(np.mean([int(np.argmax(s)) in correct[i] for i, s in zip(test, scores)]))
+
+
+def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: pd.DataFrame, *, embed: dict,
+                       seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
+    view = instance_view(instances).set_index("id").loc[mcq["id"]].reset_index()
+    inst = instances.set_index("id").loc[mcq["id"]]
+    contexts = view["context"].tolist()
+    final = [list(c) for c in mcq["Choices"]]
+    final_correct = [set(c) for c in mcq["Correct Answers"]]
+    published = [list(c) if c is not None and len(c) else None for c in inst["choices"]]
+    published_correct = [set(c) for c in inst["correct_answers"]]
+    texts = contexts + [c for ch in final for c in ch] + [c for ch in published if ch for c in ch]
+    vector = vector_lookup(texts, embed, ctx)
+    groups = sorted(view["group_id"].unique())
+    rng = np.random.default_rng(seed)
+    half = set(groups[i] for i in rng.permutation(len(groups))[: len(groups) // 2])
+    a = [i for i, g in enumerate(view["group_id"]) if g in half]
+    b = [i for i, g in enumerate(view["group_id"]) if g not in half]
+    rows = []
+
+    def add(measure: str, value, note: str = ""):
+        rows.append({"id": measure, "measure": measure, "value": float(value) if value is not None else np.nan,
+                     "note": note})
+
+    if a and b:
+        add("probe_accuracy_rebuilt", probe_accuracy(a, b, contexts, final, final_correct, vector, seed),
+            f"train {len(a)} / test {len(b)} instances, disjoint dialogues")
+        add("chance_rebuilt", np.mean([len(final_correct[i]) / len(final[i]) for i in b]))
+        pa = [i for i in a if published[i]]
+        pb = [i for i in b if published[i]]
+        if pa and pb:
+            add("probe_accuracy_published", probe_accuracy(pa, pb, contexts, published, published_correct, vector,
+                                                           seed), f"train {len(pa)} / test {len(pb)} instances")
+            add("chance_published", np.mean([len(published_correct[i]) / len(published[i]) for i in pb]))
+    gold_v = np.stack([vector(c) for c in view["gold"]]) if len(view) else np.zeros((0, 1))
+    sims = [float(gold_v[i] @ vector(d)) for i, r in enumerate(mcq.itertuples())
+            for k, d in enumerate(final[i]) if k not in final_correct[i]]
+    add("distractor_gold_cosine_mean", np.mean(sims) if sims else np.nan)
+    add("distractor_gold_cosine_max", np.max(sims) if sims else np.nan)
+    if "contradiction" in candidates.columns and candidates["contradiction"].notna().any():
+        add("min_p_contradiction_of_kept_candidates", candidates["contradiction"].min(),
+            "every kept candidate passed the NLI contradiction rule")
+    else:
+        add("min_p_contradiction_of_kept_candidates", None, "NLI off: contradiction not measured")
+    add("instances", len(mcq))
+    data = pd.DataFrame(rows)
+    return StageOutput(data=data, rows_in=len(data),
+                       files={"distractor_gold_similarity.png": hist_png(sims, "cosine(distractor, gold)", "cosine")},
+                       tables={"distractor_quality": data.fillna("").to_dict(orient="records")})

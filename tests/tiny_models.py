@@ -1,0 +1,65 @@
+"""Tiny randomly initialised transformers models, built from configs and a tokenizer trained on
+test text: the real loading and training code paths run, nothing is downloaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TEXT = """the speaker wants to buy a new dog . the listener is happy about the dog .
+the speaker does not want a cat . they go to the park on saturday . the storm is coming tonight .
+what is or could be the cause of target ? what subsequent event happens or could happen following the target ?
+jenny and her father prepare food . the bank opens an account . i am going home now .""".split()
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "</s>"]
+
+
+def tokenizer(out: Path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, normalizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(SPECIALS + sorted(set(TEXT)))}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]", eos_token="</s>")
+    fast.save_pretrained(out)
+    return fast
+
+
+def encoder_config(vocab_size: int, **kw):
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=64, max_position_embeddings=512, **kw)
+
+
+def multiple_choice(out: Path) -> Path:
+    from transformers import BertForMultipleChoice
+
+    tok = tokenizer(out)
+    BertForMultipleChoice(encoder_config(len(tok))).save_pretrained(out)
+    return out
+
+
+def nli(out: Path) -> Path:
+    from transformers import BertForSequenceClassification
+
+    tok = tokenizer(out)
+    cfg = encoder_config(len(tok), num_labels=3, id2label={0: "entailment", 1: "neutral", 2: "contradiction"},
+                         label2id={"entailment": 0, "neutral": 1, "contradiction": 2})
+    BertForSequenceClassification(cfg).save_pretrained(out)
+    return out
+
+
+def t5(out: Path) -> Path:
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    tok = tokenizer(out)
+    cfg = T5Config(vocab_size=len(tok), d_model=32, d_ff=64, d_kv=16, num_layers=1, num_decoder_layers=1,
+                   num_heads=2, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                   decoder_start_token_id=tok.pad_token_id)
+    T5ForConditionalGeneration(cfg).save_pretrained(out)
+    return out
