@@ -207,13 +207,23 @@ def schedule(pipeline: str, config: Path = typer.Option(Path("pipelines.toml"), 
     """Serve the pipeline's flow on the cron schedule in pipelines.toml (needs `prefect server start`)."""
     from csk.config import load_config
 
+    from prefect import serve
+
     try:
-        cfg = getattr(load_config(config), pipeline)
-        flow = _flow_for(pipeline)
+        deployment = scheduled_deployment(pipeline, config, store)
     except CskError as exc:
         _fail(exc)
-    flow.serve(name=f"{pipeline}-scheduled", cron=cfg.schedule,
-               parameters={"config": str(config.resolve()), "store": str(store.resolve())})
+    serve(deployment)
+
+
+def scheduled_deployment(pipeline: str, config: Path, store: Path):
+    """The pipeline's flow as a Prefect deployment on its pipelines.toml cron schedule."""
+    from csk.config import load_config
+
+    flow = _flow_for(pipeline)
+    cfg = getattr(load_config(config), pipeline)
+    return flow.to_deployment(name=f"{pipeline}-scheduled", cron=cfg.schedule,
+                              parameters={"config": str(config.resolve()), "store": str(store.resolve())})
 
 
 def main() -> None:  # pragma: no cover

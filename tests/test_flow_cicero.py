@@ -67,13 +67,14 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
 
     # Rebuilding the distractors reuses every upstream artifact and recomputes from AF on.
     rebuilt = _csk("rebuild-distractors", "cicero", "--config", config_copy, "--store", store,
-                   "--set", "cicero.adversarial_filter.max_iterations=3")
+                   "--set", "cicero.adversarial_filter.max_iterations=3",
+                   "--set", "cicero.aflite.enabled=true", "--set", "cicero.aflite.m=8")
     assert rebuilt.exit_code == 0, rebuilt.output
     after = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}
     for name in ("annotations", "splits", "counterfactuals", "candidate_filter", "nlg", "statistics"):
         assert after[name]["reused"] and after[name]["key"] == by_stage[name]["key"], name
-    for name in ("adversarial_filter", "verification", "mcq", "distractor_quality"):
-        assert not after[name]["reused"] and after[name]["key"] != by_stage[name]["key"], name
+    for name in ("adversarial_filter", "aflite", "verification", "mcq", "distractor_quality"):
+        assert not after[name]["reused"] and after[name]["key"] != by_stage.get(name, {}).get("key"), name
     assert json.load(open(Path(after["adversarial_filter"]["path"]) / "manifest.json"))["notes"]["iterations"] <= 3
 
 
@@ -128,3 +129,14 @@ def test_rebuild_distractors_from_real_cicero_release(prefect_harness, tmp_path,
         assert 0 <= quality.loc[m, "value"] <= 1
     mcq = pd.read_parquet(Path(stages["mcq"]["path"]) / "data.parquet")
     assert set(mcq["split"]) == {"all"} and mcq["ID"].str.match(r"^(daily-dialogue|mutual|dream)-").all()
+
+
+def test_schedule_uses_the_configured_cron(tmp_path, config_copy):
+    from csk.cli import scheduled_deployment
+
+    text = config_copy.read_text().replace('schedule = "0 3 * * 1"', 'schedule = "15 2 * * *"')
+    config_copy.write_text(text)
+    dep = scheduled_deployment("cicero", config_copy, tmp_path / "artifacts")
+    assert dep.name == "cicero-scheduled"
+    assert [s.schedule.cron for s in dep.schedules] == ["15 2 * * *"]
+    assert dep.parameters["config"] == str(config_copy.resolve())
