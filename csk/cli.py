@@ -205,7 +205,6 @@ def validate(parquet: Path, contract: str = typer.Option(..., "--contract", help
 def schedule(pipeline: str, config: Path = typer.Option(Path("pipelines.toml"), "--config"),
              store: Path = typer.Option(Path("artifacts"), "--store")) -> None:
     """Serve the pipeline's flow on the cron schedule in pipelines.toml (needs `prefect server start`)."""
-    from csk.config import load_config
 
     from prefect import serve
 

@@ -43,6 +43,20 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
                 yield n, None, f"invalid UTF-8 at byte {exc.start}"
 
 
+def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed object) for every non-blank line; a bad line is an InputError naming it."""
+    p = require_file(path)
+    for n, text, err in iter_lines(p):
+        if err:
+            raise InputError(str(p), f"line {n}", err)
+        if not text.strip():
+            continue
+        try:
+            yield n, json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(str(p), f"line {n}", f"malformed JSON: {exc.msg}") from None
+
+
 def load_json(path: Path) -> Any:
     try:
         text = path.read_bytes().decode("utf-8")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 
-import pandas as pd
 import pytest
 
 import csk.runtime as rt

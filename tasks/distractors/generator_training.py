@@ -14,7 +14,7 @@ import numpy as np
 
 from csk.errors import InputError
 from csk.models import resolve_model
-from readers.base import iter_lines, require_file
+from readers.base import iter_json_lines
 from tasks.distractors.counterfactuals import PREFIX
 
 
@@ -25,36 +25,22 @@ def _text(v) -> str:
 def read_pairs(snli: list[Path], timetravel: list[Path]) -> list[tuple[str, str, str]]:
     pairs = []
     for path in snli:
-        p = require_file(path)
-        for n, text, err in iter_lines(p):
-            if err:
-                raise InputError(str(p), f"line {n}", err)
-            if not text.strip():
-                continue
+        for n, obj in iter_json_lines(path):
             try:
-                obj = json.loads(text)
                 if obj["gold_label"] == "contradiction":
                     pairs.append((obj["sentence1"].strip(), obj["sentence2"].strip(), "snli"))
-            except (json.JSONDecodeError, KeyError, AttributeError) as exc:
-                raise InputError(str(p), f"line {n}", f"expected SNLI JSON (sentence1, sentence2, gold_label): {exc}") from None
+            except (KeyError, TypeError, AttributeError) as exc:
+                raise InputError(str(path), f"line {n}",
+                                 f"expected SNLI JSON (sentence1, sentence2, gold_label): missing {exc}") from None
     for path in timetravel:
-        p = require_file(path)
-        for n, text, err in iter_lines(p):
-            if err:
-                raise InputError(str(p), f"line {n}", err)
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(str(p), f"line {n}", f"malformed JSON: {exc.msg}") from None
+        for n, obj in iter_json_lines(path):
             found = False
             for a, b in (("original_ending", "edited_ending"), ("initial", "counterfactual")):
                 if obj.get(a) and obj.get(b) and _text(obj[a]) != _text(obj[b]):
                     pairs.append((_text(obj[a]), _text(obj[b]), "timetravel"))
                     found = True
             if not found:
-                raise InputError(str(p), f"line {n}", "expected TimeTravel fields original_ending/edited_ending "
+                raise InputError(str(path), f"line {n}", "expected TimeTravel fields original_ending/edited_ending "
                                  "or initial/counterfactual")
     if not pairs:
         raise InputError(",".join(map(str, list(snli) + list(timetravel))) or "(none)", None,

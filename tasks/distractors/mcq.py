@@ -19,24 +19,19 @@ import pandas as pd
 
 from csk.errors import InputError
 from csk.runtime import StageOutput, sha256_file
-from readers.base import iter_lines, require_file
+from readers.base import iter_json_lines
 
 CICERO_KEYS = ("ID", "Dialogue", "Target", "Question", "Choices", "Human Written Answer", "Correct Answers")
 
 
 def read_verdicts(path: str, known: dict[str, list[str]]) -> dict[str, set[int]]:
     """JSON Lines {"id", "distractor" (index or text), "speculatively_correct": bool} -> correct indices."""
-    p = require_file(path)
+    p = path
     out: dict[str, set[int]] = {}
-    for n, text, err in iter_lines(p):
-        if err:
-            raise InputError(str(p), f"line {n}", err)
-        if not text.strip():
-            continue
+    for n, obj in iter_json_lines(path):
         try:
-            obj = json.loads(text)
             iid, d, verdict = str(obj["id"]), obj["distractor"], obj["speculatively_correct"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError) as exc:
             raise InputError(str(p), f"line {n}", f"expected {{id, distractor, speculatively_correct}}: {exc}") from None
         if iid not in known:
             raise InputError(str(p), f"line {n}", f"unknown instance id {iid!r}")
