@@ -7,6 +7,7 @@ lineage of record), and publishes a table artifact with the stage's counts.
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 from pathlib import Path
@@ -51,10 +52,13 @@ def _execute(store_root: str, pipeline: str, stage: Stage, params: dict, inputs:
                                   description=f"{pipeline}/{stage.name}: {name}")
         pngs = [f for f in manifest.get("files", []) if f.endswith(".png")]
         if pngs:
-            create_markdown_artifact(
-                key=_artifact_key(pipeline, stage.name, "plots"),
-                markdown="\n".join(f"![{p}]({Path(ref.path, p).as_uri()})  \n`{Path(ref.path, p)}`" for p in pngs),
-                description=f"{pipeline}/{stage.name}: plots")
+            # Inlined as data URIs: the Prefect UI cannot read the artifact store's files.
+            parts = []
+            for p in pngs:
+                data = base64.b64encode(Path(ref.path, p).read_bytes()).decode()
+                parts.append(f"![{p}](data:image/png;base64,{data})\n\n`{Path(ref.path, p)}`")
+            create_markdown_artifact(key=_artifact_key(pipeline, stage.name, "plots"), markdown="\n\n".join(parts),
+                                     description=f"{pipeline}/{stage.name}: plots")
     return {"stage": stage.name, "key": ref.key, "path": ref.path, "rows": rows, "reused": result.reused}
 
 

@@ -97,7 +97,7 @@ def counterfactuals(instances: pd.DataFrame, *, generator: str = "lexical", mode
                 rows.append({"instance_id": inst.id, "gold": inst.gold, "candidate": text, "generator": "lexical",
                              "rule": rule, "k": k})
         notes = {"generator": "lexical rewrites (antonym lexicon" + (", ConceptNet" if lookup else "") +
-                 ", negation, quantity, role swap, entity swap; two-rule chains)"}
+                 ", negation, quantity, role swap, entity swap; chains of up to three rules)"}
     elif generator == "t5":
         path = resolve_model(model, "counterfactual generator", "counterfactuals.model")
         sha = model_hash(path)

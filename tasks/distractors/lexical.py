@@ -37,6 +37,26 @@ ask answer; asks answers; asked answered; push pull; laugh cry; laughs cries; la
 wake sleep; awake asleep; present absent; remember ignore; allow forbid; allows forbids; allowed forbade;
 help hinder; helps hinders; helped hindered; save spend; saves spends; saved spent; wins loses; husband wife;
 boyfriend girlfriend; brother sister; father mother; son daughter; uncle aunt; king queen; boy girl;
+surprised unsurprised; worried relieved; anxious relaxed; grateful ungrateful; proud ashamed; confident insecure;
+curious indifferent; disappointed satisfied; impressed unimpressed; amused annoyed; hopeful hopeless;
+shocked unsurprised; upset pleased; frustrated content; thankful resentful; eager reluctant; tired energetic;
+hungry full; sick well; agree disagree; agrees disagrees; agreed disagreed; join leave; joins leaves; joined left;
+invite ignore; invites ignores; invited ignored; praise criticize; praises criticizes; praised criticized;
+support oppose; supports opposes; supported opposed; attend skip; attends skips; attended skipped;
+cancel confirm; cancels confirms; cancelled confirmed; include exclude; includes excludes; included excluded;
+receive send; receives sends; received sent; catch miss; catches misses; caught missed; hire fire; hires fires;
+hired fired; marry divorce; married divorced; trust distrust; trusts distrusts; trusted distrusted;
+approve disapprove; approves disapproves; approved disapproved; admit deny; admits denies; admitted denied;
+believe doubt; believes doubts; believed doubted; continue stop; continues stops; continued stopped;
+reduce increase; expand shrink; gain lose; gains loses; gained lost; visit avoid; visits avoids; visited avoided;
+welcome reject; welcomes rejects; welcomed rejected; success failure; profit loss; friend enemy; friends enemies;
+victory defeat; truth lie; summer winter; spring autumn; question answer; available unavailable;
+important unimportant; necessary unnecessary; correct incorrect; complete incomplete; legal illegal;
+responsible irresponsible; successful unsuccessful; familiar unfamiliar; crowded deserted; fresh stale;
+ready unprepared; alive dead; sure unsure; certain uncertain; able unable; willing unwilling; guilty innocent;
+single married; loud quiet; bright dim; wet dry; thick thin; wide narrow; deep shallow; sweet bitter;
+public private; local foreign; modern ancient; simple complicated; same different; win lose; winning losing;
+buying selling; giving taking; coming going; leaving staying; starting finishing; opening closing;
 """
 ANTONYMS: dict[str, str] = {}
 for pair in _PAIRS.replace("\n", " ").split(";"):
@@ -143,6 +163,9 @@ def quantity_rewrites(text: str) -> list[tuple[str, str]]:
 
 
 def role_rewrites(text: str) -> list[tuple[str, str]]:
+    # "the speaker and the listener" swapped is the same statement
+    if re.search(r"\b(speaker|listener)\b(\s+\w+){0,2}?\s+and\s+(the\s+)?(speaker|listener)\b", text, re.I):
+        return []
     words = _words(text)
     hits = [m for m in words if m.group().lower() in ROLE_SWAPS]
     if not hits:
@@ -189,22 +212,28 @@ def entity_rewrites(text: str, dialogue_names: list[str]) -> list[tuple[str, str
     return out
 
 
-def rewrite_all(text: str, dialogue_names: list[str],
-                lookup: Callable[[str], Iterable[str]] | None = None) -> list[tuple[str, str]]:
-    """All single-rule rewrites, then two-rule chains, de-duplicated, never the input itself."""
+def rewrite_all(text: str, dialogue_names: list[str], lookup: Callable[[str], Iterable[str]] | None = None,
+                depth: int = 3) -> list[tuple[str, str]]:
+    """Single-rule rewrites, then chains of up to `depth` rules of different kinds (further from
+    the gold, so more of them pass the similarity filter), de-duplicated, never the input itself."""
     def singles(t: str) -> list[tuple[str, str]]:
         return (antonym_rewrites(t, lookup) + negation_rewrites(t) + quantity_rewrites(t) + role_rewrites(t)
                 + entity_rewrites(t, dialogue_names))
 
-    first = singles(text)
     out: dict[str, str] = {}
-    for rule, t in first:
-        out.setdefault(t, rule)
-    for rule, t in first:
-        for rule2, t2 in singles(t):
-            kinds = {rule.split(":")[0], rule2.split(":")[0]}
-            # Two polarity changes (an antonym and a negation) would cancel out into a paraphrase.
-            if len(kinds) == 2 and kinds != {"antonym", "negation"}:
-                out.setdefault(t2, f"{rule}+{rule2}")
-    out.pop(text, None)
+    frontier = [("", text)]
+    for _ in range(depth):
+        nxt = []
+        for chain, t in frontier:
+            used = {r.split(":")[0] for r in chain.split("+") if r}
+            for rule, t2 in singles(t):
+                kind = rule.split(":")[0]
+                # Two polarity changes (an antonym and a negation) cancel out into a paraphrase.
+                if kind in used or (kind in {"antonym", "negation"} and used & {"antonym", "negation"}):
+                    continue
+                name = f"{chain}+{rule}" if chain else rule
+                if t2 != text and t2 not in out:
+                    out[t2] = name
+                    nxt.append((name, t2))
+        frontier = nxt
     return [(rule, t) for t, rule in out.items()]
