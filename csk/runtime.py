@@ -72,13 +72,12 @@ class Stage:
     fingerprint: Callable[[dict], dict] | None = None  # extra key material (e.g. source file hashes)
 
     def code_hash(self) -> str:
-        """Hash of the source of the module defining the stage function: edits recompute."""
+        """Hash of the sources of the stage function's module and every project module it uses,
+        directly or not (helpers, readers, the runtime): an edit anywhere there recomputes."""
         module = inspect.getmodule(self.fn)
-        try:
-            src = inspect.getsource(module) if module else inspect.getsource(self.fn)
-        except (OSError, TypeError):
-            src = self.fn.__qualname__
-        return hashlib.sha256(src.encode()).hexdigest()[:16]
+        if module is None:
+            return hashlib.sha256(self.fn.__qualname__.encode()).hexdigest()[:16]
+        return _modules_hash(module.__name__)
 
 
 @dataclass(frozen=True)
@@ -154,6 +153,48 @@ def to_parquet_bytes(df: pd.DataFrame) -> bytes:
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd", compression_level=3, write_statistics=True)
     return buf.getvalue()
+
+
+PROJECT_PACKAGES = {"csk", "readers", "tasks", "data_contracts"}
+_MODULE_HASHES: dict[str, str] = {}
+
+
+def _project_deps(module) -> set[str]:
+    deps = set()
+    for value in vars(module).values():
+        name = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
+        if isinstance(name, str) and name.split(".")[0] in PROJECT_PACKAGES:
+            deps.add(name)
+    return deps
+
+
+def module_closure(root: str) -> set[str]:
+    """The project modules `root` uses, directly or through other project modules."""
+    import sys
+
+    seen, todo = set(), [root]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in sys.modules:
+            continue
+        seen.add(name)
+        todo += sorted(_project_deps(sys.modules[name]))
+    return seen
+
+
+def _modules_hash(root: str) -> str:
+    import sys
+
+    if root not in _MODULE_HASHES:
+        seen = module_closure(root)
+        h = hashlib.sha256()
+        for name in sorted(seen):
+            try:
+                h.update(name.encode() + b"\0" + inspect.getsource(sys.modules[name]).encode())
+            except (OSError, TypeError):
+                h.update(name.encode())
+        _MODULE_HASHES[root] = h.hexdigest()[:16]
+    return _MODULE_HASHES[root]
 
 
 _CODE_VERSION: dict | None = None

@@ -135,3 +135,11 @@ def test_lenient_sources_reject_with_reason(tmp_path):
     m = run.ref.manifest()
     assert m["rows"] == {"in": 2, "out": 1, "rejected": 1}
     assert "__eou__" in run.ref.load_rejected()["reason"].iloc[0]
+
+
+def test_code_hash_covers_helper_modules():
+    from csk.runtime import module_closure
+
+    closure = module_closure("tasks.cicero.targets")
+    assert {"tasks.cicero.targets", "tasks.embed", "csk.models", "csk.runtime"} <= closure
+    assert "prefect" not in " ".join(closure)
