@@ -138,6 +138,7 @@ def test_lenient_sources_reject_with_reason(tmp_path):
 
 
 def test_code_hash_covers_helper_modules():
+    import tasks.cicero.targets  # noqa: F401  (the closure is over imported modules)
     from csk.runtime import module_closure
 
     closure = module_closure("tasks.cicero.targets")
