@@ -172,13 +172,17 @@ def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "
         for step in result:
             extra = f"  [rejected: {step['reason']}]" if step.get("rejected") else ""
             console.print(f"{step['stage']:<20} {step['id']}  ({step['key']}){extra}", highlight=False, soft_wrap=True)
+            if "record" in step:
+                s = step["record"]
+                console.print(f"{'':<20} read from {s['file']} {s['locator']}", highlight=False, soft_wrap=True)
             if "source" in step:
                 s = step["source"]
                 console.print(f"{'source':<20} {s['file']} {s['locator']} (sha256 {s['sha256']})", highlight=False, soft_wrap=True)
     else:
         for e in result:
-            console.print(f"{'  ' * e['depth']}{e['stage']} {e['key']} rows={e['rows']} {e['path']}",
-                          highlight=False)
+            r = e["rows"]
+            console.print(f"{'  ' * e['depth']}{e['stage']} {e['key']} (in {r['in']}, out {r['out']}, "
+                          f"rejected {r['rejected']}) {e['path']}", highlight=False, soft_wrap=True)
             for f in e.get("source_files", []):
                 console.print(f"{'  ' * (e['depth'] + 1)}{f['path']} sha256={f['sha256']}", highlight=False, soft_wrap=True)
 

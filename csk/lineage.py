@@ -82,6 +82,10 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
         row, rejected = found
         m = current.manifest()
         step = {"stage": current.stage, "key": current.key, "path": current.path, "id": rid, "rejected": rejected}
+        if m.get("parent_column") is None and m["inputs"]:
+            step["aggregate"] = True  # a summary row (statistics): it has no single source record
+            steps.append(step)
+            return steps
         if rejected:
             step["reason"] = row.get("reason")
         steps.append(step)
@@ -89,7 +93,7 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
         if not m["inputs"] or parent_col is None:
             files = {f["path"]: f["sha256"] for f in source_files(m)}
             src = row.get("source_file")
-            step["source"] = {"file": src, "sha256": files.get(src), "record": row.get("source_record"),
+            step["source"] = {"file": src, "sha256": files.get(src) or _sha(src), "record": row.get("source_record"),
                               "locator": row.get("source_locator")}
             return steps
         if row.get("source_file"):  # rows read from a file mid-pipeline (e.g. an annotation release)

@@ -129,6 +129,10 @@ def test_rebuild_distractors_from_real_cicero_release(prefect_harness, tmp_path,
         assert 0 <= quality.loc[m, "value"] <= 1
     mcq = pd.read_parquet(Path(stages["mcq"]["path"]) / "data.parquet")
     assert set(mcq["split"]) == {"all"} and mcq["ID"].str.match(r"^(daily-dialogue|mutual|dream)-").all()
+    steps = json.loads(_csk("lineage", "cicero", "mcq", "--row", mcq["id"].iloc[0], "--store", store, "--json").output)
+    assert [s["stage"] for s in steps] == ["mcq", "verification", "adversarial_filter", "release"]
+    line = int(mcq["id"].iloc[0].rsplit("-", 1)[1])
+    assert steps[-1]["source"]["locator"] == f"line {line}" and len(steps[-1]["source"]["sha256"]) == 64
 
 
 def test_schedule_uses_the_configured_cron(tmp_path, config_copy):

@@ -20,7 +20,7 @@ import re
 import pandas as pd
 
 from csk.errors import InputError
-from csk.runtime import StageOutput, sha256_file
+from csk.runtime import StageOutput
 from readers import read_cicero_release
 from tasks.cicero.targets import TYPE_OF_QUESTION
 
@@ -75,8 +75,9 @@ def locate_target(target: str, turns) -> tuple[int | None, str]:
 
 
 def release_fingerprint(params: dict) -> dict:
-    path = params.get("release")
-    return {"release_sha256": sha256_file(path) if path else None}
+    from tasks.sources import fingerprint_paths
+
+    return fingerprint_paths({"release": params.get("release")})
 
 
 def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: str, lenient: bool = False) -> StageOutput:
