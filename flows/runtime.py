@@ -74,6 +74,14 @@ class PipelineRun:
 
     def stage(self, stage: Stage, *inputs: ArtifactRef, params: dict | None = None) -> ArtifactRef:
         params = params or {}
+        if inputs:
+            rows = inputs[0].manifest()["rows"]
+            if rows["out"] == 0:
+                from csk.errors import CskError
+
+                raise CskError(
+                    f"stage {inputs[0].stage!r} left no rows ({rows['in']} in, {rows['rejected']} rejected; reasons in "
+                    f"{inputs[0].rejected_path}): nothing for {stage.name!r} to do. Check that stage's settings.")
         task = materialize(
             asset_for(self.store, self.pipeline, stage.name),
             asset_deps=[asset_for(self.store, self.pipeline, r.stage) for r in inputs],
