@@ -49,10 +49,14 @@ def _flow_for(pipeline: str):
 def run(pipeline: str,
         config: Path = typer.Option(Path("pipelines.toml"), "--config", help="pipelines.toml to read"),
         store: Path = typer.Option(Path("artifacts"), "--store", help="artifact store directory"),
-        set_: list[str] = typer.Option([], "--set", help="override a setting, e.g. cicero.seed=1")) -> None:
+        set_: list[str] = typer.Option([], "--set", help="override a setting, e.g. cicero.seed=1"),
+        lenient: bool = typer.Option(False, "--lenient", help="reject malformed source records with a reason "
+                                     "instead of stopping at the first one")) -> None:
     """Run a pipeline's Prefect flow end to end (finished stages are reused)."""
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("csk").setLevel(logging.INFO)
+    if lenient:
+        set_ = [*set_, f"{pipeline}.sources.lenient=true"]
     try:
         from csk.config import load_config
 

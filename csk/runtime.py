@@ -301,7 +301,7 @@ class Store:
         key = self.key(pipeline, stage, params, inputs)
         found = self.find(pipeline, stage.name, key)
         if found is not None:
-            log.info("%s/%s: reused artifact %s", pipeline, stage.name, key)
+            log.debug("%s/%s: reused artifact %s", pipeline, stage.name, key)
             return StageRun(found, True)
 
         started = datetime.now(timezone.utc)
@@ -361,7 +361,7 @@ class Store:
         files.update(out.files)
         files["manifest.json"] = (json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n").encode()
         ref = self._commit(pipeline, stage.name, key, files)
-        log.info("%s/%s: wrote artifact %s (%d in, %d out, %d rejected)", pipeline, stage.name, key,
+        log.debug("%s/%s: wrote artifact %s (%d in, %d out, %d rejected)", pipeline, stage.name, key,
                  rows_in, len(data), n_rejected)
         return StageRun(ref, False, out.tables)
 

@@ -41,12 +41,14 @@ def _execute(store_root: str, pipeline: str, stage: Stage, params: dict, inputs:
     else:
         logger.info("%s: computed %s in %.2fs (%d in, %d out, %d rejected)", stage.name, ref.path,
                     manifest["seconds"], rows["in"], rows["out"], rows["rejected"])
-        create_table_artifact(
-            key=_artifact_key(pipeline, stage.name),
-            table=[{"stage": stage.name, "key": ref.key, "rows_in": rows["in"], "rows_out": rows["out"],
-                    "rows_rejected": rows["rejected"], "path": ref.path}],
-            description=f"{pipeline}/{stage.name}: row counts of artifact {ref.key}",
-        )
+    # Every run shows what each stage did, reused or not.
+    create_table_artifact(
+        key=_artifact_key(pipeline, stage.name),
+        table=[{"stage": stage.name, "status": "reused" if result.reused else "computed", "key": ref.key,
+                "rows_in": rows["in"], "rows_out": rows["out"], "rows_rejected": rows["rejected"], "path": ref.path}],
+        description=f"{pipeline}/{stage.name}: row counts of artifact {ref.key}",
+    )
+    if not result.reused:
         for name, table in result.tables.items():
             create_table_artifact(key=_artifact_key(pipeline, stage.name, name), table=table,
                                   description=f"{pipeline}/{stage.name}: {name}")

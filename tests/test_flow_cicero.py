@@ -106,6 +106,12 @@ def test_bad_input_fails_cleanly_without_artifact(prefect_harness, tmp_path, con
     assert "bad.txt, record line 2" in result.output
     assert not (store / "cicero" / "sources").exists()
 
+    lenient = _csk("run", "cicero", "--config", config_copy, "--store", store, "--lenient",
+                   "--set", f"cicero.sources.dailydialog={bad}")
+    assert lenient.exit_code == 0, lenient.output
+    src = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}["sources"]
+    assert src["rows"]["rejected"] == 1
+
 
 def test_bad_config_key_fails_before_running(tmp_path, config_copy):
     result = _csk("run", "cicero", "--config", config_copy, "--store", tmp_path / "a",

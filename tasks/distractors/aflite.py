@@ -30,8 +30,10 @@ def predictability(contexts: list[str], choices: list[list[str]], gold: list[int
     size = min(max(size, 2), n - 1)
     right = np.zeros(n)
     seen = np.zeros(n)
+    from tqdm.auto import tqdm
+
     rng = np.random.default_rng(seed)
-    for _ in range(m):
+    for _ in tqdm(range(m), desc="AF-Lite classifiers", disable=n < 2000):
         train = rng.choice(n, size, replace=False)
         held = np.setdiff1d(np.arange(n), train)
         probe = LinearProbe(vector, seed=seed).fit([contexts[i] for i in train], [choices[i] for i in train],
