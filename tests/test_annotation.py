@@ -83,3 +83,13 @@ def test_nlg_inputs_and_chaining():
     assert out.loc["1.1.3_subsequent_event_clipped", "input"].endswith("B: four five six .")
     assert out.loc["1.1.4_chained_cause", "input"].endswith(SEP + "the next")
     assert out.loc["1.1.5_chained_subsequent_event", "output"] == "the next"
+
+
+def test_nlg_reaction_only_on_the_last_utterance_and_says_why():
+    dialogue = ["A: one two three .", "B: four five six ."]
+    ann = pd.DataFrame([{"id": f"r{u}", "inference_type": "reaction", "question": "Qr", "answer": "glad",
+                         "dialogue_id": "d", "utterance_index": u, "target": dialogue[u][3:], "dialogue": dialogue,
+                         "choices": ["glad"], "correct_answers": [0]} for u in (0, 1)])
+    out = nlg(pd.DataFrame({"id": ["r0", "r1"], "split": ["test", "test"]}), ann)
+    assert out.data["annotation_id"].tolist() == ["r1"]
+    assert out.rejected["id"].tolist() == ["r0"] and "last utterance" in out.rejected["reason"].iloc[0]

@@ -126,6 +126,9 @@ def counterfactuals(instances: pd.DataFrame, *, generator: str = "lexical", mode
     per = data.groupby("instance_id").size().reindex(view["id"], fill_value=0)
     notes.update({"instances": len(view), "instances_without_candidates": int((per == 0).sum()),
                   "mean_pool": float(per.mean()) if len(per) else 0.0})
-    return StageOutput(data=data, rows_in=len(view), notes=notes,
+    empty = per[per == 0].index.tolist()
+    rejected = pd.DataFrame({"id": empty, "reason": f"the {generator} generator produced no alternative to this answer"}) \
+        if empty else None
+    return StageOutput(data=data, rejected=rejected, rows_in=len(view), notes=notes,
                        tables={"pools": [{"measure": k, "value": json.dumps(v) if isinstance(v, str) else v}
                                          for k, v in notes.items()]})
