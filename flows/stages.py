@@ -19,6 +19,7 @@ from tasks.distractors.counterfactuals import counterfactuals
 from tasks.distractors.mcq import mcq, verdicts_fingerprint, verification
 from tasks.distractors.quality import distractor_quality
 from tasks.embed import embed, embed_fingerprint
+from tasks.sources import fingerprint_paths
 
 
 def _embed_fingerprint(params: dict) -> dict:
@@ -35,6 +36,8 @@ def _model_fingerprint(*keys: str):
             spec = params.get(k)
             if spec and spec != "off":
                 out[k] = model_hash(resolve_model(spec, k))
+        if params.get("conceptnet_db"):  # the knowledge base is an input too
+            out.update(fingerprint_paths({"conceptnet_db": params["conceptnet_db"]}))
         return out
 
     return fingerprint
