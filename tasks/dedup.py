@@ -14,6 +14,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from csk.errors import CskError
 from csk.runtime import StageOutput
 
 # bf16 keeps 8 mantissa bits: for unit vectors the dot-product error stays well below this.
@@ -117,8 +118,6 @@ def dedup(dialogues: pd.DataFrame, embeddings: pd.DataFrame, *, threshold: float
     vectors = embeddings.set_index("id")["embedding"]
     missing = set(dialogues["id"]) - set(vectors.index)
     if missing:
-        from csk.errors import CskError
-
         raise CskError(f"dedup: {len(missing)} dialogues have no embedding, e.g. {sorted(missing)[:3]}")
     x = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in dialogues["id"]]) if len(dialogues) else \
         np.zeros((0, 1), np.float32)

@@ -7,6 +7,7 @@ from typing import Callable
 
 import pandas as pd
 
+from csk.errors import ConfigError
 from csk.runtime import StageOutput, sha256_file
 from readers import ReadResult
 
@@ -42,8 +43,6 @@ def read_sources(readers: dict[str, Callable[..., ReadResult]], paths: dict[str,
                       "rejected": len(result.rejected)}
         total.extend(result)
     if not used:
-        from csk.errors import ConfigError
-
         raise ConfigError(f"no source configured: set at least one of {', '.join(readers)}")
     data = pd.DataFrame(total.rows)
     rejected = pd.DataFrame(total.rejected) if total.rejected else None

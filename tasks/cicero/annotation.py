@@ -23,6 +23,7 @@ from csk.errors import InputError
 from csk.runtime import StageOutput
 from readers import read_cicero_release
 from tasks.cicero.targets import TYPE_OF_QUESTION
+from tasks.sources import fingerprint_paths
 
 SOURCE_OF_PREFIX = {"daily-dialogue": "dailydialog", "dailydialog": "dailydialog", "mutual": "mutual",
                     "dream": "dream"}
@@ -75,8 +76,6 @@ def locate_target(target: str, turns) -> tuple[int | None, str]:
 
 
 def release_fingerprint(params: dict) -> dict:
-    from tasks.sources import fingerprint_paths
-
     return fingerprint_paths({"release": params.get("release")})
 
 

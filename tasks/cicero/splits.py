@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from csk.errors import ConfigError
 from csk.runtime import StageOutput
 
 SPLITS = ("train", "validation", "test")
@@ -31,8 +32,6 @@ def splits(annotations: pd.DataFrame, *, seed: int, train: float = 0.6, validati
            test: float = 0.2) -> StageOutput:
     fractions = {"train": train, "validation": validation, "test": test}
     if abs(sum(fractions.values()) - 1) > 1e-6:
-        from csk.errors import ConfigError
-
         raise ConfigError(f"splits: fractions must sum to 1, got {sum(fractions.values()):.3f}")
     sizes = annotations.groupby("dialogue_id").size()
     which = assign_splits(sizes, fractions, seed)

@@ -21,6 +21,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from csk.errors import ConfigError
 from csk.runtime import StageContext, StageOutput
 from tasks.embed import embedder_from_params
 
@@ -116,8 +117,6 @@ def targets(dialogues: pd.DataFrame, *, seed: int, embed: dict, segments: str | 
             ctx: StageContext | None = None) -> StageOutput:
     total = p_cause_and_prerequisite + p_cause_only + p_prerequisite_only
     if abs(total - 1.0) > 1e-6:
-        from csk.errors import ConfigError
-
         raise ConfigError(f"targets: cause/prerequisite proportions must sum to 1 (got {total:.3f})")
     embedder = embedder_from_params(embed, ctx)
     try:

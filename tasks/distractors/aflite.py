@@ -20,6 +20,7 @@ import pandas as pd
 
 from csk.runtime import StageContext, StageOutput
 from tasks.distractors.adversarial import vector_lookup
+from tasks.distractors.counterfactuals import instance_view
 from tasks.distractors.discriminators import LinearProbe
 
 
@@ -71,8 +72,6 @@ def aflite_rounds(contexts, choices, gold, vector, *, n: int = 0, m: int = 64, t
 
 def aflite(mcq: pd.DataFrame, instances: pd.DataFrame, *, embed: dict, seed: int = 0, n: int = 0, m: int = 64,
            t: float = 0.5, k: int = 500, tau: float = 0.75, ctx: StageContext | None = None) -> StageOutput:
-    from tasks.distractors.counterfactuals import instance_view
-
     view = instance_view(instances).set_index("id").loc[mcq["id"]]
     contexts = view["context"].tolist()
     choices = [[g] + list(d) for g, d in zip(mcq["gold"], mcq["distractors"])]

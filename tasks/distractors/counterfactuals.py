@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from csk import conceptnet
+from csk.errors import ConfigError
 from csk.models import model_hash, resolve_model
 from csk.runtime import StageContext, StageOutput
 from tasks.distractors.lexical import names_in, rewrite_all
@@ -82,8 +84,6 @@ def counterfactuals(instances: pd.DataFrame, *, generator: str = "lexical", mode
     if generator == "lexical":
         lookup = None
         if conceptnet_db:
-            from csk import conceptnet
-
             conceptnet.connect(conceptnet_db)
             lookup = conceptnet.antonyms
         for inst, utterances in zip(view.itertuples(), instances["dialogue"]):
@@ -117,8 +117,6 @@ def counterfactuals(instances: pd.DataFrame, *, generator: str = "lexical", mode
                     k += 1
         notes = {"generator": "t5", "model": str(path), "decoding": "sampling" if do_sample else "beam"}
     else:
-        from csk.errors import ConfigError
-
         raise ConfigError(f"counterfactuals.generator must be 'lexical' or 't5', got {generator!r}")
     data = pd.DataFrame(rows, columns=["instance_id", "gold", "candidate", "generator", "rule", "k"])
     data.insert(0, "id", [f"{r.instance_id}/cf{r.k:03d}" for r in data.itertuples()])
