@@ -98,7 +98,7 @@ class Splits(Section):
 
 
 class Counterfactuals(Section):
-    generator: Literal["lexical", "t5"] = "lexical"  # lexical: rule-based offline default
+    generator: Literal["lexical", "t5", "file"] = "lexical"  # lexical: rule-based offline default
     model: OptionalPath = None  # seq2seq model directory for generator = "t5"
     conceptnet_db: OptionalPath = None  # conceptnet-lite SQLite database for more antonyms
     max_per_answer: int = 24  # lexical pools are subsampled (seeded) above this size
@@ -106,6 +106,7 @@ class Counterfactuals(Section):
     num_beams: int = 8
     do_sample: bool = False
     batch_size: int = 16
+    candidates: OptionalPath = None  # generator = "file": JSON Lines {"id": instance id, "candidates": [...]}
 
 
 class CandidateFilter(Section):

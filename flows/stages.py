@@ -36,8 +36,9 @@ def _model_fingerprint(*keys: str):
             spec = params.get(k)
             if spec and spec != "off":
                 out[k] = model_hash(resolve_model(spec, k))
-        if params.get("conceptnet_db"):  # the knowledge base is an input too
-            out.update(fingerprint_paths({"conceptnet_db": params["conceptnet_db"]}))
+        for name in ("conceptnet_db", "candidates"):  # knowledge bases and candidate files are inputs too
+            if params.get(name):
+                out.update(fingerprint_paths({name: params[name]}))
         return out
 
     return fingerprint

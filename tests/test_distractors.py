@@ -100,6 +100,20 @@ def test_counterfactuals_t5_tiny(tmp_path):
     assert len(ctx.models[0]["sha256"]) == 64
 
 
+def test_counterfactuals_from_a_candidate_file(tmp_path):
+    from tasks.distractors.counterfactuals import counterfactuals
+
+    inst = _instances(2, 1)
+    f = tmp_path / "cands.jsonl"
+    f.write_text(json.dumps({"id": "i00-0", "candidates": ["A", "B", inst["answer"].iloc[0], "A"]}) + "\n")
+    out = counterfactuals(inst, generator="file", candidates=str(f))
+    assert out.data["candidate"].tolist() == ["A", "B"]  # the gold and repeats are not candidates
+    assert out.rejected["id"].tolist() == ["i01-0"]
+    f.write_text('{"id": "nope", "candidates": ["x"]}\n')
+    with pytest.raises(InputError, match="cands.jsonl, record line 1: unknown instance id"):
+        counterfactuals(inst, generator="file", candidates=str(f))
+
+
 def _candidates(pairs):
     return pd.DataFrame([{"id": f"c{i}", "instance_id": "i0", "gold": g, "candidate": c, "generator": "lexical",
                           "rule": "x"} for i, (g, c) in enumerate(pairs)])

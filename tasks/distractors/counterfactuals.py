@@ -4,7 +4,9 @@ Generators:
 * `lexical` (offline default): the rule-based rewrites of `tasks.distractors.lexical`;
 * `t5`: any seq2seq model directory (the paper: T5 fine-tuned on SNLI contradiction pairs and
   TimeTravel counterfactual pairs, see `csk train-generator`), batched, beam search or
-  sampling with several returns per answer, bf16 on CUDA.
+  sampling with several returns per answer, bf16 on CUDA;
+* `file`: candidates made by any other generator (an LLM, another paper's model), as JSON
+  Lines `{"id": instance id, "candidates": [...]}`; the ids are those of the instance table.
 Each row records its generator, the rule or model, and the gold answer it rewrites.
 """
 
@@ -17,9 +19,10 @@ import numpy as np
 import pandas as pd
 
 from csk import conceptnet
-from csk.errors import ConfigError
+from csk.errors import ConfigError, InputError
 from csk.models import model_hash, resolve_model
 from csk.runtime import StageContext, StageOutput
+from readers.base import iter_json_lines
 from tasks.distractors.lexical import names_in, rewrite_all
 
 PREFIX = "counterfactual: "  # the task prefix the generator is trained with
@@ -76,9 +79,22 @@ def t5_generate(texts: list[str], path: Path, *, num_return: int = 8, num_beams:
     return out
 
 
+def read_candidate_file(path: str, known: set[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for n, obj in iter_json_lines(path):
+        if not isinstance(obj, dict) or not isinstance(obj.get("candidates"), list) or "id" not in obj:
+            raise InputError(str(path), f"line {n}", 'expected {"id": ..., "candidates": [...]}')
+        if str(obj["id"]) not in known:
+            raise InputError(str(path), f"line {n}", f"unknown instance id {obj['id']!r} (ids are the instance "
+                             "table's, e.g. in the annotations artifact)")
+        out.setdefault(str(obj["id"]), []).extend(str(c).strip() for c in obj["candidates"] if str(c).strip())
+    return out
+
+
 def counterfactuals(instances: pd.DataFrame, *, generator: str = "lexical", model: str = "", conceptnet_db: str = "",
                     max_per_answer: int = 24, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
-                    batch_size: int = 16, seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
+                    batch_size: int = 16, candidates: str = "", seed: int = 0,
+                    ctx: StageContext | None = None) -> StageOutput:
     view = instance_view(instances)
     rows = []
     if generator == "lexical":
@@ -116,8 +132,22 @@ def counterfactuals(instances: pd.DataFrame, *, generator: str = "lexical", mode
                                  "rule": f"{Path(path).name}@{sha[:12]}", "k": k})
                     k += 1
         notes = {"generator": "t5", "model": str(path), "decoding": "sampling" if do_sample else "beam"}
+    elif generator == "file":
+        if not candidates:
+            raise ConfigError('counterfactuals.generator = "file" needs counterfactuals.candidates = a JSON Lines file')
+        given = read_candidate_file(candidates, set(view["id"]))
+        for inst in view.itertuples():
+            seen = {inst.gold.strip().lower()}
+            k = 0
+            for text in given.get(inst.id, []):
+                if text.lower() not in seen:
+                    seen.add(text.lower())
+                    rows.append({"instance_id": inst.id, "gold": inst.gold, "candidate": text, "generator": "file",
+                                 "rule": Path(candidates).name, "k": k})
+                    k += 1
+        notes = {"generator": "file", "candidates": str(candidates)}
     else:
-        raise ConfigError(f"counterfactuals.generator must be 'lexical' or 't5', got {generator!r}")
+        raise ConfigError(f"counterfactuals.generator must be 'lexical', 't5' or 'file', got {generator!r}")
     data = pd.DataFrame(rows, columns=["instance_id", "gold", "candidate", "generator", "rule", "k"])
     data.insert(0, "id", [f"{r.instance_id}/cf{r.k:03d}" for r in data.itertuples()])
     data = data.drop(columns="k")
