@@ -311,10 +311,7 @@ class Store:
         kwargs = dict(params)
         if "ctx" in inspect.signature(stage.fn).parameters:
             kwargs["ctx"] = ctx
-        try:
-            out = stage.fn(*frames, **kwargs)
-        except CskError:
-            raise
+        out = stage.fn(*frames, **kwargs)
         if not isinstance(out, StageOutput):
             raise TypeError(f"stage {stage.name!r} must return a StageOutput, got {type(out).__name__}")
         data = out.data.reset_index(drop=True)
