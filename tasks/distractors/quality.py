@@ -79,4 +79,4 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
     data = pd.DataFrame(rows)
     return StageOutput(data=data, rows_in=len(data),
                        files={"distractor_gold_similarity.png": hist_png(sims, "cosine(distractor, gold)", "cosine")},
-                       tables={"distractor_quality": data.fillna("").to_dict(orient="records")})
+                       tables={"distractor_quality": data.astype(object).where(data.notna(), None).to_dict(orient="records")})
