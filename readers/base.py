@@ -13,6 +13,7 @@ class ReadResult:
     rows: list[dict] = field(default_factory=list)
     rejected: list[dict] = field(default_factory=list)
     records: int = 0  # records seen (rows + rejected)
+    skipped: dict[str, int] = field(default_factory=dict)  # records outside the selection, by reason
 
     def extend(self, other: "ReadResult") -> None:
         self.rows += other.rows

@@ -1,0 +1,81 @@
+"""PaCo (CoreQuisite) release CSVs.
+
+* P-NLI: `context,question,label` — premise = a precondition, hypothesis = the fact;
+  label 1 = enabling (entailment), 0 = disabling (contradiction).
+* P-G: `prompt,refs_0,refs_1,refs_2` — prompt = the fact + " What makes this possible?" /
+  " What makes this impossible?"; the human answers are the references (some empty).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from csk.errors import InputError
+from readers.base import ReadResult, RecordError, handle_bad, require_file
+
+QUESTIONS = {"What makes this possible?": "enabling", "What makes this impossible?": "disabling"}
+
+
+def _csv_rows(path: Path, columns: tuple[str, ...]):
+    """(line number, row dict) with strict UTF-8 and the header checked."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError(str(path), f"line {line}", f"invalid UTF-8 at byte {exc.start}") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    if tuple(reader.fieldnames or ()) [: len(columns)] != columns:
+        raise InputError(str(path), "line 1", f"expected the header {','.join(columns)}, got {reader.fieldnames}")
+    start = 2
+    for row in reader:
+        yield start, row
+        start = reader.line_num + 1
+
+
+def read_paco_nli(path: str | Path, lenient: bool = False) -> ReadResult:
+    path = require_file(path)
+    result = ReadResult()
+    for n, row in _csv_rows(path, ("context", "question", "label")):
+        result.records += 1
+        locator = f"line {n}"
+        try:
+            if None in row.values() or row.get(None):
+                raise RecordError("wrong number of columns")
+            if row["label"].strip() not in {"0", "1"}:
+                raise RecordError(f"label must be 0 or 1, got {row['label']!r}")
+            if not row["context"].strip() or not row["question"].strip():
+                raise RecordError("empty context or question")
+            label = int(row["label"])
+            result.rows.append({"id": f"paco-nli-{path.stem}-{n:06d}", "precondition": row["context"].strip(),
+                                "statement": row["question"].strip(), "label": label,
+                                "polarity": "enabling" if label == 1 else "disabling",
+                                "source_file": str(path), "source_record": n, "source_locator": locator})
+        except RecordError as exc:
+            handle_bad(result, lenient, path, n, locator, "paco", str(exc))
+    return result
+
+
+def read_paco_gen(path: str | Path, lenient: bool = False) -> ReadResult:
+    path = require_file(path)
+    result = ReadResult()
+    for n, row in _csv_rows(path, ("prompt", "refs_0")):
+        result.records += 1
+        locator = f"line {n}"
+        try:
+            prompt = (row.get("prompt") or "").strip()
+            question = next((q for q in QUESTIONS if prompt.endswith(q)), None)
+            if question is None:
+                raise RecordError(f"prompt does not end with one of {list(QUESTIONS)}")
+            refs = [v.strip() for k, v in sorted(row.items()) if k and k.startswith("refs_") and v and v.strip()]
+            if not refs:
+                raise RecordError("no reference answer")
+            result.rows.append({"id": f"paco-gen-{path.stem}-{n:06d}", "prompt": prompt,
+                                "statement": prompt[: -len(question)].strip(), "question": question,
+                                "polarity": QUESTIONS[question], "references": refs,
+                                "source_file": str(path), "source_record": n, "source_locator": locator})
+        except RecordError as exc:
+            handle_bad(result, lenient, path, n, locator, "paco", str(exc))
+    return result
