@@ -58,6 +58,27 @@ def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
             raise InputError(str(p), f"line {n}", f"malformed JSON: {exc.msg}") from None
 
 
+def json_line_records(path: Path, result: ReadResult, lenient: bool, source: str) -> Iterator[tuple[int, str, Any]]:
+    """(line number, locator, object) of each JSON Lines record; a line that is not JSON is raised
+    as an InputError, or rejected into `result` when lenient. Counts every record seen."""
+    for n, text, err in iter_lines(path):
+        if text is not None and not text.strip():
+            continue
+        result.records += 1
+        locator = f"line {n}"
+        try:
+            if err:
+                raise RecordError(err)
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise RecordError(f"malformed JSON: {exc.msg}") from None
+        except RecordError as exc:
+            handle_bad(result, lenient, path, n, locator, source, str(exc))
+            continue
+        yield n, locator, obj
+
+
 def load_json(path: Path) -> Any:
     try:
         text = path.read_bytes().decode("utf-8")

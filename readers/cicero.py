@@ -6,10 +6,9 @@ and in v1 `Human Written Answer` (a one-element list holding an index into Choic
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from readers.base import ReadResult, RecordError, handle_bad, iter_lines, require_file
+from readers.base import ReadResult, RecordError, handle_bad, json_line_records, require_file
 
 REQUIRED = ("ID", "Dialogue", "Target", "Question", "Choices", "Correct Answers")
 
@@ -57,18 +56,8 @@ def parse_instance(obj: dict) -> dict:
 def read_cicero_release(path: str | Path, lenient: bool = False) -> ReadResult:
     path = require_file(path)
     result = ReadResult()
-    for n, text, err in iter_lines(path):
-        if text is not None and not text.strip():
-            continue
-        result.records += 1
-        locator = f"line {n}"
+    for n, locator, obj in json_line_records(path, result, lenient, "cicero"):
         try:
-            if err:
-                raise RecordError(err)
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise RecordError(f"malformed JSON: {exc.msg}") from None
             row = parse_instance(obj)
             row.update({"id": f"cicero-{path.stem}-{n:06d}", "source_file": str(path), "source_record": n,
                         "source_locator": locator})

@@ -4,11 +4,10 @@ string otherwise)."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-from readers.base import ReadResult, RecordError, handle_bad, iter_lines, require_file
+from readers.base import ReadResult, RecordError, handle_bad, json_line_records, require_file
 
 OPTION = re.compile(r"^\(([a-z]|\d+)\)$")
 
@@ -25,18 +24,10 @@ def _turn(utterance: str) -> dict:
 def read_corecode(path: str | Path, lenient: bool = False) -> ReadResult:
     path = require_file(path)
     result = ReadResult()
-    for n, text, err in iter_lines(path):
-        if text is not None and not text.strip():
-            continue
-        result.records += 1
-        locator = f"line {n}"
+    for n, locator, obj in json_line_records(path, result, lenient, "corecode"):
         try:
-            if err:
-                raise RecordError(err)
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise RecordError(f"malformed JSON: {exc.msg}") from None
+            if not isinstance(obj, dict):
+                raise RecordError("expected a JSON object")
             missing = [k for k in ("id", "dialogue", "question", "answer") if k not in obj]
             if missing:
                 raise RecordError(f"missing keys {missing}")

@@ -51,20 +51,16 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
         """Accuracy above chance as a share of the room above chance: comparable across choice sets."""
         return (acc - chance) / (1 - chance) if chance < 1 else float("nan")
 
-    if a and b:
-        acc = probe_accuracy(a, b, contexts, final, final_correct, vector, seed)
-        chance = float(np.mean([len(final_correct[i]) / len(final[i]) for i in b]))
-        add("probe_accuracy_rebuilt", acc, f"train {len(a)} / test {len(b)} instances, disjoint dialogues")
-        add("chance_rebuilt", chance)
-        add("probe_lift_rebuilt", lift(acc, chance), "(accuracy - chance) / (1 - chance); lower = harder")
-        pa = [i for i in a if published[i]]
-        pb = [i for i in b if published[i]]
-        if pa and pb:
-            acc = probe_accuracy(pa, pb, contexts, published, published_correct, vector, seed)
-            chance = float(np.mean([len(published_correct[i]) / len(published[i]) for i in pb]))
-            add("probe_accuracy_published", acc, f"train {len(pa)} / test {len(pb)} instances")
-            add("chance_published", chance)
-            add("probe_lift_published", lift(acc, chance), "(accuracy - chance) / (1 - chance); lower = harder")
+    for name, choices, correct in (("rebuilt", final, final_correct), ("published", published, published_correct)):
+        train = [i for i in a if choices[i]]
+        test = [i for i in b if choices[i]]
+        if not (train and test):
+            continue
+        acc = probe_accuracy(train, test, contexts, choices, correct, vector, seed)
+        chance = float(np.mean([len(correct[i]) / len(choices[i]) for i in test]))
+        add(f"probe_accuracy_{name}", acc, f"train {len(train)} / test {len(test)} instances, disjoint dialogues")
+        add(f"chance_{name}", chance)
+        add(f"probe_lift_{name}", lift(acc, chance), "(accuracy - chance) / (1 - chance); lower = harder")
     gold_v = np.stack([vector(c) for c in view["gold"]]) if len(view) else np.zeros((0, 1))
     sims = [float(gold_v[i] @ vector(d)) for i, r in enumerate(mcq.itertuples())
             for k, d in enumerate(final[i]) if k not in final_correct[i]]
