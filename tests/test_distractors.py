@@ -98,6 +98,9 @@ def test_counterfactuals_t5_tiny(tmp_path):
     out = counterfactuals(_instances(2, 1), generator="t5", model=str(model), num_return=3, num_beams=3, ctx=ctx)
     assert set(out.data["generator"]) <= {"t5"} and ctx.models[0]["name"] == "counterfactual-generator"
     assert len(ctx.models[0]["sha256"]) == 64
+    sampled = counterfactuals(_instances(2, 1), generator="t5", model=str(model), num_return=2, do_sample=True, seed=1)
+    again = counterfactuals(_instances(2, 1), generator="t5", model=str(model), num_return=2, do_sample=True, seed=1)
+    assert sampled.data.equals(again.data)  # sampling is seeded
 
 
 def test_counterfactuals_from_a_candidate_file(tmp_path):

@@ -70,7 +70,10 @@ def t5_generate(texts: list[str], path: Path, *, num_return: int = 8, num_beams:
         batch = [PREFIX + t for t in texts[start:start + batch_size]]
         enc = tok(batch, return_tensors="pt", padding=True, truncation=True, max_length=128).to(device)
         kwargs = dict(max_new_tokens=max_new_tokens, num_return_sequences=num_return)
-        kwargs.update(do_sample=True, top_p=top_p) if do_sample else kwargs.update(num_beams=max(num_beams, num_return))
+        if do_sample:
+            kwargs.update(do_sample=True, top_p=top_p)
+        else:
+            kwargs.update(num_beams=max(num_beams, num_return))
         with torch.inference_mode(), autocast:
             gen = model.generate(**enc, **kwargs)
         decoded = tok.batch_decode(gen, skip_special_tokens=True)
