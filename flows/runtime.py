@@ -8,6 +8,7 @@ lineage of record), and publishes a table artifact with the stage's counts.
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
 import re
 from pathlib import Path
@@ -26,7 +27,16 @@ def _artifact_key(*parts: str) -> str:
 
 
 def asset_for(store: Store, pipeline: str, stage: str) -> Asset:
-    return Asset(key=f"file://{store.root.as_posix()}/{pipeline}/{stage}")
+    """One Prefect asset per stage of a store (its content key goes in the manifests)."""
+    from prefect.types.names import MAX_ASSET_KEY_LENGTH, RESTRICTED_ASSET_CHARACTERS
+
+    key = f"file://{store.root.as_posix()}/{pipeline}/{stage}"
+    for ch in RESTRICTED_ASSET_CHARACTERS:  # e.g. a space in the store path
+        key = key.replace(ch, "_")
+    if len(key) > MAX_ASSET_KEY_LENGTH:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        key = f"file://{digest}/{pipeline}/{stage}"
+    return Asset(key=key)
 
 
 def _execute(store_root: str, pipeline: str, stage: Stage, params: dict, inputs: list[ArtifactRef]) -> dict:

@@ -157,3 +157,14 @@ def test_a_stage_that_leaves_nothing_stops_the_run_clearly(prefect_harness, tmp_
                   "--set", "cicero.length_filter.min_utterances=100")
     assert result.exit_code == 1
     assert "stage 'length_filter' left no rows" in result.output and "rejected.parquet" in result.output
+
+
+def test_asset_keys_survive_awkward_store_paths(tmp_path):
+    from csk.runtime import Store
+    from flows.runtime import asset_for
+
+    store = Store(tmp_path / "my store #1 (100%)")
+    key = asset_for(store, "cicero", "dedup").key
+    assert key.startswith("file://") and key.endswith("/cicero/dedup") and " " not in key and "%" not in key
+    deep = tmp_path.joinpath(*(["d" * 200] * 3))  # a long path (each name within the OS limit)
+    assert asset_for(Store(deep), "cicero", "dedup").key.endswith("/cicero/dedup")
