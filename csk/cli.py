@@ -28,6 +28,23 @@ console = Console()
 err = Console(stderr=True)
 
 
+def _quiet_user_errors() -> None:
+    """Errors about the user's input (CskError) are reported in one line at the end; keep Prefect's
+    task and flow loggers from printing their tracebacks too. Real bugs keep their tracebacks."""
+    make_record = logging.getLogRecordFactory()
+    if getattr(make_record, "csk_quiet", False):
+        return
+
+    def factory(*args, **kwargs):
+        record = make_record(*args, **kwargs)
+        if record.exc_info and isinstance(record.exc_info[1], CskError):
+            record.exc_info = None
+        return record
+
+    factory.csk_quiet = True
+    logging.setLogRecordFactory(factory)
+
+
 def _fail(exc: Exception) -> None:
     err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
     raise typer.Exit(1)
@@ -55,6 +72,7 @@ def run(pipeline: str,
     """Run a pipeline's Prefect flow end to end (finished stages are reused)."""
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("csk").setLevel(logging.INFO)
+    _quiet_user_errors()
     if lenient:
         set_ = [*set_, f"{pipeline}.sources.lenient=true"]
     try:
@@ -98,6 +116,7 @@ def rebuild_distractors(
     """Rerun only the distractor stages, on the cached upstream artifacts or on a release file alone."""
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("csk").setLevel(logging.INFO)
+    _quiet_user_errors()
     try:
         from csk.config import load_config
 

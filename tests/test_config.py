@@ -27,3 +27,26 @@ def test_set_overrides_and_types(tmp_path):
         load_config(p, ["cicero.seed=abc"])
     with pytest.raises(ConfigError, match="expected KEY=VALUE"):
         load_config(p, ["cicero.seed"])
+
+
+def test_user_errors_are_logged_without_traceback_bugs_with():
+    import logging
+
+    from csk.cli import _quiet_user_errors
+
+    old = logging.getLogRecordFactory()
+    try:
+        _quiet_user_errors()
+        records = []
+        handler = logging.Handler()
+        handler.emit = records.append
+        log = logging.getLogger("csk-test-quiet")
+        log.addHandler(handler)
+        for exc in (ConfigError("bad key"), ValueError("a bug")):
+            try:
+                raise exc
+            except Exception:
+                log.error("failed", exc_info=True)
+        assert records[0].exc_info is None and records[1].exc_info is not None
+    finally:
+        logging.setLogRecordFactory(old)
