@@ -264,7 +264,9 @@ class Store:
         self._tmp = self.root / ".tmp"
 
     # -- keys
-    def key(self, pipeline: str, stage: Stage, params: dict, inputs: list[ArtifactRef]) -> str:
+    def key(self, pipeline: str, stage: Stage, params: dict, inputs: list[ArtifactRef],
+            fingerprint: dict | None = None) -> str:
+        """`fingerprint`: the stage's fingerprint(params) when the caller already computed it."""
         material = {
             "pipeline": pipeline,
             "stage": stage.name,
@@ -274,7 +276,7 @@ class Store:
             "inputs": [r.key for r in inputs],
         }
         if stage.fingerprint is not None:
-            material["fingerprint"] = stage.fingerprint(params)
+            material["fingerprint"] = fingerprint if fingerprint is not None else stage.fingerprint(params)
         return hashlib.sha256(canonical_json(material).encode()).hexdigest()[:24]
 
     def artifact_dir(self, pipeline: str, stage: str, key: str) -> Path:
@@ -298,7 +300,8 @@ class Store:
     # -- running a stage
     def run(self, pipeline: str, stage: Stage, params: dict, inputs: list[ArtifactRef]) -> "StageRun":
         """Compute, check and write a stage's artifact, or reuse it when its key exists."""
-        key = self.key(pipeline, stage, params, inputs)
+        fingerprint = stage.fingerprint(params) if stage.fingerprint else None  # hashes files once
+        key = self.key(pipeline, stage, params, inputs, fingerprint)
         found = self.find(pipeline, stage.name, key)
         if found is not None:
             log.debug("%s/%s: reused artifact %s", pipeline, stage.name, key)
@@ -340,7 +343,7 @@ class Store:
             "inputs": [{"stage": r.stage, "key": r.key, "path": r.path} for r in inputs],
             "parent_column": stage.parent_column,
             "params": params,
-            "fingerprint": stage.fingerprint(params) if stage.fingerprint else None,
+            "fingerprint": fingerprint,
             "code_version": code_version(),
             "packages": package_versions(),
             "models": ctx.models,
