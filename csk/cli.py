@@ -198,6 +198,10 @@ def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "
             if "record" in step:
                 s = step["record"]
                 console.print(f"{'':<20} read from {s['file']} {s['locator']}", highlight=False, soft_wrap=True)
+            if step.get("aggregate"):
+                console.print(f"{'':<20} a summary row: it has no single source record; "
+                              f"`csk lineage {pipeline} {stage}` lists the artifacts it summarises",
+                              highlight=False, soft_wrap=True)
             if "source" in step:
                 s = step["source"]
                 console.print(f"{'source':<20} {s['file']} {s['locator']} (sha256 {s['sha256']})", highlight=False, soft_wrap=True)

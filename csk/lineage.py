@@ -24,9 +24,12 @@ def source_files(manifest: dict) -> list[dict]:
     """Absolute path + sha256 of every file a source stage read (from its key fingerprint)."""
     out = []
     for name, files in (manifest.get("fingerprint") or {}).items():
+        if not isinstance(files, dict):
+            continue  # not a file fingerprint (e.g. a model hash)
         base = Path(manifest["params"].get(name) or "")
         for rel, sha in files.items():
-            path = base / rel if base.is_dir() or len(files) > 1 or rel != base.name else base
+            # fingerprint_paths keys a single file by its name, a directory's files by relative path
+            path = base if rel == base.name and not base.is_dir() else base / rel
             out.append({"source": name, "path": str(path), "sha256": sha})
     return out
 
@@ -50,6 +53,16 @@ def artifact_chain(store: Store, ref: ArtifactRef) -> list[dict]:
 
     visit(ref, 0)
     return chain
+
+
+def _drop_inherited_records(steps: list[dict]) -> list[dict]:
+    """Rows carry their source's provenance columns forward; name a step's own record only where
+    it was read from another file than the source reached at the end (e.g. an annotation release)."""
+    final = steps[-1]["source"]["file"]
+    for step in steps[:-1]:
+        if step.get("record", {}).get("file") == final:
+            del step["record"]
+    return steps
 
 
 def _sha(path: str) -> str | None:
@@ -95,7 +108,7 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
             src = row.get("source_file")
             step["source"] = {"file": src, "sha256": files.get(src) or _sha(src), "record": row.get("source_record"),
                               "locator": row.get("source_locator")}
-            return steps
+            return _drop_inherited_records(steps)
         if row.get("source_file"):  # rows read from a file mid-pipeline (e.g. an annotation release)
             step["record"] = {"file": row["source_file"], "sha256": _sha(row["source_file"]),
                               "locator": row.get("source_locator")}
@@ -103,7 +116,7 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
         if parent_id is None or (isinstance(parent_id, float) and pd.isna(parent_id)):
             if "record" in step:
                 step["source"] = {**step.pop("record"), "record": row.get("source_record")}
-                return steps
+                return _drop_inherited_records(steps)
             raise CskError(f"row {rid!r} of {current.stage} has no {parent_col!r}: lineage broken")
         inp = m["inputs"][0]
         current, rid = ArtifactRef(current.pipeline, inp["stage"], inp["key"], inp["path"]), str(parent_id)

@@ -228,11 +228,18 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def format_contract_error(stage: str, contract_name: str, exc: Exception, df: pd.DataFrame) -> str:
+def format_contract_error(what: str, contract_name: str, exc: Exception, df: pd.DataFrame) -> str:
+    """`what`: the artifact checked, e.g. "stage 'dedup'" or a file path."""
     failures = getattr(exc, "failure_cases", None)
-    lines = [f"stage {stage!r}: output violates data contract {contract_name}"]
+    lines = [f"{what}: violates data contract {contract_name}"]
     if failures is not None and len(failures):
+        missing = failures[failures["check"] == "column_in_dataframe"]["failure_case"].astype(str).tolist()
+        if missing:
+            lines.append(f"  missing columns {missing}")
+            failures = failures[failures["check"] != "column_in_dataframe"]
         for (column, check), group in failures.groupby(["column", "check"], dropna=False, sort=False):
+            if missing and str(column) == contract_name:
+                continue  # dataframe-level checks that could not run without the missing columns
             idx = [i for i in group["index"].tolist() if i is not None][:3]
             rows = ""
             if idx and "id" in df.columns:
@@ -245,13 +252,13 @@ def format_contract_error(stage: str, contract_name: str, exc: Exception, df: pd
     return "\n".join(lines)
 
 
-def validate_contract(stage: str, contract: Any, df: pd.DataFrame) -> pd.DataFrame:
+def validate_contract(what: str, contract: Any, df: pd.DataFrame) -> pd.DataFrame:
     import pandera.errors as pe
 
     try:
         return contract.validate(df, lazy=True)
     except (pe.SchemaErrors, pe.SchemaError) as exc:
-        raise ContractError(format_contract_error(stage, contract.__name__, exc, df)) from None
+        raise ContractError(format_contract_error(what, contract.__name__, exc, df)) from None
 
 
 # ------------------------------------------------------------------ the store
@@ -320,11 +327,11 @@ class Store:
         data = out.data.reset_index(drop=True)
         rejected = out.rejected.reset_index(drop=True) if out.rejected is not None else None
 
-        data = validate_contract(stage.name, stage.contract, data)
+        data = validate_contract(f"stage {stage.name!r}", stage.contract, data)
         if rejected is not None and len(rejected):
             from data_contracts.common import Rejected
 
-            rejected = validate_contract(f"{stage.name} (rejected rows)", Rejected, rejected)
+            rejected = validate_contract(f"stage {stage.name!r} (rejected rows)", Rejected, rejected)
         n_rejected = 0 if rejected is None else len(rejected)
         rows_in = out.rows_in if out.rows_in is not None else (len(frames[0]) if frames else len(data) + n_rejected)
         if stage.conserves_rows and rows_in != len(data) + n_rejected:

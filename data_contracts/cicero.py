@@ -172,6 +172,8 @@ class MCQ(Contract):
     Target: Series[str]
     Question: Series[str]
     Choices: Series[object]
+    human_written_answer: Series[object] = pa.Field(alias="Human Written Answer")
+    correct_answers: Series[object] = pa.Field(alias="Correct Answers")
     n_correct: Series[int] = pa.Field(ge=1)
 
     @pa.dataframe_check(name="correct_answers_index_choices")

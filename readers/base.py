@@ -46,16 +46,8 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
 
 def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
     """(line number, parsed object) for every non-blank line; a bad line is an InputError naming it."""
-    p = require_file(path)
-    for n, text, err in iter_lines(p):
-        if err:
-            raise InputError(str(p), f"line {n}", err)
-        if not text.strip():
-            continue
-        try:
-            yield n, json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(str(p), f"line {n}", f"malformed JSON: {exc.msg}") from None
+    for n, _, obj in json_line_records(require_file(path), ReadResult(), lenient=False, source="jsonl"):
+        yield n, obj
 
 
 def json_line_records(path: Path, result: ReadResult, lenient: bool, source: str) -> Iterator[tuple[int, str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from csk.errors import InputError
 from readers.base import (ReadResult, RecordError, dialogue_row, handle_bad, load_json, require_file,
                           speaker_letters)
 
@@ -28,8 +29,6 @@ def read_dream(path: str | Path, lenient: bool = False) -> ReadResult:
     path = require_file(path)
     data = load_json(path)
     if not isinstance(data, list):
-        from csk.errors import InputError
-
         raise InputError(str(path), None, "expected a JSON list of [turns, questions, id]")
     result = ReadResult()
     seen: set[str] = set()

@@ -6,16 +6,17 @@ import io
 from typing import Sequence
 
 
-def _figure(width: float = 6, height: float = 4):
+def figure(width: float = 6, height: float = 4, ncols: int = 1):
+    """(pyplot, figure, axes) on the headless backend."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt, *plt.subplots(figsize=(width, height))
+    return plt, *plt.subplots(1, ncols, figsize=(width, height))
 
 
-def _png(plt, fig) -> bytes:
+def png(plt, fig) -> bytes:
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
@@ -24,24 +25,24 @@ def _png(plt, fig) -> bytes:
 
 
 def line_png(x: Sequence, series: dict[str, Sequence[float]], title: str, xlabel: str, ylabel: str) -> bytes:
-    plt, fig, ax = _figure()
+    plt, fig, ax = figure()
     for name, ys in series.items():
         ax.plot(list(x), list(ys), marker="o", label=name)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.legend()
-    return _png(plt, fig)
+    return png(plt, fig)
 
 
 def hist_png(values: Sequence[float], title: str, xlabel: str, bins: int = 20) -> bytes:
-    plt, fig, ax = _figure()
+    plt, fig, ax = figure()
     ax.hist(list(values), bins=bins)
     ax.set(title=title, xlabel=xlabel, ylabel="count")
-    return _png(plt, fig)
+    return png(plt, fig)
 
 
 def bar_png(labels: Sequence[str], values: Sequence[float], title: str, ylabel: str) -> bytes:
-    plt, fig, ax = _figure()
+    plt, fig, ax = figure()
     ax.bar([str(x) for x in labels], list(values))
     ax.set(title=title, ylabel=ylabel)
     ax.tick_params(axis="x", rotation=20)
-    return _png(plt, fig)
+    return png(plt, fig)

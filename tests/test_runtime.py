@@ -102,6 +102,10 @@ def test_contract_violation_names_stage_column_rows(tmp_path):
         store.run("cicero", stage, {}, [a.ref])
     msg = str(exc.value)
     assert "bad_stage" in msg and "'source'" in msg and "dailydialog-000001" in msg
+    from csk.runtime import validate_contract
+
+    with pytest.raises(ContractError, match=r"x.parquet: violates data contract FilteredDialogues\n  missing columns"):
+        validate_contract("x.parquet", cc.FilteredDialogues, a.ref.load())
     assert not (tmp_path / "cicero" / "bad_stage").exists()
 
 

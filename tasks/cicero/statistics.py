@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pandas as pd
 
 from csk.runtime import StageOutput
+from tasks.plots import figure, png
 
 PAPER_DIALOGUES = {"dailydialog": 3280, "mutual": 1640, "dream": 753}
 PAPER_TYPE_SHARES = {"subsequent_event": 0.80, "cause_and_prerequisite": 0.60, "cause_only": 0.28,
@@ -28,12 +27,7 @@ def type_shares(targets: pd.DataFrame) -> dict[str, float]:
 
 
 def _plot(per_stage: pd.DataFrame, hist: pd.Series, shares: dict[str, float]) -> bytes:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    plt, fig, axes = figure(15, 4, ncols=3)
     per_stage.plot.bar(ax=axes[0], rot=0)
     axes[0].set_title("dialogues per source after each stage")
     axes[1].bar(hist.index.astype(str), hist.values)
@@ -44,11 +38,7 @@ def _plot(per_stage: pd.DataFrame, hist: pd.Series, shares: dict[str, float]) ->
     axes[2].set_xticks(x, [k.replace("_", "\n") for k in PAPER_TYPE_SHARES])
     axes[2].set_title("inference-type shares of x1 u x2 targets")
     axes[2].legend()
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
-    plt.close(fig)
-    return buf.getvalue()
+    return png(plt, fig)
 
 
 def statistics(sources: pd.DataFrame, filtered: pd.DataFrame, deduped: pd.DataFrame, targets: pd.DataFrame,
