@@ -1,4 +1,6 @@
-"""`csk`: run pipelines, list artifacts, trace lineage, validate Parquet, serve schedules."""
+"""`csk`: run pipelines, see what a run would do, list artifacts, trace lineage, validate Parquet,
+serve schedules. Pipelines are found through the registry (`csk.pipeline.discover`); each one's
+own commands are under `csk PIPELINE ...` (e.g. `csk cicero rebuild-distractors`)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,11 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from csk.errors import CskError
@@ -26,6 +29,10 @@ app = typer.Typer(help="Commonsense-dialogue dataset construction pipelines.", n
                   pretty_exceptions_enable=False)
 console = Console()
 err = Console(stderr=True)
+
+CONFIG = typer.Option(Path("pipelines.toml"), "--config", help="pipelines.toml to read")
+STORE = typer.Option(Path("artifacts"), "--store", help="artifact store directory")
+SET = typer.Option([], "--set", help="override a setting, e.g. cicero.seed=1 (repeatable)")
 
 
 def _quiet_user_errors() -> None:
@@ -46,44 +53,107 @@ def _quiet_user_errors() -> None:
 
 
 def _fail(exc: Exception) -> None:
-    err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
     raise typer.Exit(1)
 
 
-def _flow_for(pipeline: str):
-    from csk.config import PIPELINES
-
-    if pipeline not in PIPELINES:
-        raise CskError(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
-    if pipeline == "cicero":
-        from flows.cicero import cicero_flow
-
-        return cicero_flow
-    raise CskError(f"pipeline {pipeline!r} has no flow yet")
-
-
-@app.command()
-def run(pipeline: str,
-        config: Path = typer.Option(Path("pipelines.toml"), "--config", help="pipelines.toml to read"),
-        store: Path = typer.Option(Path("artifacts"), "--store", help="artifact store directory"),
-        set_: list[str] = typer.Option([], "--set", help="override a setting, e.g. cicero.seed=1"),
-        lenient: bool = typer.Option(False, "--lenient", help="reject malformed source records with a reason "
-                                     "instead of stopping at the first one")) -> None:
-    """Run a pipeline's Prefect flow end to end (finished stages are reused)."""
+def _logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("csk").setLevel(logging.INFO)
     _quiet_user_errors()
+
+
+def prepare(pipeline: str, config: Path, overrides: list[str]):
+    """Everything checkable before Prefect starts: the pipeline, every config key and type, and that
+    every configured input file and model exists. Returns (pipeline, its validated settings)."""
+    from csk.config import load_config
+    from csk.orchestration import preflight
+    from csk.pipeline import get_pipeline
+
+    p = get_pipeline(pipeline)
+    cfg = load_config(config, overrides)[p.name]
+    preflight(p, cfg)
+    return p, cfg
+
+
+def run_flow(pipeline: str, steps, config: Path, store: Path, overrides: list[str],
+             options: dict[str, Any] | None = None) -> None:
+    """Check, then run one of a pipeline's flows in Prefect and print its stages."""
+    _logging()
+    try:
+        p, _ = prepare(pipeline, config, overrides)
+        from csk.orchestration import prefect_flow
+
+        stages = prefect_flow(p, steps)(config=str(config), store=str(store), overrides=list(overrides),
+                                        options=options or {})
+    except CskError as exc:
+        _fail(exc)
+    _print_stages(p, stages)
+
+
+@app.command()
+def run(pipeline: str, config: Path = CONFIG, store: Path = STORE, set_: list[str] = SET,
+        lenient: bool = typer.Option(False, "--lenient", help="reject malformed source records with a reason "
+                                     "instead of stopping at the first one")) -> None:
+    """Run a pipeline's Prefect flow end to end (finished stages are reused)."""
     if lenient:
         set_ = [*set_, f"{pipeline}.sources.lenient=true"]
     try:
-        from csk.config import load_config
+        from csk.pipeline import get_pipeline
 
-        load_config(config, set_)  # fail fast, before Prefect starts, on a bad config
-        flow = _flow_for(pipeline)
-        stages = flow(config=str(config), store=str(store), overrides=list(set_))
+        steps = get_pipeline(pipeline).main
     except CskError as exc:
         _fail(exc)
-    _print_stages(pipeline, stages)
+    run_flow(pipeline, steps, config, store, set_)
+
+
+@app.command()
+def status(pipeline: str, config: Path = CONFIG, store: Path = STORE, set_: list[str] = SET,
+           as_json: bool = typer.Option(False, "--json", help="print a JSON list")) -> None:
+    """Say, without running anything, which stages a run would reuse and which it would recompute, and why."""
+    try:
+        p, cfg = prepare(pipeline, config, set_)
+        from csk.orchestration import status as dry_status
+
+        stages = dry_status(p, cfg, store)
+    except CskError as exc:
+        _fail(exc)
+    if as_json:
+        print(json.dumps(stages, indent=2))
+        return
+    table = Table(title=f"{pipeline}: what `csk run {pipeline}` would do")
+    for col in ("stage", "status", "why"):
+        table.add_column(col, overflow="fold")
+    for s in stages:
+        table.add_row(s["stage"], s["status"], escape(s["why"]))
+    console.print(table)
+
+
+@app.command("config")
+def show_config(pipeline: str, config: Path = CONFIG, set_: list[str] = SET,
+                as_json: bool = typer.Option(False, "--json", help="print a JSON list")) -> None:
+    """Print a pipeline's effective settings: each key's value, its default and what it does."""
+    from csk.config import load_config
+    from csk.params import describe
+    from csk.pipeline import get_pipeline
+
+    try:
+        p = get_pipeline(pipeline)
+        cfg = load_config(config, set_)[p.name]
+    except CskError as exc:
+        _fail(exc)
+    rows = list(describe(p.config_model, cfg, f"{p.name}."))
+    if as_json:
+        print(json.dumps(rows, indent=2, default=str))
+        return
+    table = Table(title=f"{pipeline}: effective settings ({config})")
+    for col in ("key", "value", "default", "doc"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        changed = r["value"] != r["default"]
+        value = f"[bold]{escape(repr(r['value']))}[/]" if changed else escape(repr(r["value"]))
+        table.add_row(r["key"], value, escape(repr(r["default"])), escape(r["doc"]))
+    console.print(table)
 
 
 def _short(path: str) -> str:
@@ -93,71 +163,24 @@ def _short(path: str) -> str:
         return path
 
 
-def _print_stages(pipeline: str, stages: list[dict]) -> None:
-    table = Table(title=f"{pipeline}: artifacts")
+def _print_stages(pipeline, stages: list[dict]) -> None:
+    units = getattr(pipeline, "units", {})
+    name = getattr(pipeline, "name", pipeline)
+    table = Table(title=f"{name}: artifacts")
     for col in ("stage", "status", "in", "out", "rejected"):
         table.add_column(col)
     table.add_column("path", overflow="fold")
     for s in stages:
         r = s["rows"]
-        table.add_row(s["stage"], "reused" if s["reused"] else "computed", str(r["in"]), str(r["out"]),
+        unit = f" {units[s['stage']]}" if s["stage"] in units else ""
+        table.add_row(s["stage"], "reused" if s["reused"] else "computed", str(r["in"]), f"{r['out']}{unit}",
                       str(r["rejected"]), _short(s["path"]))
     console.print(table)
-    console.print(f"artifacts of the latest run: csk artifacts {pipeline}", highlight=False, soft_wrap=True)
-
-
-@app.command("rebuild-distractors")
-def rebuild_distractors(
-        pipeline: str,
-        release: Optional[Path] = typer.Option(None, "--release", help="a released CICERO JSON Lines file to start from"),
-        config: Path = typer.Option(Path("pipelines.toml"), "--config"),
-        store: Path = typer.Option(Path("artifacts"), "--store"),
-        set_: list[str] = typer.Option([], "--set", help="override a setting, e.g. cicero.adversarial_filter.max_iterations=3")) -> None:
-    """Rerun only the distractor stages, on the cached upstream artifacts or on a release file alone."""
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("csk").setLevel(logging.INFO)
-    _quiet_user_errors()
-    try:
-        from csk.config import load_config
-
-        load_config(config, set_)
-        if pipeline != "cicero":
-            raise CskError(f"rebuild-distractors supports 'cicero' (got {pipeline!r})")
-        if release is not None and not release.exists():
-            raise CskError(f"{release}: file not found")
-        from flows.cicero import rebuild_distractors_flow
-
-        stages = rebuild_distractors_flow(config=str(config), store=str(store), overrides=list(set_),
-                                          release=str(release.resolve()) if release else None)
-    except CskError as exc:
-        _fail(exc)
-    _print_stages(pipeline, stages)
-
-
-@app.command("train-generator")
-def train_generator(
-        base: Path = typer.Option(..., "--base", help="seq2seq model directory to fine-tune (e.g. t5-large saved locally)"),
-        out: Path = typer.Option(..., "--out", help="directory to write the fine-tuned generator to"),
-        snli: list[Path] = typer.Option([], "--snli", help="SNLI JSON Lines (sentence1, sentence2, gold_label)"),
-        timetravel: list[Path] = typer.Option([], "--timetravel", help="TimeTravel JSON Lines"),
-        epochs: int = typer.Option(1, "--epochs"), lr: float = typer.Option(3e-4, "--lr"),
-        batch_size: int = typer.Option(16, "--batch-size"), max_steps: int = typer.Option(0, "--max-steps"),
-        seed: int = typer.Option(0, "--seed")) -> None:
-    """Fine-tune the counterfactual generator on SNLI contradictions and TimeTravel rewrites."""
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    try:
-        from tasks.distractors.generator_training import read_pairs, train
-
-        pairs = read_pairs(snli, timetravel)
-        info = train(base, out, pairs, epochs=epochs, lr=lr, batch_size=batch_size, max_steps=max_steps, seed=seed)
-    except CskError as exc:
-        _fail(exc)
-    console.print(f"fine-tuned on {info['pairs']} pairs ({info['steps']} steps, final loss {info['loss']:.4f}); "
-                  f"saved to {out}", highlight=False)
+    console.print(f"artifacts of the latest run: csk artifacts {name}", highlight=False, soft_wrap=True)
 
 
 @app.command()
-def artifacts(pipeline: str, store: Path = typer.Option(Path("artifacts"), "--store"),
+def artifacts(pipeline: str, store: Path = STORE,
               as_json: bool = typer.Option(False, "--json", help="print a JSON list")) -> None:
     """List the latest run's stages with artifact path, key and row counts."""
     from csk.runtime import Store
@@ -170,14 +193,18 @@ def artifacts(pipeline: str, store: Path = typer.Option(Path("artifacts"), "--st
                "reused": s["reused"]} for s in run["stages"]]
     if as_json:
         print(json.dumps(stages, indent=2))
-    else:
+        return
+    try:
+        from csk.pipeline import get_pipeline
+
+        _print_stages(get_pipeline(pipeline), stages)
+    except CskError:
         _print_stages(pipeline, stages)
 
 
 @app.command()
 def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "--row", help="a row id"),
-            store: Path = typer.Option(Path("artifacts"), "--store"),
-            as_json: bool = typer.Option(False, "--json")) -> None:
+            store: Path = STORE, as_json: bool = typer.Option(False, "--json")) -> None:
     """Trace an artifact (or one row of it) back to its source files and records."""
     from csk.lineage import artifact_chain, latest_ref, row_lineage
     from csk.runtime import Store
@@ -191,69 +218,100 @@ def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "
     if as_json:
         print(json.dumps(result, indent=2, default=str))
         return
+    say = lambda text: console.print(escape(text), highlight=False, soft_wrap=True)  # noqa: E731
     if row:
         for step in result:
-            extra = f"  [rejected: {step['reason']}]" if step.get("rejected") else ""
-            console.print(f"{step['stage']:<20} {step['id']}  ({step['key']}){extra}", highlight=False, soft_wrap=True)
+            extra = f"  [rejected: {step.get('reason_code')}: {step['reason']}]" if step.get("rejected") else ""
+            say(f"{step['stage']:<20} {step['id']}  ({step['key']}){extra}")
             if "record" in step:
                 s = step["record"]
-                console.print(f"{'':<20} read from {s['file']} {s['locator']}", highlight=False, soft_wrap=True)
+                say(f"{'':<20} read from {s['file']} {s['locator']}")
             if step.get("aggregate"):
-                console.print(f"{'':<20} a summary row: it has no single source record; "
-                              f"`csk lineage {pipeline} {stage}` lists the artifacts it summarises",
-                              highlight=False, soft_wrap=True)
+                say(f"{'':<20} a summary row: it has no single source record; "
+                    f"`csk lineage {pipeline} {stage}` lists the artifacts it summarises")
             if "source" in step:
                 s = step["source"]
-                console.print(f"{'source':<20} {s['file']} {s['locator']} (sha256 {s['sha256']})", highlight=False, soft_wrap=True)
+                say(f"{'source':<20} {s['file']} {s['locator']} (sha256 {s['sha256']})")
     else:
         for e in result:
             r = e["rows"]
-            console.print(f"{'  ' * e['depth']}{e['stage']} {e['key']} (in {r['in']}, out {r['out']}, "
-                          f"rejected {r['rejected']}) {e['path']}", highlight=False, soft_wrap=True)
+            say(f"{'  ' * e['depth']}{e['stage']} {e['key']} (in {r['in']}, out {r['out']}, "
+                f"rejected {r['rejected']}) {e['path']}")
             for f in e.get("source_files", []):
-                console.print(f"{'  ' * (e['depth'] + 1)}{f['path']} sha256={f['sha256']}", highlight=False, soft_wrap=True)
+                say(f"{'  ' * (e['depth'] + 1)}{f['path']} sha256={f['sha256']}")
 
 
 @app.command()
-def validate(parquet: Path, contract: str = typer.Option(..., "--contract", help="contract name")) -> None:
+def validate(parquet: Path, contract: str = typer.Option(..., "--contract",
+                                                         help="qualified contract name, e.g. cicero.Dialogues")) -> None:
     """Check any Parquet file against a data contract."""
     from csk.errors import InputError
     from csk.runtime import read_parquet, validate_contract
     from data_contracts import get_contract
 
     try:
-        model = get_contract(contract)
+        get_contract(contract)
         if not parquet.exists():
             raise InputError(str(parquet), None, "file not found")
         df = read_parquet(parquet)
-        validate_contract(str(parquet), model, df)
+        validate_contract(str(parquet), contract, df)
     except CskError as exc:
         _fail(exc)
     console.print(f"{parquet}: {len(df)} rows satisfy {contract}", highlight=False, soft_wrap=True)
 
 
 @app.command()
-def schedule(pipeline: str, config: Path = typer.Option(Path("pipelines.toml"), "--config"),
-             store: Path = typer.Option(Path("artifacts"), "--store")) -> None:
+def schedule(pipeline: str, config: Path = CONFIG, store: Path = STORE, set_: list[str] = SET) -> None:
     """Serve the pipeline's flow on the cron schedule in pipelines.toml (needs `prefect server start`)."""
-
-    from prefect import serve
-
     try:
-        deployment = scheduled_deployment(pipeline, config, store)
+        deployment = scheduled_deployment(pipeline, config, store, set_)
     except CskError as exc:
         _fail(exc)
+    from prefect import serve
+
     serve(deployment)
 
 
-def scheduled_deployment(pipeline: str, config: Path, store: Path):
+def scheduled_deployment(pipeline: str, config: Path, store: Path, overrides: list[str] | None = None):
     """The pipeline's flow as a Prefect deployment on its pipelines.toml cron schedule."""
-    from csk.config import load_config
+    from csk.orchestration import prefect_flow
 
-    flow = _flow_for(pipeline)
-    cfg = getattr(load_config(config), pipeline)
-    return flow.to_deployment(name=f"{pipeline}-scheduled", cron=cfg.schedule,
-                              parameters={"config": str(config.resolve()), "store": str(store.resolve())})
+    p, cfg = prepare(pipeline, config, overrides or [])
+    if not cfg.schedule:
+        raise CskError(f"{pipeline}.schedule is not set in {config}: give a cron expression, e.g. \"0 3 * * 1\"")
+    return prefect_flow(p).to_deployment(
+        name=f"{pipeline}-scheduled", cron=cfg.schedule,
+        parameters={"config": str(config.resolve()), "store": str(store.resolve()), "overrides": list(overrides or [])})
+
+
+def _add_pipeline_commands() -> None:
+    """`csk PIPELINE COMMAND`: the commands each pipeline declares."""
+    from csk.pipeline import discover
+
+    for p in discover().values():
+        if not p.commands:
+            continue
+        group = typer.Typer(help=p.doc or f"{p.name} commands", no_args_is_help=True)
+        for cmd in p.commands:
+            group.command(getattr(cmd, "command_name", cmd.__name__.replace("_", "-")))(_user_errors(cmd))
+        app.add_typer(group, name=p.name)
+
+
+def _user_errors(cmd):
+    import functools
+
+    @functools.wraps(cmd)
+    def wrapper(*args, **kwargs):
+        _logging()
+        try:
+            return cmd(*args, **kwargs)
+        except CskError as exc:
+            _fail(exc)
+
+    return wrapper
+
+
+_add_pipeline_commands()
 
 
 def main() -> None:  # pragma: no cover

@@ -21,17 +21,8 @@ def latest_ref(store: Store, pipeline: str, stage: str) -> ArtifactRef:
 
 
 def source_files(manifest: dict) -> list[dict]:
-    """Absolute path + sha256 of every file a source stage read (from its key fingerprint)."""
-    out = []
-    for name, files in (manifest.get("fingerprint") or {}).items():
-        if not isinstance(files, dict):
-            continue  # not a file fingerprint (e.g. a model hash)
-        base = Path(manifest["params"].get(name) or "")
-        for rel, sha in files.items():
-            # fingerprint_paths keys a single file by its name, a directory's files by relative path
-            path = base if rel == base.name and not base.is_dir() else base / rel
-            out.append({"source": name, "path": str(path), "sha256": sha})
-    return out
+    """Absolute path + sha256 of every file a stage read (the typed inputs the runtime hashed)."""
+    return [{"source": f["param"], "path": f["path"], "sha256": f["sha256"]} for f in manifest.get("files", [])]
 
 
 def artifact_chain(store: Store, ref: ArtifactRef) -> list[dict]:
@@ -101,6 +92,7 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
             return steps
         if rejected:
             step["reason"] = row.get("reason")
+            step["reason_code"] = row.get("reason_code")
         steps.append(step)
         parent_col = m.get("parent_column")
         if not m["inputs"] or parent_col is None:

@@ -1,16 +1,19 @@
 """The stage runtime: content-addressed Parquet artifacts with manifests, contracts and lineage.
 
 A stage in `tasks/` states only its rule: it takes DataFrames and parameters and returns a
-`StageOutput` (kept rows, rejected rows with a `reason`). Everything else lives here:
+`StageOutput` (kept rows, rejected rows with a `reason_code` and a `reason`). Everything else
+lives here, in three steps a run takes in order (`Store.run`):
 
-* the artifact key, a hash of (pipeline, stage, stage version, stage code, params, input keys);
-* reuse: an existing key is never recomputed;
-* atomic writes: an artifact directory appears by rename, complete, or not at all;
-* the data contract check on the output (and the generic one on rejected rows);
-* row conservation: rows in = rows out + rows rejected;
-* `manifest.json`: inputs, params, code and package versions, models, counts, times;
-* lineage: every row has an `id`; `parent_column` names the column holding the id of the
-  row of the primary input it came from, so any row can be walked back to a source record.
+* plan: validate the parameters against the stage's signature, hash every typed input
+  (files, directories, models) and compute the key from (pipeline, stage, version, code,
+  params, the content hash of each input artifact's data, the input hashes). Because the key
+  uses the inputs' data, not their keys, a recomputed stage whose bytes did not change stops
+  the recompute there (early cut-off). An existing key is reused, never recomputed;
+* compute: load the inputs, call the stage;
+* check: the data contract, the rejected-row shape, column hygiene, rows in = out + rejected,
+  lineage links;
+* write: data.parquet, rejected.parquet, extra files and manifest.json, atomically (a temp
+  directory renamed into place: an artifact appears complete or not at all).
 """
 
 from __future__ import annotations
@@ -23,19 +26,24 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from csk.errors import ConservationError, ContractError, CskError
+from csk.compute import sha256_file
+from csk.errors import ConservationError, ContractError, CskError, InputError
+
+if TYPE_CHECKING:
+    from csk.pipeline import Stage
 
 log = logging.getLogger("csk")
 
@@ -44,6 +52,11 @@ KEY_PACKAGES = (
     "scikit-learn", "networkx", "faiss-cpu", "pandera", "prefect", "spacy", "jieba",
 )
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_PACKAGES = {"csk", "readers", "tasks", "data_contracts"}
+REJECTED_LEAD = ["id", "parent_id", "reason_code", "reason"]
+
+__all__ = ["StageOutput", "ArtifactRef", "StageContext", "Store", "read_parquet", "to_parquet_bytes",
+           "validate_contract", "sha256_file"]
 
 
 # ------------------------------------------------------------------ data types
@@ -52,32 +65,11 @@ class StageOutput:
     """What a stage function returns."""
 
     data: pd.DataFrame
-    rejected: pd.DataFrame | None = None  # dropped rows, with `id` and `reason`
+    rejected: pd.DataFrame | None = None  # dropped rows: `id`, `reason_code`, `reason`, their own columns
     rows_in: int | None = None  # default: rows of the primary input
     notes: dict[str, Any] = field(default_factory=dict)  # algorithm choices etc., into the manifest
     files: dict[str, bytes] = field(default_factory=dict)  # extra files (CSV, JSONL, PNG) beside the data
     tables: dict[str, list[dict]] = field(default_factory=dict)  # extra Prefect table artifacts
-
-
-@dataclass(frozen=True)
-class Stage:
-    """A pipeline step: a pure function from input DataFrames + params to a StageOutput."""
-
-    name: str
-    fn: Callable[..., StageOutput]
-    contract: Any  # a pandera DataFrameModel class
-    parent_column: str | None = "id"  # column holding the primary input row's id (None: a source)
-    version: str = "1"  # bump when the meaning of the output changes without a code change
-    conserves_rows: bool = True  # rows in == out + rejected (False for 1 -> many stages)
-    fingerprint: Callable[[dict], dict] | None = None  # extra key material (e.g. source file hashes)
-
-    def code_hash(self) -> str:
-        """Hash of the sources of the stage function's module and every project module it uses,
-        directly or not (helpers, readers, the runtime): an edit anywhere there recomputes."""
-        module = inspect.getmodule(self.fn)
-        if module is None:
-            return hashlib.sha256(self.fn.__qualname__.encode()).hexdigest()[:16]
-        return _modules_hash(module.__name__)
 
 
 @dataclass(frozen=True)
@@ -98,12 +90,17 @@ class ArtifactRef:
     def manifest(self) -> dict:
         return json.loads((Path(self.path) / "manifest.json").read_text())
 
+    @property
+    def data_sha256(self) -> str:
+        """Content hash of the data (what downstream stages read): the early cut-off's key material."""
+        return self.manifest().get("data_sha256") or sha256_file(self.data_path)
+
     def load(self) -> pd.DataFrame:
         return read_parquet(self.data_path)
 
     def load_rejected(self) -> pd.DataFrame:
         p = self.rejected_path
-        return read_parquet(p) if p.exists() else pd.DataFrame({"id": [], "reason": []})
+        return read_parquet(p) if p.exists() else pd.DataFrame({c: [] for c in REJECTED_LEAD})
 
 
 @dataclass
@@ -123,6 +120,7 @@ class StageContext:
         self.models: list[dict] = []
 
     def record_model(self, name: str, path: str | None, sha256: str | None, **extra: Any) -> None:
+        """How a model was used (precision, device, counts); merged into its manifest entry."""
         self.models.append({"name": name, "path": path, "sha256": sha256, **extra})
 
     @property
@@ -130,17 +128,36 @@ class StageContext:
         return self.store.root / "_cache"
 
 
+@dataclass
+class Plan:
+    """Everything known about a stage run before it computes: validated params, hashed inputs, key."""
+
+    pipeline: str
+    stage: "Stage"
+    params: Any  # the stage's params model instance
+    params_json: dict
+    inputs: list[ArtifactRef]
+    input_hashes: list[str]
+    files: list[dict]
+    models: list[dict]
+    key: str
+
+
+@dataclass
+class Computed:
+    data: pd.DataFrame
+    rejected: pd.DataFrame | None
+    rows_in: int
+    out: StageOutput
+    ctx: StageContext
+    started: datetime
+    seconds: float
+    primary: pd.DataFrame | None = None  # the primary input, for lineage checks
+
+
 # ------------------------------------------------------------------ helpers
 def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def read_parquet(path: str | Path) -> pd.DataFrame:
@@ -148,14 +165,18 @@ def read_parquet(path: str | Path) -> pd.DataFrame:
 
 
 def to_parquet_bytes(df: pd.DataFrame) -> bytes:
-    """Deterministic Parquet: no index, fixed compression, no per-write timestamps."""
+    """Deterministic Parquet: no index, fixed compression, no per-write timestamps. A column with no
+    value at all is written as a string column, never Arrow's null type (DuckDB and Spark choke on it)."""
     table = pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
+    for i, f in enumerate(table.schema):
+        if pa.types.is_null(f.type):
+            table = table.set_column(i, pa.field(f.name, pa.string()), table.column(i).cast(pa.string()))
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd", compression_level=3, write_statistics=True)
     return buf.getvalue()
 
 
-PROJECT_PACKAGES = {"csk", "readers", "tasks", "data_contracts"}
+# ------------------------------------------------------------------ code version
 _MODULE_HASHES: dict[str, str] = {}
 
 
@@ -170,8 +191,6 @@ def _project_deps(module) -> set[str]:
 
 def module_closure(root: str) -> set[str]:
     """The project modules `root` uses, directly or through other project modules."""
-    import sys
-
     seen, todo = set(), [root]
     while todo:
         name = todo.pop()
@@ -183,18 +202,24 @@ def module_closure(root: str) -> set[str]:
 
 
 def _modules_hash(root: str) -> str:
-    import sys
-
     if root not in _MODULE_HASHES:
-        seen = module_closure(root)
         h = hashlib.sha256()
-        for name in sorted(seen):
+        for name in sorted(module_closure(root)):
             try:
                 h.update(name.encode() + b"\0" + inspect.getsource(sys.modules[name]).encode())
             except (OSError, TypeError):
                 h.update(name.encode())
         _MODULE_HASHES[root] = h.hexdigest()[:16]
     return _MODULE_HASHES[root]
+
+
+def stage_code_hash(fn: Callable) -> str:
+    """Hash of the sources of the stage function's module and every project module it uses,
+    directly or not (helpers, readers, the runtime): an edit anywhere there recomputes."""
+    module = inspect.getmodule(fn)
+    if module is None:
+        return hashlib.sha256(fn.__qualname__.encode()).hexdigest()[:16]
+    return _modules_hash(module.__name__)
 
 
 _CODE_VERSION: dict | None = None
@@ -228,6 +253,33 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
+# ------------------------------------------------------------------ typed inputs
+def hash_inputs(params_model, values: dict) -> tuple[list[dict], list[dict]]:
+    """sha256 of every file behind an InputPath and of every ModelDir's weights, by setting name.
+    A configured path that does not exist is an InputError naming the setting."""
+    from csk.models import model_hash, resolve_model
+    from csk.params import typed_inputs, unused
+
+    files, models = [], []
+    for setting, kind, value in typed_inputs(params_model, values):
+        if unused(value):
+            continue
+        if kind == "model":
+            path = resolve_model(str(value), "model", setting)
+            models.append({"param": setting, "spec": str(value), "path": str(path), "sha256": model_hash(path)})
+            continue
+        path = Path(str(value))
+        if path.is_dir():
+            found = sorted(f for f in path.rglob("*") if f.is_file())
+        elif path.is_file():
+            found = [path]
+        else:
+            raise InputError(str(path), None, f"not found (setting {setting}); fix the path in pipelines.toml or --set")
+        files += [{"param": setting, "path": str(f), "sha256": sha256_file(f)} for f in found]
+    return files, models
+
+
+# ------------------------------------------------------------------ contracts
 def format_contract_error(what: str, contract_name: str, exc: Exception, df: pd.DataFrame) -> str:
     """`what`: the artifact checked, e.g. "stage 'dedup'" or a file path."""
     failures = getattr(exc, "failure_cases", None)
@@ -238,7 +290,7 @@ def format_contract_error(what: str, contract_name: str, exc: Exception, df: pd.
             lines.append(f"  missing columns {missing}")
             failures = failures[failures["check"] != "column_in_dataframe"]
         for (column, check), group in failures.groupby(["column", "check"], dropna=False, sort=False):
-            if missing and str(column) == contract_name:
+            if missing and str(column) in (contract_name, contract_name.rsplit(".", 1)[-1]):
                 continue  # dataframe-level checks that could not run without the missing columns
             idx = [i for i in group["index"].tolist() if i is not None][:3]
             rows = ""
@@ -252,13 +304,28 @@ def format_contract_error(what: str, contract_name: str, exc: Exception, df: pd.
     return "\n".join(lines)
 
 
-def validate_contract(what: str, contract: Any, df: pd.DataFrame) -> pd.DataFrame:
+def validate_contract(what: str, contract: Any, df: pd.DataFrame, name: str | None = None) -> pd.DataFrame:
+    """Check `df` against a contract (a pandera model, or its qualified name such as "cicero.Dialogues")."""
     import pandera.errors as pe
 
+    if isinstance(contract, str):
+        from data_contracts import get_contract
+
+        name, contract = contract, get_contract(contract)
     try:
         return contract.validate(df, lazy=True)
     except (pe.SchemaErrors, pe.SchemaError) as exc:
-        raise ContractError(format_contract_error(what, contract.__name__, exc, df)) from None
+        raise ContractError(format_contract_error(what, name or contract.__name__, exc, df)) from None
+
+
+def check_columns(what: str, df: pd.DataFrame) -> None:
+    """Column names a query engine can use: no two differing only in case (DuckDB folds case)."""
+    seen: dict[str, str] = {}
+    for c in map(str, df.columns):
+        if c.lower() in seen:
+            raise ContractError(f"{what}: columns {seen[c.lower()]!r} and {c!r} differ only in case; "
+                                "release-format names belong in the release-format files")
+        seen[c.lower()] = c
 
 
 # ------------------------------------------------------------------ the store
@@ -269,22 +336,6 @@ class Store:
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self._tmp = self.root / ".tmp"
-
-    # -- keys
-    def key(self, pipeline: str, stage: Stage, params: dict, inputs: list[ArtifactRef],
-            fingerprint: dict | None = None) -> str:
-        """`fingerprint`: the stage's fingerprint(params) when the caller already computed it."""
-        material = {
-            "pipeline": pipeline,
-            "stage": stage.name,
-            "version": stage.version,
-            "code": stage.code_hash(),
-            "params": params,
-            "inputs": [r.key for r in inputs],
-        }
-        if stage.fingerprint is not None:
-            material["fingerprint"] = fingerprint if fingerprint is not None else stage.fingerprint(params)
-        return hashlib.sha256(canonical_json(material).encode()).hexdigest()[:24]
 
     def artifact_dir(self, pipeline: str, stage: str, key: str) -> Path:
         return self.root / pipeline / stage / key
@@ -304,84 +355,147 @@ class Store:
             if pid.isdigit() and not _pid_alive(int(pid)):
                 shutil.rmtree(d, ignore_errors=True)
 
-    # -- running a stage
-    def run(self, pipeline: str, stage: Stage, params: dict, inputs: list[ArtifactRef]) -> "StageRun":
-        """Compute, check and write a stage's artifact, or reuse it when its key exists."""
-        fingerprint = stage.fingerprint(params) if stage.fingerprint else None  # hashes files once
-        key = self.key(pipeline, stage, params, inputs, fingerprint)
-        found = self.find(pipeline, stage.name, key)
-        if found is not None:
-            log.debug("%s/%s: reused artifact %s", pipeline, stage.name, key)
-            return StageRun(found, True)
+    # -- step 1: plan
+    def plan(self, pipeline: str, stage: "Stage", params: dict, inputs: list[ArtifactRef]) -> Plan:
+        """Validate params, hash inputs and compute the key (nothing is computed or written)."""
+        from pydantic import ValidationError
 
+        try:
+            model = stage.params_model.model_validate(params)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise CskError(f"stage {stage.name!r}: invalid parameters: {problems}") from None
+        params_json = model.model_dump(mode="json")
+        files, models = hash_inputs(stage.params_model, params_json)
+        input_hashes = [r.data_sha256 for r in inputs]
+        material = {
+            "pipeline": pipeline, "stage": stage.name, "version": stage.version, "code": stage.code_hash(),
+            "params": params_json, "inputs": input_hashes,
+            "files": [(f["param"], f["path"], f["sha256"]) for f in files],
+            "models": [(m["param"], m["sha256"]) for m in models],
+        }
+        key = hashlib.sha256(canonical_json(material).encode()).hexdigest()[:24]
+        return Plan(pipeline, stage, model, params_json, list(inputs), input_hashes, files, models, key)
+
+    def key(self, pipeline: str, stage: "Stage", params: dict, inputs: list[ArtifactRef]) -> str:
+        return self.plan(pipeline, stage, params, inputs).key
+
+    # -- step 2: compute
+    def compute(self, plan: Plan) -> Computed:
         started = datetime.now(timezone.utc)
         t0 = time.perf_counter()
-        frames = [r.load() for r in inputs]
-        ctx = StageContext(self, pipeline, stage.name)
-        kwargs = dict(params)
-        if "ctx" in inspect.signature(stage.fn).parameters:
+        frames = [r.load() for r in plan.inputs]
+        ctx = StageContext(self, plan.pipeline, plan.stage.name)
+        kwargs = {name: getattr(plan.params, name) for name in type(plan.params).model_fields}
+        if "ctx" in inspect.signature(plan.stage.fn).parameters:
             kwargs["ctx"] = ctx
-        out = stage.fn(*frames, **kwargs)
+        out = plan.stage.fn(*frames, **kwargs)
         if not isinstance(out, StageOutput):
-            raise TypeError(f"stage {stage.name!r} must return a StageOutput, got {type(out).__name__}")
+            raise TypeError(f"stage {plan.stage.name!r} must return a StageOutput, got {type(out).__name__}")
         data = out.data.reset_index(drop=True)
-        rejected = out.rejected.reset_index(drop=True) if out.rejected is not None else None
-
-        data = validate_contract(f"stage {stage.name!r}", stage.contract, data)
-        if rejected is not None and len(rejected):
-            from data_contracts.common import Rejected
-
-            rejected = validate_contract(f"stage {stage.name!r} (rejected rows)", Rejected, rejected)
+        rejected = out.rejected.reset_index(drop=True) if out.rejected is not None and len(out.rejected) else None
         n_rejected = 0 if rejected is None else len(rejected)
         rows_in = out.rows_in if out.rows_in is not None else (len(frames[0]) if frames else len(data) + n_rejected)
-        if stage.conserves_rows and rows_in != len(data) + n_rejected:
+        return Computed(data, rejected, int(rows_in), out, ctx, started, round(time.perf_counter() - t0, 3),
+                        frames[0] if frames else None)
+
+    # -- step 3: check
+    def check(self, plan: Plan, c: Computed) -> None:
+        stage, what = plan.stage, f"stage {plan.stage.name!r}"
+        c.data = validate_contract(what, stage.contract, c.data)
+        check_columns(what, c.data)
+        if c.rejected is not None:
+            c.rejected = self._rejected_shape(stage, c.rejected, c.primary)
+            validate_contract(f"{what} (rejected rows)", "common.Rejected", c.rejected)
+            check_columns(f"{what} (rejected rows)", c.rejected)
+        n_rejected = 0 if c.rejected is None else len(c.rejected)
+        if stage.conserves_rows and c.rows_in != len(c.data) + n_rejected:
             raise ConservationError(
-                f"stage {stage.name!r}: {rows_in} rows in but {len(data)} out + {n_rejected} rejected; "
+                f"{what}: {c.rows_in} rows in but {len(c.data)} out + {n_rejected} rejected; "
                 "every dropped row must be returned as rejected with a reason")
-        if stage.parent_column is not None and inputs:
-            self._check_parents(stage, data, frames[0])
+        if stage.parent_column is not None and plan.inputs:
+            self._check_parents(stage, c.data, c.primary)
 
-        manifest = {
-            "pipeline": pipeline,
-            "stage": stage.name,
-            "key": key,
-            "stage_version": stage.version,
-            "stage_code": stage.code_hash(),
-            "inputs": [{"stage": r.stage, "key": r.key, "path": r.path} for r in inputs],
-            "parent_column": stage.parent_column,
-            "params": params,
-            "fingerprint": fingerprint,
-            "code_version": code_version(),
-            "packages": package_versions(),
-            "models": ctx.models,
-            "rows": {"in": int(rows_in), "out": int(len(data)), "rejected": int(n_rejected)},
-            "contract": stage.contract.__name__,
-            "notes": out.notes,
-            "files": sorted(out.files),
-            "started": started.isoformat(),
-            "ended": datetime.now(timezone.utc).isoformat(),
-            "seconds": round(time.perf_counter() - t0, 3),
-        }
-        files = {"data.parquet": to_parquet_bytes(data)}
-        if rejected is not None and len(rejected):
-            files["rejected.parquet"] = to_parquet_bytes(rejected)
-        files.update(out.files)
-        files["manifest.json"] = (json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n").encode()
-        ref = self._commit(pipeline, stage.name, key, files)
-        log.debug("%s/%s: wrote artifact %s (%d in, %d out, %d rejected)", pipeline, stage.name, key,
-                 rows_in, len(data), n_rejected)
-        return StageRun(ref, False, out.tables)
+    @staticmethod
+    def _rejected_shape(stage: "Stage", rejected: pd.DataFrame, primary: pd.DataFrame | None) -> pd.DataFrame:
+        """One shape everywhere: id, parent_id, reason_code (categorical), reason, then the row's own columns."""
+        for col in ("id", "reason_code", "reason"):
+            if col not in rejected.columns:
+                raise ContractError(f"stage {stage.name!r}: rejected rows need a {col!r} column "
+                                    "(reason_code: a short snake_case category; reason: the sentence with the numbers)")
+        df = rejected.copy()
+        df["id"] = df["id"].astype(str)
+        if "parent_id" not in df.columns:
+            pc = stage.parent_column
+            if pc and pc != "id" and pc in df.columns:
+                df["parent_id"] = df[pc].astype(object)
+            elif primary is not None and "id" in primary.columns:
+                known = set(primary["id"].astype(str))
+                df["parent_id"] = [i if i in known else None for i in df["id"]]
+            else:
+                df["parent_id"] = None  # a source record: its provenance columns say where it came from
+        df["parent_id"] = df["parent_id"].map(lambda v: None if v is None or (isinstance(v, float) and pd.isna(v))
+                                              else str(v)).astype(object)
+        df["reason_code"] = pd.Categorical(df["reason_code"].astype(str))
+        return df[REJECTED_LEAD + [c for c in df.columns if c not in REJECTED_LEAD]]
 
-    def _check_parents(self, stage: Stage, data: pd.DataFrame, parent: pd.DataFrame) -> None:
+    @staticmethod
+    def _check_parents(stage: "Stage", data: pd.DataFrame, parent: pd.DataFrame | None) -> None:
         col = stage.parent_column
         if col not in data.columns:
             raise ContractError(f"stage {stage.name!r}: lineage column {col!r} missing from output")
-        if "id" not in parent.columns or not len(data):
+        if parent is None or "id" not in parent.columns or not len(data):
             return
         missing = data[col].notna() & ~data[col].isin(set(parent["id"]))  # null: row has its own provenance
         if missing.any():
             bad = data.loc[missing, col].astype(str).head(3).tolist()
             raise ContractError(f"stage {stage.name!r}: lineage column {col!r} names rows not in its input: {bad}")
+
+    # -- step 4: write
+    def write(self, plan: Plan, c: Computed) -> ArtifactRef:
+        data_bytes = to_parquet_bytes(c.data)
+        n_rejected = 0 if c.rejected is None else len(c.rejected)
+        manifest = {
+            "pipeline": plan.pipeline, "stage": plan.stage.name, "key": plan.key,
+            "stage_version": plan.stage.version, "stage_code": plan.stage.code_hash(),
+            "inputs": [{"stage": r.stage, "key": r.key, "path": r.path, "data_sha256": h}
+                       for r, h in zip(plan.inputs, plan.input_hashes)],
+            "parent_column": plan.stage.parent_column,
+            "params": plan.params_json,
+            "files": plan.files,
+            "models": _merge_models(plan.models, c.ctx.models),
+            "code_version": code_version(),
+            "packages": package_versions(),
+            "rows": {"in": c.rows_in, "out": int(len(c.data)), "rejected": int(n_rejected)},
+            "rejected_reasons": (c.rejected["reason_code"].astype(str).value_counts().sort_index().to_dict()
+                                 if n_rejected else {}),
+            "contract": plan.stage.contract,
+            "data_sha256": hashlib.sha256(data_bytes).hexdigest(),
+            "notes": c.out.notes,
+            "outputs": sorted(c.out.files),
+            "started": c.started.isoformat(),
+            "ended": datetime.now(timezone.utc).isoformat(),
+            "seconds": c.seconds,
+        }
+        files = {"data.parquet": data_bytes}
+        if n_rejected:
+            files["rejected.parquet"] = to_parquet_bytes(c.rejected)
+        files.update(c.out.files)
+        files["manifest.json"] = (json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n").encode()
+        return self._commit(plan.pipeline, plan.stage.name, plan.key, files)
+
+    # -- all steps
+    def run(self, pipeline: str, stage: "Stage", params: dict, inputs: list[ArtifactRef]) -> StageRun:
+        """Reuse the stage's artifact when its key exists; else compute, check and write it."""
+        plan = self.plan(pipeline, stage, params, inputs)
+        found = self.find(pipeline, stage.name, plan.key)
+        if found is not None:
+            log.debug("%s/%s: reused artifact %s", pipeline, stage.name, plan.key)
+            return StageRun(found, True)
+        computed = self.compute(plan)
+        self.check(plan, computed)
+        ref = self.write(plan, computed)
+        return StageRun(ref, False, computed.out.tables)
 
     def _commit(self, pipeline: str, stage: str, key: str, files: dict[str, bytes]) -> ArtifactRef:
         final = self.artifact_dir(pipeline, stage, key)
@@ -421,15 +535,29 @@ class Store:
             os.replace(tmp, target)
         return path
 
-    def latest_run(self, pipeline: str) -> dict:
+    def latest_run(self, pipeline: str, required: bool = True) -> dict | None:
         p = self.runs_dir(pipeline) / "latest.json"
         if not p.exists():
+            if not required:
+                return None
             raise CskError(f"no finished run of {pipeline!r} in {self.root} (run `csk run {pipeline}` first)")
         return json.loads(p.read_text())
 
     def ref_from_manifest_entry(self, pipeline: str, entry: dict) -> ArtifactRef:
         return ArtifactRef(pipeline, entry["stage"], entry["key"],
                            str(self.artifact_dir(pipeline, entry["stage"], entry["key"])))
+
+
+def _merge_models(hashed: list[dict], used: list[dict]) -> list[dict]:
+    """The runtime's entries (setting, path, sha256) with what the stage recorded about their use."""
+    out = [dict(m) for m in hashed]
+    for u in used:
+        same = next((m for m in out if m.get("path") == u.get("path")), None)
+        if same is not None:
+            same.update({k: v for k, v in u.items() if k != "path" and v is not None})
+        else:
+            out.append(dict(u))
+    return out
 
 
 def _write_file(path: Path, payload: bytes) -> None:

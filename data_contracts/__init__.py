@@ -1,19 +1,45 @@
-"""Data contracts (pandera models) for every artifact kind. `CONTRACTS` maps names to models."""
+"""Data contracts (pandera models), named by module: `cicero.Dialogues`, `distractors.Instances`,
+`common.Rejected`. A dataset's contracts live in `data_contracts/<dataset>.py`; contracts of
+shared stages in `common.py` and `distractors.py`. Names are qualified, so two datasets may
+both have a `Dialogues` without one replacing the other."""
 
-from data_contracts import cicero, common
+from __future__ import annotations
 
-CONTRACTS = {
-    name: obj
-    for module in (common, cicero)
-    for name, obj in vars(module).items()
-    if isinstance(obj, type) and issubclass(obj, common.Contract) and obj is not common.Contract
-}
+import importlib
+import pkgutil
+from functools import lru_cache
+
+
+@lru_cache(maxsize=None)
+def contracts() -> dict[str, type]:
+    """Every contract of every module of this package, by qualified name."""
+    import data_contracts
+    from data_contracts.common import Contract
+
+    out = {}
+    for m in pkgutil.iter_modules(data_contracts.__path__):
+        module = importlib.import_module(f"data_contracts.{m.name}")
+        for name, obj in vars(module).items():
+            if (isinstance(obj, type) and issubclass(obj, Contract) and obj is not Contract
+                    and obj.__module__ == module.__name__):
+                out[f"{m.name}.{name}"] = obj
+    return out
 
 
 def get_contract(name: str):
+    """A contract by qualified name ("cicero.Dialogues"); extra modules may register with `register`."""
+    known = {**contracts(), **_EXTRA}
     try:
-        return CONTRACTS[name]
+        return known[name]
     except KeyError:
         from csk.errors import CskError
 
-        raise CskError(f"unknown contract {name!r}; known: {', '.join(sorted(CONTRACTS))}") from None
+        raise CskError(f"unknown contract {name!r}; known: {', '.join(sorted(known))}") from None
+
+
+_EXTRA: dict[str, type] = {}
+
+
+def register(name: str, contract: type) -> None:
+    """Add a contract defined outside this package (a pipeline slice kept elsewhere, a test)."""
+    _EXTRA[name] = contract

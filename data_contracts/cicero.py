@@ -6,6 +6,7 @@ import pandera.pandas as pa
 from pandera.typing import Series
 
 from data_contracts.common import Contract, Provenance
+from data_contracts.distractors import MultipleChoice
 
 SOURCES = ["dailydialog", "mutual", "dream", "cicero"]
 
@@ -34,18 +35,6 @@ class FilteredDialogues(Dialogues):
     n_utterances: Series[int] = pa.Field(ge=1)
     n_words: Series[int] = pa.Field(ge=1)
     avg_words: Series[float] = pa.Field(gt=0)
-
-
-class Embeddings(Contract):
-    """One normalised sentence embedding per dialogue."""
-
-    embedding: Series[object]
-
-    @pa.check("embedding", name="unit_norm_vectors")
-    def unit_norm(cls, s):
-        import numpy as np
-
-        return s.map(lambda v: v is not None and len(v) > 0 and abs(float(np.linalg.norm(v)) - 1.0) < 1e-2)
 
 
 class Deduplicated(FilteredDialogues):
@@ -122,69 +111,13 @@ class Statistics(Contract):
     paper: Series[float] = pa.Field(nullable=True)
 
 
-# ---------------------------------------------------------------- distractor engine
-class Counterfactuals(Contract):
-    """Candidate alternatives to each gold answer, with the generator and rule that made them."""
+class MCQ(MultipleChoice):
+    """CICERO's MCQ items (tasks 2.1/2.2); the JSON Lines files beside it use the release's key names."""
 
-    instance_id: Series[str]
-    gold: Series[str]
-    candidate: Series[str] = pa.Field(str_length={"min_value": 1})
-    generator: Series[str] = pa.Field(isin=["lexical", "t5", "file"])
-    rule: Series[str]
-
-    @pa.dataframe_check(name="candidate_differs_from_gold")
-    def not_gold(cls, df):
-        return df["candidate"].str.strip().str.lower() != df["gold"].str.strip().str.lower()
+    cicero_id: Series[str]
+    dialogue: Series[object]
+    target: Series[str]
+    question: Series[str]
+    human_written_answer: Series[object]
 
 
-class Candidates(Counterfactuals):
-    """Candidates kept by the similarity (and NLI) filter: the set N."""
-
-    similarity: Series[float] = pa.Field(le=1.0001)
-    contradiction: Series[float] = pa.Field(nullable=True, ge=0, le=1)
-
-
-class AdversarialChoices(Contract):
-    dialogue_id: Series[str]
-    gold: Series[str]
-    distractor_ids: Series[object]
-    distractors: Series[object]
-    swaps: Series[int] = pa.Field(ge=0)
-
-    @pa.check("distractors", name="at_least_one_distractor")
-    def some(cls, s):
-        return s.map(lambda v: len(v) >= 1)
-
-
-class Verified(Contract):
-    gold: Series[str]
-    distractors: Series[object]
-    verified: Series[bool]
-    correct_distractors: Series[object]
-
-
-class MCQ(Contract):
-    """CICERO's released MCQ format (ID, Dialogue, Target, Question, Choices, Correct Answers...)."""
-
-    split: Series[str] = pa.Field(isin=["train", "validation", "test", "all"])
-    ID: Series[str]
-    Dialogue: Series[object]
-    Target: Series[str]
-    Question: Series[str]
-    Choices: Series[object]
-    human_written_answer: Series[object] = pa.Field(alias="Human Written Answer")
-    correct_answers: Series[object] = pa.Field(alias="Correct Answers")
-    n_correct: Series[int] = pa.Field(ge=1)
-
-    @pa.dataframe_check(name="correct_answers_index_choices")
-    def indices_ok(cls, df):
-        import pandas as pd
-
-        return pd.Series([bool(len(c)) and all(0 <= i < len(ch) for i in c) and len(set(ch)) == len(ch)
-                          for c, ch in zip(df["Correct Answers"], df["Choices"])], index=df.index)
-
-
-class DistractorQuality(Contract):
-    measure: Series[str]
-    value: Series[float] = pa.Field(nullable=True)
-    note: Series[str]

@@ -1,4 +1,4 @@
-"""Contract building blocks shared by every pipeline."""
+"""Contract building blocks shared by every pipeline, and the contracts of shared stages."""
 
 from __future__ import annotations
 
@@ -16,9 +16,13 @@ class Contract(pa.DataFrameModel):
 
 
 class Rejected(Contract):
-    """Rows a stage dropped, each with the reason it was dropped."""
+    """Rows a stage dropped, in one shape for every stage: the row's id, the id of the input row it
+    came from (null for a source record, whose provenance columns say where it was read), a
+    group-by friendly `reason_code` and the human `reason` with its numbers."""
 
     id: Series[str] = pa.Field(str_length={"min_value": 1})  # a rejected source record may repeat
+    parent_id: Series[str] = pa.Field(nullable=True)
+    reason_code: Series[pa.Category] = pa.Field(str_matches=r"^[a-z][a-z0-9_]*$")
     reason: Series[str] = pa.Field(str_length={"min_value": 1})
 
 
@@ -28,6 +32,18 @@ class Provenance(Contract):
     source_file: Series[str] = pa.Field(str_length={"min_value": 1})
     source_record: Series[int] = pa.Field(ge=0)
     source_locator: Series[str]
+
+
+class Embeddings(Contract):
+    """One normalised sentence embedding per row of the input (the shared `embed` stage)."""
+
+    embedding: Series[object]
+
+    @pa.check("embedding", name="unit_norm_vectors")
+    def unit_norm(cls, s):
+        import numpy as np
+
+        return s.map(lambda v: v is not None and len(v) > 0 and abs(float(np.linalg.norm(v)) - 1.0) < 1e-2)
 
 
 def nonempty_lists(series) -> bool:

@@ -1,77 +1,169 @@
-"""CICERO (Ghosal et al. 2022): the construction steps of SEEDS.md section 1, in order."""
+"""CICERO (Ghosal et al. 2022): the construction steps of SEEDS.md section 1, in order.
+
+`csk run cicero` runs `cicero`; `csk rebuild-distractors cicero` runs `rebuild_distractors`
+(the distractor engine alone, on the latest run's instances or on a released file).
+"""
 
 from __future__ import annotations
 
-from prefect import flow, get_run_logger
+from pathlib import Path
+from typing import Optional
 
-from csk.config import CiceroConfig, load_config
+import typer
+
 from csk.errors import CskError
-from csk.runtime import ArtifactRef
-from flows.runtime import PipelineRun
-from flows.stages import CICERO as S
+from csk.orchestration import PipelineRun
+from csk.pipeline import Pipeline, PipelineSettings, Stage
+from tasks.cicero.annotation import annotation_tasks, annotations, release_instances
+from tasks.cicero.instances import instances
+from tasks.cicero.length_filter import length_filter
+from tasks.cicero.mcq import mcq
+from tasks.cicero.nlg import nlg
+from tasks.cicero.sources import sources
+from tasks.cicero.splits import splits
+from tasks.cicero.statistics import statistics
+from tasks.cicero.targets import targets
+from tasks.dedup import dedup
+from tasks.distractors.adversarial import adversarial_filter
+from tasks.distractors.aflite import aflite
+from tasks.distractors.candidate_filter import candidate_filter
+from tasks.distractors.counterfactuals import counterfactuals
+from tasks.distractors.quality import distractor_quality
+from tasks.distractors.verification import verification
+from tasks.embed import EmbedSpec, embed
 
 
-@flow(name="cicero", log_prints=True)
-def cicero_flow(config: str = "pipelines.toml", store: str = "artifacts", overrides: list[str] | None = None) -> list[dict]:
-    cfg = load_config(config, overrides or []).cicero
-    run = PipelineRun("cicero", store)
-    embed = cfg.embed.model_dump()
+class CiceroSettings(PipelineSettings):
+    """Settings shared by CICERO's stages."""
 
-    dialogues = run.stage(S["sources"], params=cfg.sources.model_dump())
-    filtered = run.stage(S["length_filter"], dialogues, params=cfg.length_filter.model_dump())
-    embeddings = run.stage(S["embed"], filtered, params=embed)
-    deduped = run.stage(S["dedup"], filtered, embeddings, params=cfg.dedup.model_dump())
-    targets = run.stage(S["targets"], deduped, params={"seed": cfg.seed, "embed": embed, **cfg.targets.model_dump()})
-    tasks = run.stage(S["annotation_tasks"], targets, deduped)
+    schedule: str | None = "0 3 * * 1"
+    """cron of `csk schedule cicero` (Mondays 03:00)"""
+    embed: EmbedSpec = EmbedSpec()
+    """the sentence embedder of dedup, TextRank, the candidate filter and the probes"""
 
-    splits = None
-    if cfg.annotations.release:
-        answers = run.stage(S["annotations"], deduped, tasks, params=cfg.annotations.model_dump())
-        splits = run.stage(S["splits"], answers, params={"seed": cfg.seed, **cfg.splits.model_dump()})
-        run.stage(S["nlg"], splits, answers)
-        distractor_engine(run, cfg, answers, splits)
+
+STAGES = (
+    Stage("sources", sources, "cicero.Dialogues", parent_column=None),
+    Stage("length_filter", length_filter, "cicero.FilteredDialogues"),
+    Stage("embed", embed, "common.Embeddings"),
+    Stage("dedup", dedup, "cicero.Deduplicated"),
+    Stage("targets", targets, "cicero.Targets", parent_column="dialogue_id", conserves_rows=False),
+    Stage("annotation_tasks", annotation_tasks, "cicero.AnnotationTasks"),
+    Stage("annotations", annotations, "cicero.Annotations", parent_column="source_dialogue_id"),
+    Stage("splits", splits, "cicero.Splits"),
+    Stage("nlg", nlg, "cicero.NLG", parent_column="annotation_id", conserves_rows=False),
+    Stage("statistics", statistics, "cicero.Statistics", parent_column=None, conserves_rows=False),
+    # the distractor engine (tasks/distractors), on CICERO's instances
+    Stage("release", release_instances, "cicero.Annotations", parent_column=None, table="annotations"),
+    Stage("instances", instances, "distractors.Instances"),
+    Stage("counterfactuals", counterfactuals, "distractors.Counterfactuals", parent_column="instance_id",
+          conserves_rows=False),
+    Stage("candidate_filter", candidate_filter, "distractors.Candidates"),
+    Stage("adversarial_filter", adversarial_filter, "distractors.AdversarialChoices"),
+    Stage("aflite", aflite, "distractors.AdversarialChoices", enabled=False),  # CoreQuisite's step, off here
+    Stage("verification", verification, "distractors.Verified"),
+    Stage("mcq", mcq, "cicero.MCQ"),
+    Stage("distractor_quality", distractor_quality, "distractors.DistractorQuality", parent_column=None,
+          conserves_rows=False),
+)
+
+
+def cicero(run: PipelineRun) -> None:
+    """Sources -> length filter -> embeddings -> near-duplicate removal -> targets -> annotation round
+    trip -> splits -> NLG tasks -> distractor engine -> MCQ tasks -> statistics."""
+    dialogues = run.stage("sources")
+    filtered = run.stage("length_filter", dialogues)
+    embeddings = run.stage("embed", filtered)
+    deduped = run.stage("dedup", filtered, embeddings)
+    chosen = run.stage("targets", deduped)
+    tasks = run.stage("annotation_tasks", chosen, deduped)
+    split = None
+    if run.config.annotations.release:
+        answers = run.stage("annotations", deduped, tasks)
+        split = run.stage("splits", answers)
+        run.stage("nlg", split, answers)
+        distractor_engine(run, answers, split)
     else:
-        get_run_logger().info("cicero.annotations.release is not set: stopping after the annotation task export")
+        import logging
 
-    run.stage(S["statistics"], dialogues, filtered, deduped, targets, *([splits] if splits else []))
-    return run.finish()
+        logging.getLogger("csk").info("cicero.annotations.release is not set: stopping after the annotation task export")
+    run.stage("statistics", dialogues, filtered, deduped, chosen, *([split] if split else []))
 
 
-def distractor_engine(run: PipelineRun, cfg: CiceroConfig, instances: ArtifactRef, splits: ArtifactRef | None) -> None:
+def distractor_engine(run: PipelineRun, answers, split) -> None:
     """SEEDS 1.6: counterfactual pool -> candidate filter -> adversarial filtering -> (AF-Lite) ->
     human verification -> MCQ files, and the distractor-quality measurement."""
-    embed = cfg.embed.model_dump()
-    pool = run.stage(S["counterfactuals"], instances, params={"seed": cfg.seed, **cfg.counterfactuals.model_dump()})
-    kept = run.stage(S["candidate_filter"], pool, params={"embed": embed, **cfg.candidate_filter.model_dump()})
-    chosen = run.stage(S["adversarial_filter"], instances, kept,
-                       params={"seed": cfg.seed, "embed": embed, **cfg.adversarial_filter.model_dump()})
-    if cfg.aflite.enabled:
-        af = cfg.aflite.model_dump(exclude={"enabled"})
-        chosen = run.stage(S["aflite"], chosen, instances, params={"seed": cfg.seed, "embed": embed, **af})
-    verified = run.stage(S["verification"], chosen, params=cfg.verification.model_dump())
-    mcq = run.stage(S["mcq"], verified, instances, *([splits] if splits else []), params={"seed": cfg.seed})
-    run.stage(S["distractor_quality"], mcq, instances, kept, params={"seed": cfg.seed, "embed": embed})
+    items = run.stage("instances", answers)
+    pool = run.stage("counterfactuals", items)
+    kept = run.stage("candidate_filter", pool)
+    chosen = run.stage("adversarial_filter", items, kept)
+    if run.enabled("aflite"):
+        chosen = run.stage("aflite", chosen, items)
+    verified = run.stage("verification", chosen)
+    final = run.stage("mcq", verified, answers, *([split] if split else []))
+    run.stage("distractor_quality", final, items, kept)
 
 
-@flow(name="cicero-rebuild-distractors", log_prints=True)
-def rebuild_distractors_flow(config: str = "pipelines.toml", store: str = "artifacts",
-                             overrides: list[str] | None = None, release: str | None = None) -> list[dict]:
+def rebuild_distractors(run: PipelineRun, release: str | None = None) -> None:
     """Only the distractor stages: on the latest run's cached instances, or on a released file alone."""
-    cfg = load_config(config, overrides or []).cicero
-    run = PipelineRun("cicero", store, merge_latest=not release)
     if release:
-        instances = run.stage(S["release"], params={"release": release, "lenient": cfg.annotations.lenient})
-        splits = None
-    else:
-        latest = {e["stage"]: e for e in run.store.latest_run("cicero")["stages"]}
-        if "annotations" not in latest:
-            raise CskError("the latest cicero run has no annotations artifact: run `csk run cicero` with "
-                           "cicero.annotations.release set, or pass --release FILE")
-        instances = run.adopt(latest["annotations"])
-        splits = run.adopt(latest["splits"]) if "splits" in latest else None
-    distractor_engine(run, cfg, instances, splits)
-    return run.finish()
+        distractor_engine(run, run.stage("release", release=release), None)
+        return
+    run.merge_latest = True
+    latest = run.latest()
+    if "annotations" not in latest:
+        raise CskError("the latest cicero run has no annotations artifact: run `csk run cicero` with "
+                       "cicero.annotations.release set, or pass --release FILE")
+    distractor_engine(run, run.adopt(latest["annotations"]), run.adopt(latest["splits"]) if "splits" in latest else None)
 
 
-if __name__ == "__main__":
-    cicero_flow()
+# ------------------------------------------------------------------ CICERO's commands
+def rebuild_distractors_command(
+        release: Optional[Path] = typer.Option(None, "--release", help="a released CICERO JSON Lines file to start from"),
+        config: Path = typer.Option(Path("pipelines.toml"), "--config", help="pipelines.toml to read"),
+        store: Path = typer.Option(Path("artifacts"), "--store", help="artifact store directory"),
+        set_: list[str] = typer.Option([], "--set", help="override a setting, e.g. "
+                                       "cicero.adversarial_filter.max_iterations=3")) -> None:
+    """Rerun only CICERO's distractor stages, on the cached upstream artifacts or on a release file alone."""
+    from csk.cli import run_flow
+
+    if release is not None and not release.exists():
+        raise CskError(f"{release}: file not found")
+    run_flow("cicero", rebuild_distractors, config, store, set_,
+             {"release": str(release.resolve())} if release else {})
+
+
+def train_generator_command(
+        base: Path = typer.Option(..., "--base", help="seq2seq model directory to fine-tune (e.g. t5-large saved locally)"),
+        out: Path = typer.Option(..., "--out", help="directory to write the fine-tuned generator to"),
+        snli: list[Path] = typer.Option([], "--snli", help="SNLI JSON Lines (sentence1, sentence2, gold_label)"),
+        timetravel: list[Path] = typer.Option([], "--timetravel", help="TimeTravel JSON Lines"),
+        epochs: int = typer.Option(1, "--epochs"), lr: float = typer.Option(3e-4, "--lr"),
+        batch_size: int = typer.Option(16, "--batch-size"), max_steps: int = typer.Option(0, "--max-steps"),
+        seed: int = typer.Option(0, "--seed")) -> None:
+    """Fine-tune the counterfactual generator on SNLI contradictions and TimeTravel rewrites."""
+    from tasks.distractors.generator_training import read_pairs, train
+
+    pairs = read_pairs(snli, timetravel)
+    info = train(base, out, pairs, epochs=epochs, lr=lr, batch_size=batch_size, max_steps=max_steps, seed=seed)
+    print(f"fine-tuned on {info['pairs']} pairs ({info['steps']} steps, final loss {info['loss']:.4f}); saved to {out}")
+
+
+rebuild_distractors_command.command_name = "rebuild-distractors"
+train_generator_command.command_name = "train-generator"
+
+
+PIPELINE = Pipeline(
+    name="cicero",
+    doc="CICERO: contextualized commonsense inference in dialogues (Ghosal et al. 2022)",
+    stages=STAGES,
+    flows=(cicero, rebuild_distractors),
+    settings=CiceroSettings,
+    commands=(rebuild_distractors_command, train_generator_command),
+    units={"sources": "dialogues", "length_filter": "dialogues", "embed": "dialogues", "dedup": "dialogues",
+           "targets": "targets", "annotation_tasks": "tasks", "annotations": "instances", "splits": "instances",
+           "nlg": "examples", "instances": "instances", "counterfactuals": "candidates",
+           "candidate_filter": "candidates", "adversarial_filter": "instances", "aflite": "instances",
+           "verification": "instances", "mcq": "items", "distractor_quality": "measures",
+           "statistics": "measures", "release": "instances"},
+)

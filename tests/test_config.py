@@ -14,8 +14,56 @@ def test_bundled_config_is_valid():
 def test_misspelt_key_is_named(tmp_path):
     p = tmp_path / "p.toml"
     p.write_text("[cicero.length_filter]\nmin_utterance = 4\n")
-    with pytest.raises(ConfigError, match=r"cicero.length_filter.min_utterance: unknown key"):
+    with pytest.raises(ConfigError, match=r"unknown key 'min_utterance' in table \[cicero.length_filter\]; "
+                                          r"did you mean 'min_utterances'"):
         load_config(p)
+    p.write_text("[cicero.dedupe]\nthreshold = 0.9\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'dedupe' in table \[cicero\]"):
+        load_config(p)
+    p.write_text("[cicer]\nseed = 1\n")
+    with pytest.raises(ConfigError, match=r"unknown pipeline table\(s\) \['cicer'\]"):
+        load_config(p)
+
+
+def _leaves(table: dict, prefix=()):
+    for k, v in table.items():
+        if isinstance(v, dict):
+            yield from _leaves(v, prefix + (k,))
+        else:
+            yield prefix + (k,), v
+
+
+def test_bundled_defaults_equal_the_signatures():
+    """pipelines.toml repeats the defaults for readability: each must equal the one in the code. Paths
+    and models (typed inputs) are where the toml points at data, so they may differ."""
+    import tomllib
+
+    from csk.params import Input
+    from csk.pipeline import discover
+
+    raw = tomllib.loads((ROOT / "pipelines.toml").read_text())
+    checked = 0
+    for name, pipeline in discover().items():
+        for path, value in _leaves(raw.get(name, {})):
+            model, field = pipeline.config_model, None
+            for part in path:
+                field = model.model_fields[part]
+                model = field.annotation if isinstance(field.annotation, type) else None
+            if any(isinstance(m, Input) for m in field.metadata):
+                continue
+            default = field.get_default(call_default_factory=True)
+            assert value == default, f"{name}.{'.'.join(path)} = {value!r} in pipelines.toml, {default!r} in the code"
+            checked += 1
+    assert checked > 40
+
+
+def test_every_stage_parameter_is_documented():
+    from csk.pipeline import discover
+
+    for pipeline in discover().values():
+        for stage in pipeline.stages:
+            for name, field in stage.params_model.model_fields.items():
+                assert field.description, f"{pipeline.name}.{stage.name}: parameter {name!r} has no doc"
 
 
 def test_set_overrides_and_types(tmp_path):

@@ -79,10 +79,17 @@ def _instances(n_dialogues=30, per=2):
     return pd.DataFrame(rows)
 
 
+def _items(annotations: pd.DataFrame) -> pd.DataFrame:
+    """Annotation-shaped rows in the engine's terms (CICERO's mapping stage)."""
+    from tasks.cicero.instances import instances
+
+    return instances(annotations).data
+
+
 def test_counterfactuals_lexical_rows_record_rule_and_gold():
     from tasks.distractors.counterfactuals import counterfactuals
 
-    out = counterfactuals(_instances(3, 1), seed=0)
+    out = counterfactuals(_items(_instances(3, 1)), seed=0)
     assert len(out.data) > 0 and set(out.data["generator"]) == {"lexical"}
     assert (out.data["candidate"] != out.data["gold"]).all()
     assert out.data["id"].str.match(r"^i\d\d-0/cf\d{3}$").all()
@@ -95,20 +102,20 @@ def test_counterfactuals_t5_tiny(tmp_path):
 
     model = tiny_models.t5(tmp_path / "t5")
     ctx = StageContext(Store(tmp_path / "s"), "cicero", "counterfactuals")
-    out = counterfactuals(_instances(2, 1), generator="t5", model=str(model), num_return=3, num_beams=3, ctx=ctx)
+    out = counterfactuals(_items(_instances(2, 1)), generator="t5", model=str(model), num_return=3, num_beams=3, ctx=ctx)
     assert set(out.data["generator"]) <= {"t5"} and ctx.models[0]["name"] == "counterfactual-generator"
     assert len(ctx.models[0]["sha256"]) == 64
-    sampled = counterfactuals(_instances(2, 1), generator="t5", model=str(model), num_return=2, do_sample=True, seed=1)
-    again = counterfactuals(_instances(2, 1), generator="t5", model=str(model), num_return=2, do_sample=True, seed=1)
+    sampled = counterfactuals(_items(_instances(2, 1)), generator="t5", model=str(model), num_return=2, do_sample=True, seed=1)
+    again = counterfactuals(_items(_instances(2, 1)), generator="t5", model=str(model), num_return=2, do_sample=True, seed=1)
     assert sampled.data.equals(again.data)  # sampling is seeded
 
 
 def test_counterfactuals_from_a_candidate_file(tmp_path):
     from tasks.distractors.counterfactuals import counterfactuals
 
-    inst = _instances(2, 1)
+    inst = _items(_instances(2, 1))
     f = tmp_path / "cands.jsonl"
-    f.write_text(json.dumps({"id": "i00-0", "candidates": ["A", "B", inst["answer"].iloc[0], "A"]}) + "\n")
+    f.write_text(json.dumps({"id": "i00-0", "candidates": ["A", "B", inst["gold"].iloc[0], "A"]}) + "\n")
     out = counterfactuals(inst, generator="file", candidates=str(f))
     assert out.data["candidate"].tolist() == ["A", "B"]  # the gold and repeats are not candidates
     assert out.rejected["id"].tolist() == ["i01-0"]
@@ -173,7 +180,7 @@ def test_af_replaces_trivially_separable_distractors_and_accuracy_falls():
     from tasks.distractors.adversarial import adversarial_filter
 
     inst, cands = _af_data()
-    out = adversarial_filter(inst, cands, seed=0, embed=EMBED, max_iterations=10, window=10)
+    out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, max_iterations=10, window=10)
     history = out.notes["history"]
     junk_left = sum(r == "junk" for rules in out.data["distractor_rules"] for r in rules)
     assert junk_left < 0.2 * 2 * len(inst)  # about half (4 of 8 candidates) were junk at the start
@@ -194,7 +201,7 @@ def test_af_transformer_discriminator_tiny(tmp_path):
     inst, cands = inst.iloc[:12], cands[cands["instance_id"].isin(inst["id"].iloc[:12])]
     model = tiny_models.multiple_choice(tmp_path / "mc")
     ctx = StageContext(Store(tmp_path / "s"), "cicero", "adversarial_filter")
-    out = adversarial_filter(inst, cands, seed=0, embed=EMBED, discriminator="transformer", model=str(model),
+    out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, discriminator="transformer", model=str(model),
                              max_iterations=2, window=5, epochs=1, batch_size=4, ctx=ctx)
     assert out.notes["iterations"] == 2 and ctx.models[0]["kind"] == "multiple-choice"
 
@@ -216,10 +223,10 @@ def test_aflite_removes_predictable_instances():
         g = by.get_group(r.id)
         rule = "junk" if k % 2 == 0 else "hard"
         pool = g[g["rule"] == rule]["candidate"].tolist()
-        mcq.append({"id": r.id, "dialogue_id": r.dialogue_id, "gold": r.answer,
+        mcq.append({"id": r.id, "group_id": r.dialogue_id, "gold": r.answer,
                     "distractors": [pool[i] for i in rng.permutation(len(pool))[:3]], "easy": rule == "junk"})
     mcq = pd.DataFrame(mcq)
-    out = aflite(mcq, inst, embed=EMBED, m=24, t=0.5, k=3, tau=0.75, seed=0)
+    out = aflite(mcq, _items(inst), embed=EMBED, m=24, t=0.5, k=3, tau=0.75, seed=0)
     assert len(out.rejected) > 0
     assert out.rejected["easy"].mean() > 0.8  # what AF-Lite removes is the easy half
     assert out.rejected["easy"].sum() > 0.8 * mcq["easy"].sum()
@@ -227,10 +234,10 @@ def test_aflite_removes_predictable_instances():
 
 
 def test_verification_import_and_errors(tmp_path):
-    from tasks.distractors.mcq import verification
+    from tasks.distractors.verification import verification
 
-    chosen = pd.DataFrame([{"id": "i1", "dialogue_id": "d1", "gold": "g", "distractors": ["a", "b", "c"]},
-                           {"id": "i2", "dialogue_id": "d2", "gold": "g2", "distractors": ["x", "y"]}])
+    chosen = pd.DataFrame([{"id": "i1", "group_id": "d1", "gold": "g", "distractors": ["a", "b", "c"]},
+                           {"id": "i2", "group_id": "d2", "gold": "g2", "distractors": ["x", "y"]}])
     assert not verification(chosen).data["verified"].any()
     v = tmp_path / "verdicts.jsonl"
     v.write_text('{"id": "i1", "distractor": 1, "speculatively_correct": true}\n'
@@ -245,22 +252,23 @@ def test_verification_import_and_errors(tmp_path):
 
 
 def test_mcq_matches_cicero_release_format():
-    from tasks.distractors.mcq import CICERO_KEYS, mcq
+    from tasks.cicero.mcq import CICERO_KEYS, mcq
 
     inst = _instances(2, 1)
-    verified = pd.DataFrame([{"id": r.id, "gold": r.answer, "distractors": [f"{r.answer} no", "x", "y"],
+    verified = pd.DataFrame([{"id": r.id, "group_id": r.dialogue_id, "gold": r.answer, "distractors": [f"{r.answer} no", "x", "y"],
                               "correct_distractors": [0] if k == 0 else []} for k, r in enumerate(inst.itertuples())])
     out = mcq(verified, inst, seed=3)
     files = {k: v.decode() for k, v in out.files.items()}
     assert set(files) == {"mcq/2.1_single_answer/all.jsonl", "mcq/2.2_all_answers/all.jsonl"}
     rec = [json.loads(line) for line in files["mcq/2.2_all_answers/all.jsonl"].splitlines()]
-    assert all(tuple(r) == CICERO_KEYS for r in rec)
+    assert all(tuple(r) == tuple(CICERO_KEYS.values()) for r in rec)
     first = rec[0]
     assert first["Choices"][first["Human Written Answer"][0]] == inst["answer"].iloc[0]
     assert len(first["Correct Answers"]) == 2  # the gold + the distractor marked correct
     assert len(files["mcq/2.1_single_answer/all.jsonl"].splitlines()) == 1
     again = mcq(verified, inst, seed=3).data
-    assert again["Choices"].tolist() == out.data["Choices"].tolist()
+    assert again["choices"].tolist() == out.data["choices"].tolist()
+    assert not {"ID", "Choices"} & set(out.data.columns)  # release names only in the release files
 
 
 def test_train_generator_reads_snli_and_timetravel(tmp_path):

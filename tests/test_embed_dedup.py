@@ -20,11 +20,11 @@ def texts():
 
 
 def test_cache_means_never_twice(tmp_path, texts):
-    e = Embedder(MODEL, tmp_path, progress=False)
+    e = Embedder({"model": MODEL}, tmp_path, progress=False)
     first = e.encode(texts)
     assert e.stats["encoded"] == 4  # unique texts only
     e.close()
-    e2 = Embedder(MODEL, tmp_path, progress=False)
+    e2 = Embedder({"model": MODEL}, tmp_path, progress=False)
     second = e2.encode(texts + ["A brand new sentence ."])
     assert e2.stats["encoded"] == 1 and e2.stats["cached"] == 4
     assert np.array_equal(first, second[:-1])
@@ -32,23 +32,41 @@ def test_cache_means_never_twice(tmp_path, texts):
     e2.close()
 
 
-def test_bf16_choice_agrees_with_fp32(texts):
-    auto = Embedder(MODEL, None, precision="auto", progress=False)
+def test_auto_precision_is_measured_and_agrees_with_fp32(texts):
+    from csk import compute
+
+    auto = Embedder({"model": MODEL, "precision": "auto"}, None, progress=False)
     v = auto.encode(texts)
-    ref = Embedder(MODEL, None, precision="fp32", progress=False).encode(texts)
+    ref = Embedder({"model": MODEL, "precision": "fp32"}, None, progress=False).encode(texts)
     cos = np.sum(v * ref, axis=1)
+    decision = auto.decision
     assert auto.precision in ("bf16", "fp32") and cos.min() >= 0.999
-    if auto.precision == "bf16":
-        assert auto.agreement >= 0.999
+    rates = decision["matmul_gflops"]
+    assert rates["fp32"] > 0 and rates["bf16"] > 0 and decision["cpu"]
+    faster = rates["bf16"] >= compute.MIN_BF16_SPEEDUP * rates["fp32"]
+    # bf16 only where it is faster here AND agrees; never on a CPU that emulates it slowly
+    assert (auto.precision == "bf16") == (faster and decision["bf16_min_cosine_vs_fp32"] >= 0.999)
+
+
+def test_precision_rule(monkeypatch):
+    from csk import compute
+
+    monkeypatch.setattr(compute, "matmul_rates", lambda dev="cpu": {"fp32": 35.0, "bf16": 0.2})  # AVX2-only EPYC
+    slow = compute.precision("auto", "cpu", agreement=lambda: 1.0)
+    assert slow["precision"] == "fp32" and "not faster" in slow["why"]
+    monkeypatch.setattr(compute, "matmul_rates", lambda dev="cpu": {"fp32": 100.0, "bf16": 290.0})  # AMX Xeon
+    assert compute.precision("auto", "cpu", agreement=lambda: 0.9999)["precision"] == "bf16"
+    assert compute.precision("auto", "cpu", agreement=lambda: 0.99)["precision"] == "fp32"
+    assert compute.precision("bf16", "cpu")["precision"] == "bf16"  # an explicit setting is obeyed
 
 
 def test_missing_model_is_clear_error():
     from csk.errors import ModelError
 
     with pytest.raises(ModelError, match="never downloaded"):
-        Embedder("/nonexistent/model/dir", None)
+        Embedder({"model": "/nonexistent/model/dir"}, None)
     with pytest.raises(ModelError, match="not installed"):
-        Embedder("package:no_such_model_pkg", None)
+        Embedder({"model": "package:no_such_model_pkg"}, None)
 
 
 def _unit(x):

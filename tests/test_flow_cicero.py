@@ -26,7 +26,8 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     listing = _csk("artifacts", "cicero", "--store", store, "--json")
     stages = json.loads(listing.output)
     assert [s["stage"] for s in stages] == ["sources", "length_filter", "embed", "dedup", "targets",
-                                            "annotation_tasks", "annotations", "splits", "nlg", "counterfactuals",
+                                            "annotation_tasks", "annotations", "splits", "nlg", "instances",
+                                            "counterfactuals",
                                             "candidate_filter", "adversarial_filter", "verification", "mcq",
                                             "distractor_quality", "statistics"]
     assert all(not s["reused"] for s in stages)
@@ -66,12 +67,12 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     assert (Path(by_stage["adversarial_filter"]["path"]) / "af_accuracy.png").exists()
 
     # Rebuilding the distractors reuses every upstream artifact and recomputes from AF on.
-    rebuilt = _csk("rebuild-distractors", "cicero", "--config", config_copy, "--store", store,
+    rebuilt = _csk("cicero", "rebuild-distractors", "--config", config_copy, "--store", store,
                    "--set", "cicero.adversarial_filter.max_iterations=3",
                    "--set", "cicero.aflite.enabled=true", "--set", "cicero.aflite.m=8")
     assert rebuilt.exit_code == 0, rebuilt.output
     after = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}
-    for name in ("annotations", "splits", "counterfactuals", "candidate_filter", "nlg", "statistics"):
+    for name in ("annotations", "splits", "instances", "counterfactuals", "candidate_filter", "nlg", "statistics"):
         assert after[name]["reused"] and after[name]["key"] == by_stage[name]["key"], name
     for name in ("adversarial_filter", "aflite", "verification", "mcq", "distractor_quality"):
         assert not after[name]["reused"] and after[name]["key"] != by_stage.get(name, {}).get("key"), name
@@ -116,14 +117,16 @@ def test_bad_input_fails_cleanly_without_artifact(prefect_harness, tmp_path, con
 def test_bad_config_key_fails_before_running(tmp_path, config_copy):
     result = _csk("run", "cicero", "--config", config_copy, "--store", tmp_path / "a",
                   "--set", "cicero.length_filter.max_words=3")
-    assert result.exit_code == 1 and "max_words: unknown key" in result.output
+    assert result.exit_code == 1 and "unknown key 'max_words' in table [cicero.length_filter]" in result.output
+    assert "Starting temporary server" not in result.output and "sources" not in result.output.split("unknown")[0]
+    assert not (tmp_path / "a" / "cicero").exists()  # nothing ran
 
 
 def test_rebuild_distractors_from_real_cicero_release(prefect_harness, tmp_path, config_copy, real):
     """CICERO v2 sample alone: rebuild distractors from its correct answers, compare with the published ones."""
     store = tmp_path / "artifacts"
     release = real / "cicero" / "cicero_v2_val_sample.jsonl"
-    result = _csk("rebuild-distractors", "cicero", "--release", release, "--config", config_copy, "--store", store)
+    result = _csk("cicero", "rebuild-distractors", "--release", release, "--config", config_copy, "--store", store)
     assert result.exit_code == 0, result.output
     stages = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}
     assert stages["release"]["rows"]["out"] >= 297
@@ -134,9 +137,9 @@ def test_rebuild_distractors_from_real_cicero_release(prefect_harness, tmp_path,
     for m in ("probe_accuracy_rebuilt", "probe_accuracy_published"):
         assert 0 <= quality.loc[m, "value"] <= 1
     mcq = pd.read_parquet(Path(stages["mcq"]["path"]) / "data.parquet")
-    assert set(mcq["split"]) == {"all"} and mcq["ID"].str.match(r"^(daily-dialogue|mutual|dream)-").all()
+    assert set(mcq["split"]) == {"all"} and mcq["cicero_id"].str.match(r"^(daily-dialogue|mutual|dream)-").all()
     steps = json.loads(_csk("lineage", "cicero", "mcq", "--row", mcq["id"].iloc[0], "--store", store, "--json").output)
-    assert [s["stage"] for s in steps] == ["mcq", "verification", "adversarial_filter", "release"]
+    assert [s["stage"] for s in steps] == ["mcq", "verification", "adversarial_filter", "instances", "release"]
     line = int(mcq["id"].iloc[0].rsplit("-", 1)[1])
     assert steps[-1]["source"]["locator"] == f"line {line}" and len(steps[-1]["source"]["sha256"]) == 64
 
@@ -161,7 +164,7 @@ def test_a_stage_that_leaves_nothing_stops_the_run_clearly(prefect_harness, tmp_
 
 def test_asset_keys_survive_awkward_store_paths(tmp_path):
     from csk.runtime import Store
-    from flows.runtime import asset_for
+    from csk.orchestration import asset_for
 
     store = Store(tmp_path / "my store #1 (100%)")
     key = asset_for(store, "cicero", "dedup").key

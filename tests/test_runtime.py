@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 
+import pandas as pd
 import pytest
 
 import csk.runtime as rt
 from csk.errors import ConservationError, ContractError
 from csk.lineage import row_lineage
-from csk.runtime import Stage, Store
-from data_contracts import cicero as cc
+from csk.pipeline import Stage
+from csk.runtime import Store
 from tasks.cicero.length_filter import length_filter
-from tasks.cicero.sources import sources, sources_fingerprint
+from tasks.cicero.sources import sources
+from data_contracts import register
+from data_contracts.common import Contract
+from pandera.typing import Series
 from tests.conftest import SAMPLE
 
-SOURCES = Stage("sources", sources, cc.Dialogues, parent_column=None, fingerprint=sources_fingerprint)
-LENGTH = Stage("length_filter", length_filter, cc.FilteredDialogues)
+class Counts(Contract):
+    n: Series[int]
+
+
+SOURCES = Stage("sources", sources, "cicero.Dialogues", parent_column=None)
+LENGTH = Stage("length_filter", length_filter, "cicero.FilteredDialogues")
 SRC_PARAMS = {"dailydialog": str(SAMPLE / "dailydialog" / "dialogues_text.txt"), "mutual": str(SAMPLE / "mutual"),
               "dream": str(SAMPLE / "dream" / "dev.json"), "lenient": False}
 LF = {"min_utterances": 5, "max_utterances": 15, "min_avg_words": 6.0, "max_total_words": 275}
@@ -59,11 +67,15 @@ def test_manifest_contents(tmp_path):
     a, b = _run_both(Store(tmp_path))
     m = b.ref.manifest()
     assert m["rows"]["in"] == m["rows"]["out"] + m["rows"]["rejected"]
-    assert m["inputs"] == [{"stage": "sources", "key": a.ref.key, "path": a.ref.path}]
-    assert m["params"] == LF and m["contract"] == "FilteredDialogues"
+    assert m["inputs"] == [{"stage": "sources", "key": a.ref.key, "path": a.ref.path,
+                            "data_sha256": a.ref.manifest()["data_sha256"]}]
+    assert m["params"] == LF and m["contract"] == "cicero.FilteredDialogues"
     assert {"commit", "dirty"} <= set(m["code_version"]) and m["packages"]["pandas"]
-    src = a.ref.manifest()["fingerprint"]
-    assert set(src) == {"dailydialog", "mutual", "dream"} and all(len(h) == 64 for h in src["dream"].values())
+    assert m["rejected_reasons"] == {"too_few_utterances": 3, "too_many_utterances": 1, "too_many_words": 1,
+                                   "utterances_too_short": 1}
+    files = a.ref.manifest()["files"]  # every typed input file, hashed the same way for every stage
+    assert {f["param"] for f in files} == {"dailydialog", "mutual", "dream"}
+    assert all(len(f["sha256"]) == 64 and f["path"].startswith(str(SAMPLE)) for f in files)
 
 
 def test_crash_mid_write_leaves_nothing_reusable(tmp_path, monkeypatch):
@@ -95,7 +107,7 @@ def test_contract_violation_names_stage_column_rows(tmp_path):
     def bad(dialogues):
         return rt.StageOutput(data=dialogues.assign(source="nowhere"))
 
-    stage = Stage("bad_stage", bad, cc.Dialogues)
+    stage = Stage("bad_stage", bad, "cicero.Dialogues")
     store = Store(tmp_path)
     a = store.run("cicero", SOURCES, SRC_PARAMS, [])
     with pytest.raises(ContractError) as exc:
@@ -104,8 +116,8 @@ def test_contract_violation_names_stage_column_rows(tmp_path):
     assert "bad_stage" in msg and "'source'" in msg and "dailydialog-000001" in msg
     from csk.runtime import validate_contract
 
-    with pytest.raises(ContractError, match=r"x.parquet: violates data contract FilteredDialogues\n  missing columns"):
-        validate_contract("x.parquet", cc.FilteredDialogues, a.ref.load())
+    with pytest.raises(ContractError, match=r"x.parquet: violates data contract cicero.FilteredDialogues\n  missing"):
+        validate_contract("x.parquet", "cicero.FilteredDialogues", a.ref.load())
     assert not (tmp_path / "cicero" / "bad_stage").exists()
 
 
@@ -116,7 +128,7 @@ def test_dropping_rows_silently_is_an_error(tmp_path):
     store = Store(tmp_path)
     a = store.run("cicero", SOURCES, SRC_PARAMS, [])
     with pytest.raises(ConservationError, match="rejected with a reason"):
-        store.run("cicero", Stage("lossy", lossy, cc.Dialogues), {}, [a.ref])
+        store.run("cicero", Stage("lossy", lossy, "cicero.Dialogues"), {}, [a.ref])
 
 
 def test_row_lineage_reaches_source_line(tmp_path):
@@ -148,3 +160,68 @@ def test_code_hash_covers_helper_modules():
     closure = module_closure("tasks.cicero.targets")
     assert {"tasks.cicero.targets", "tasks.embed", "csk.models", "csk.runtime"} <= closure
     assert "prefect" not in " ".join(closure)
+
+
+def test_early_cutoff_stops_at_unchanged_bytes(tmp_path):
+    """A recomputed stage whose output bytes did not change leaves its downstream stages reused."""
+    def count(dialogues):
+        return rt.StageOutput(data=dialogues[["id"]].assign(n=dialogues["n_utterances"]))
+
+    downstream = Stage("count", count, "test.Counts")
+    register("test.Counts", Counts)
+    store = Store(tmp_path)
+    a, b = _run_both(store)
+    c1 = store.run("cicero", downstream, {}, [b.ref])
+    # A bound at the longest kept dialogue keeps the same dialogues: same bytes, new key.
+    longest = int(b.ref.load()["n_words"].max())
+    assert longest < LF["max_total_words"]
+    b2 = store.run("cicero", LENGTH, {**LF, "max_total_words": longest}, [a.ref])
+    assert not b2.reused and b2.ref.key != b.ref.key
+    assert b2.ref.data_path.read_bytes() == b.ref.data_path.read_bytes()
+    c2 = store.run("cicero", downstream, {}, [b2.ref])
+    assert c2.reused and c2.ref.key == c1.ref.key
+    b3 = store.run("cicero", LENGTH, {**LF, "min_utterances": 6}, [a.ref])
+    assert not store.run("cicero", downstream, {}, [b3.ref]).reused
+
+
+def test_rejected_rows_have_one_shape(tmp_path):
+    store = Store(tmp_path)
+    _, b = _run_both(store)
+    rej = b.ref.load_rejected()
+    assert list(rej.columns[:4]) == ["id", "parent_id", "reason_code", "reason"]
+    assert (rej["parent_id"] == rej["id"]).all()  # the input row each rejected row is
+    assert isinstance(rej["reason_code"].dtype, pd.CategoricalDtype)
+    assert rej.groupby("reason_code", observed=True).size().to_dict() == {
+        "too_few_utterances": 3, "too_many_utterances": 1, "too_many_words": 1, "utterances_too_short": 1}
+
+    def no_code(dialogues):
+        return rt.StageOutput(data=dialogues.iloc[1:], rejected=dialogues.iloc[:1].assign(reason="x"))
+
+    with pytest.raises(ContractError, match="reason_code"):
+        store.run("cicero", Stage("no_code", no_code, "cicero.Dialogues"), {}, [b.ref])
+
+
+def test_columns_differing_only_in_case_and_null_columns(tmp_path):
+    store = Store(tmp_path)
+    a = store.run("cicero", SOURCES, SRC_PARAMS, [])
+
+    def shout(dialogues):
+        return rt.StageOutput(data=dialogues.assign(ID=dialogues["id"]))
+
+    with pytest.raises(ContractError, match="'id' and 'ID' differ only in case"):
+        store.run("cicero", Stage("shout", shout, "cicero.Dialogues"), {}, [a.ref])
+
+    def empty_column(dialogues):
+        return rt.StageOutput(data=dialogues.assign(note=None))
+
+    out = store.run("cicero", Stage("empty_column", empty_column, "cicero.Dialogues"), {}, [a.ref])
+    import pyarrow.parquet as pq
+
+    assert str(pq.read_schema(out.ref.data_path).field("note").type) == "string"  # never Arrow's null type
+
+
+def test_missing_input_file_names_the_setting(tmp_path):
+    from csk.errors import InputError
+
+    with pytest.raises(InputError, match="not found \\(setting dream\\)"):
+        Store(tmp_path).run("cicero", SOURCES, {**SRC_PARAMS, "dream": str(tmp_path / "nope.json")}, [])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tasks.cicero.targets import (QUESTIONS, assign_types, dialogue_rng, n_targets, segment_bounds, select_x1,
+from csk.compute import rng as dialogue_rng
+from tasks.cicero.targets import (QUESTIONS, assign_types, n_targets, segment_bounds, select_x1,
                                   select_x2, targets, textrank)
 from tests.conftest import SAMPLE
 

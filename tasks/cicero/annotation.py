@@ -20,10 +20,10 @@ import re
 import pandas as pd
 
 from csk.errors import InputError
+from csk.params import InputPath
 from csk.runtime import StageOutput
 from readers import read_cicero_release
 from tasks.cicero.targets import TYPE_OF_QUESTION
-from tasks.sources import fingerprint_paths
 
 SOURCE_OF_PREFIX = {"daily-dialogue": "dailydialog", "dailydialog": "dailydialog", "mutual": "mutual",
                     "dream": "dream"}
@@ -75,12 +75,15 @@ def locate_target(target: str, turns) -> tuple[int | None, str]:
     return None, "not found"
 
 
-def release_fingerprint(params: dict) -> dict:
-    return fingerprint_paths({"release": params.get("release")})
+def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputPath = None,
+                lenient: bool = False) -> StageOutput:
+    """One row per released instance, joined to the pipeline's dialogue, target and task.
 
-
-def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: str, lenient: bool = False) -> StageOutput:
-    """One row per released instance, joined to the pipeline's dialogue, target and task."""
+    Args:
+        release: CICERO release JSON Lines (v1 or v2) holding the human answers; unset: the flow stops
+            after the annotation task export
+        lenient: reject malformed release lines with a reason instead of failing
+    """
     if not release:
         raise InputError("cicero.annotations.release", None, "no annotation file configured")
     read = read_cicero_release(release, lenient=lenient)
@@ -97,12 +100,12 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: str, l
         idx, how = locate_target(inst["target"], turns)
         prov = {k: inst[k] for k in ("source_file", "source_record", "source_locator")}
         if idx is None:
-            rejected.append({"id": inst["id"], "reason": f"target not found in its dialogue: {inst['target'][:60]!r}",
+            rejected.append({"id": inst["id"], "reason_code": "target_not_found", "reason": f"target not found in its dialogue: {inst['target'][:60]!r}",
                              "cicero_id": inst["cicero_id"], **prov})
             continue
         itype = TYPE_OF_QUESTION.get(inst["question"])
         if itype is None:
-            rejected.append({"id": inst["id"], "reason": f"unknown question {inst['question']!r}",
+            rejected.append({"id": inst["id"], "reason_code": "unknown_question", "reason": f"unknown question {inst['question']!r}",
                              "cicero_id": inst["cicero_id"], **prov})
             continue
         choices = list(inst["choices"])
@@ -134,9 +137,15 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: str, l
                        tables={"matching": [{"measure": k, "count": v} for k, v in counts.items()]})
 
 
-def release_instances(*, release: str, lenient: bool = False) -> StageOutput:
+def release_instances(*, release: InputPath = None, lenient: bool = False) -> StageOutput:
     """A released CICERO file alone as the instance table (no source corpora): every dialogue is
     taken from the file; the gold answer is `Human Written Answer` (v1) or the first of the
-    `Correct Answers` (v2)."""
+    `Correct Answers` (v2).
+
+    Args:
+        release: CICERO release JSON Lines (v1 or v2) holding the human answers; unset: the flow stops
+            after the annotation task export
+        lenient: reject malformed release lines with a reason instead of failing
+    """
     empty = pd.DataFrame({"id": pd.Series([], dtype=str), "turns": pd.Series([], dtype=object)})
     return annotations(empty, pd.DataFrame({"id": pd.Series([], dtype=str)}), release=release, lenient=lenient)

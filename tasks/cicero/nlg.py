@@ -72,7 +72,8 @@ def nlg(split_rows: pd.DataFrame, annotations: pd.DataFrame) -> StageOutput:
         files[f"nlg/{task}/{split}.jsonl"] = lines.encode()
     counts = data.groupby(["task", "split"]).size().reset_index(name="instances").to_dict(orient="records")
     unused = ann[~ann["id"].isin(set(data["annotation_id"]))]
-    rejected = pd.DataFrame({"id": unused["id"], "reason": "reaction on a target that is not the last utterance: "
+    rejected = pd.DataFrame({"id": unused["id"], "reason_code": "reaction_not_last_utterance",
+                             "reason": "reaction on a target that is not the last utterance: "
                              "task 1.2.3 takes the last utterance only"}) if len(unused) else None
     return StageOutput(data=data, rejected=rejected, files=files, tables={"instances": counts},
                        notes={"tasks": list(NLG_TASKS), "annotations_used": int(len(ann) - len(unused))})

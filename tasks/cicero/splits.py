@@ -28,8 +28,16 @@ def assign_splits(sizes: pd.Series, fractions: dict[str, float], seed: int) -> d
     return out
 
 
-def splits(annotations: pd.DataFrame, *, seed: int, train: float = 0.6, validation: float = 0.2,
+def splits(annotations: pd.DataFrame, *, seed: int = 0, train: float = 0.6, validation: float = 0.2,
            test: float = 0.2) -> StageOutput:
+    """Each dialogue to one split, so that instance shares track the fractions.
+
+    Args:
+        seed: seed of the dialogue shuffle
+        train: share of instances in train
+        validation: share of instances in validation
+        test: share of instances in test
+    """
     fractions = {"train": train, "validation": validation, "test": test}
     if abs(sum(fractions.values()) - 1) > 1e-6:
         raise ConfigError(f"splits: fractions must sum to 1, got {sum(fractions.values()):.3f}")

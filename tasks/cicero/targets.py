@@ -14,16 +14,17 @@ Prerequisite only 12%; Motivation for every x2 target; Reaction for the x3 targe
 
 from __future__ import annotations
 
-import hashlib
 import re
+from typing import Literal
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 
+from csk import compute
 from csk.errors import ConfigError
 from csk.runtime import StageContext, StageOutput
-from tasks.embed import embedder_from_params
+from tasks.embed import EmbedSpec, open_embedder
 
 QUESTIONS = {
     "cause": "What is or could be the cause of target?",
@@ -35,11 +36,6 @@ QUESTIONS = {
 TYPE_OF_QUESTION = {q: t for t, q in QUESTIONS.items()}
 # Handles tokenised releases too ("I 'm", "i 'll" in MuTual/DailyDialog).
 FIRST_PERSON = re.compile(r"\bi\s*(?:'\s*(?:m|d|ve|ll)|’\s*(?:m|d|ve|ll)|\s+(?:am|would|had|have|will))\b", re.I)
-
-
-def dialogue_rng(seed: int, dialogue_id: str) -> np.random.Generator:
-    digest = hashlib.sha256(f"{seed}:{dialogue_id}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
 def n_targets(n_utterances: int, rng: np.random.Generator) -> int:
@@ -111,27 +107,35 @@ def assign_types(x1: list[int], x2: list[int], x3: int, rng: np.random.Generator
     return types
 
 
-def targets(dialogues: pd.DataFrame, *, seed: int, embed: dict, segments: str | int = "auto",
-            damping: float = 0.85, longest: int = 1, p_subsequent: float = 0.8,
-            p_cause_and_prerequisite: float = 0.6, p_cause_only: float = 0.28, p_prerequisite_only: float = 0.12,
-            ctx: StageContext | None = None) -> StageOutput:
+def targets(dialogues: pd.DataFrame, *, seed: int = 0, embed: EmbedSpec = EmbedSpec(),
+            segments: Literal["auto", 2, 3] = "auto", damping: float = 0.85, longest: int = 1,
+            p_subsequent: float = 0.8, p_cause_and_prerequisite: float = 0.6, p_cause_only: float = 0.28,
+            p_prerequisite_only: float = 0.12, ctx: StageContext | None = None) -> StageOutput:
+    """Target utterances and their inference types, per dialogue (SEEDS 1.3).
+
+    Args:
+        seed: seed of the per-dialogue random draws
+        embed: the sentence embedder of the TextRank similarity graph
+        segments: segments per dialogue; auto: 2 up to 8 utterances, else 3
+        damping: PageRank damping of TextRank
+        longest: how many of the longest utterances go to x2
+        p_subsequent: share of x1/x2 targets asked for the subsequent event
+        p_cause_and_prerequisite: share asked for both cause and prerequisite
+        p_cause_only: share asked for the cause only
+        p_prerequisite_only: share asked for the prerequisite only
+    """
     total = p_cause_and_prerequisite + p_cause_only + p_prerequisite_only
     if abs(total - 1.0) > 1e-6:
         raise ConfigError(f"targets: cause/prerequisite proportions must sum to 1 (got {total:.3f})")
-    embedder = embedder_from_params(embed, ctx)
-    try:
-        all_texts = [str(t["text"]) for turns in dialogues["turns"] for t in turns]
-        vectors = embedder.encode(all_texts)
-        embedder.record(ctx)
-    finally:
-        embedder.close()
+    with open_embedder(embed, ctx) as embedder:
+        vectors = embedder.encode([str(t["text"]) for turns in dialogues["turns"] for t in turns])
     rows = []
     offset = 0
     for did, turns in zip(dialogues["id"], dialogues["turns"]):
         texts = [str(t["text"]) for t in turns]
         v = vectors[offset:offset + len(texts)]
         offset += len(texts)
-        rng = dialogue_rng(seed, did)
+        rng = compute.rng(seed, did)
         n = len(texts)
         k = n_targets(n, rng)
         n_seg = (2 if n <= 8 else 3) if segments == "auto" else int(segments)

@@ -11,17 +11,17 @@ below the gold with higher-scoring unused candidates (replaced ones leave the po
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Literal
 
 import numpy as np
 import pandas as pd
 
 from csk.errors import ConfigError
-from csk.models import model_hash, resolve_model
+from csk.models import resolve_model
+from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput
-from tasks.distractors.counterfactuals import instance_view
 from tasks.distractors.discriminators import LinearProbe, TransformerMC
-from tasks.embed import embedder_from_params
+from tasks.embed import EmbedSpec, open_embedder
 from tasks.plots import line_png
 
 
@@ -106,45 +106,62 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     return state, history
 
 
-def make_discriminator_factory(discriminator: str, *, model: str, embed: dict, epochs: int, lr: float,
+def make_discriminator_factory(discriminator: str, *, model: str | None, epochs: int, lr: float,
                                batch_size: int, seed: int, vector=None, ctx: StageContext | None = None):
     if discriminator == "linear-probe":
         return lambda: LinearProbe(vector, seed=seed)
     if discriminator == "transformer":
         path = resolve_model(model, "AF discriminator encoder", "adversarial_filter.model")
         if ctx is not None:
-            ctx.record_model("af-discriminator", str(path), model_hash(path), kind="multiple-choice",
+            ctx.record_model("af-discriminator", str(path), None, kind="multiple-choice",
                              epochs=epochs, lr=lr)
         return lambda: TransformerMC(str(path), epochs=epochs, lr=lr, batch_size=batch_size, seed=seed)
     raise ConfigError(f"adversarial_filter.discriminator must be 'linear-probe' or 'transformer', got {discriminator!r}")
 
 
-def vector_lookup(texts: list[str], embed: dict, ctx: StageContext | None):
-    emb = embedder_from_params(embed, ctx)
-    try:
-        unique = list(dict.fromkeys(texts))
-        vectors = dict(zip(unique, emb.encode(unique)))
-        emb.record(ctx)
-    finally:
-        emb.close()
-    return vectors.__getitem__
+def vector_lookup(texts: list[str], embed: EmbedSpec | dict, ctx: StageContext | None):
+    """text -> frozen sentence embedding, for the linear probes."""
+    with open_embedder(embed, ctx) as emb:
+        return emb.lookup(texts)
 
 
-def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, seed: int, embed: dict,
-                       discriminator: str = "linear-probe", model: str = "", n_distractors: int = 4,
-                       max_iterations: int = 14, held_out: float = 0.2, max_swaps: int = 2, swap_rule: str = "max",
-                       window: int = 3, epsilon: float = 0.005, epochs: int = 3, lr: float = 1e-5,
-                       batch_size: int = 8, ctx: StageContext | None = None) -> StageOutput:
-    view = instance_view(instances)
+def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, seed: int = 0,
+                       embed: EmbedSpec = EmbedSpec(),
+                       discriminator: Literal["linear-probe", "transformer"] = "linear-probe", model: ModelDir = None,
+                       n_distractors: int = 4, max_iterations: int = 14, held_out: float = 0.2, max_swaps: int = 2,
+                       swap_rule: Literal["max", "hellaswag"] = "max", window: int = 3, epsilon: float = 0.005,
+                       epochs: int = 3, lr: float = 1e-5, batch_size: int = 8,
+                       ctx: StageContext | None = None) -> StageOutput:
+    """Choose each instance's distractors from its filtered pool by adversarial filtering.
+
+    Args:
+        seed: seed of the initial choice and of every iteration's 80/20 split
+        embed: the frozen sentence embedder of the linear-probe discriminator
+        discriminator: linear-probe (frozen embeddings + logistic regression) or transformer (a
+            multiple-choice head on the model directory, fine-tuned from scratch every iteration)
+        model: multiple-choice encoder directory for the transformer discriminator (paper: roberta-large)
+        n_distractors: distractors per instance
+        max_iterations: the most iterations (the paper converged after 14)
+        held_out: share of groups held out each iteration
+        max_swaps: most distractors swapped per instance and iteration (swap_rule max)
+        swap_rule: max (up to max_swaps) or hellaswag (0, 1 or 2 by held-out pairwise accuracy)
+        window: convergence: held-out accuracy moves less than epsilon over this many iterations
+        epsilon: convergence tolerance
+        epochs: transformer fine-tuning epochs per iteration
+        lr: transformer learning rate
+        batch_size: transformer batch size
+    """
+    view = instances
     pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in candidates.groupby("instance_id", sort=False)}
     has_pool = view["id"].isin([k for k, v in pools.items() if v])
-    rejected = instances[~has_pool.values].assign(reason="no candidate survived the candidate filter")
+    rejected = instances[~has_pool.values].assign(reason_code="no_candidate",
+                                                  reason="no candidate survived the candidate filter")
     view = view[has_pool.values].reset_index(drop=True)
     vector = None
     if discriminator == "linear-probe":
         vector = vector_lookup(view["context"].tolist() + view["gold"].tolist() + candidates["candidate"].tolist(),
                                embed, ctx)
-    factory = make_discriminator_factory(discriminator, model=model, embed=embed, epochs=epochs, lr=lr,
+    factory = make_discriminator_factory(discriminator, model=model, epochs=epochs, lr=lr,
                                          batch_size=batch_size, seed=seed, vector=vector, ctx=ctx)
     import logging
 
@@ -156,7 +173,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
     rows = []
     for inst in view.itertuples():
         st = state[inst.id]
-        rows.append({"id": inst.id, "dialogue_id": inst.group_id, "gold": inst.gold,
+        rows.append({"id": inst.id, "group_id": inst.group_id, "gold": inst.gold,
                      "distractor_ids": st["distractors"], "distractors": [text[c] for c in st["distractors"]],
                      "distractor_rules": [rule[c] for c in st["distractors"]],
                      "swaps": st["swaps"], "unused_left": len(st["unused"]),

@@ -20,8 +20,8 @@ import pandas as pd
 
 from csk.runtime import StageContext, StageOutput
 from tasks.distractors.adversarial import vector_lookup
-from tasks.distractors.counterfactuals import instance_view
 from tasks.distractors.discriminators import LinearProbe
+from tasks.embed import EmbedSpec
 
 
 def predictability(contexts: list[str], choices: list[list[str]], gold: list[int], vector, *, m: int, t: float,
@@ -70,9 +70,21 @@ def aflite_rounds(contexts, choices, gold, vector, *, n: int = 0, m: int = 64, t
     return removed, history
 
 
-def aflite(mcq: pd.DataFrame, instances: pd.DataFrame, *, embed: dict, seed: int = 0, n: int = 0, m: int = 64,
-           t: float = 0.5, k: int = 500, tau: float = 0.75, ctx: StageContext | None = None) -> StageOutput:
-    view = instance_view(instances).set_index("id").loc[mcq["id"]]
+def aflite(mcq: pd.DataFrame, instances: pd.DataFrame, *, embed: EmbedSpec = EmbedSpec(), seed: int = 0, n: int = 0,
+           m: int = 64, t: float = 0.5, k: int = 500, tau: float = 0.75,
+           ctx: StageContext | None = None) -> StageOutput:
+    """Remove the instances a family of linear probes finds too predictable.
+
+    Args:
+        embed: the frozen sentence embedder of the probes' features
+        seed: seed of the probes' training subsets
+        n: target size: stop when this few instances are left (0: no target)
+        m: linear classifiers per round
+        t: training subset of each classifier: a fraction (< 1) or a count
+        k: most instances removed per round (capped at 5% of those left)
+        tau: predictability at or above which an instance may be removed
+    """
+    view = instances.set_index("id").loc[mcq["id"]]
     contexts = view["context"].tolist()
     choices = [[g] + list(d) for g, d in zip(mcq["gold"], mcq["distractors"])]
     gold = [0] * len(mcq)  # the linear probe scores each choice alone: position carries no signal
@@ -81,6 +93,7 @@ def aflite(mcq: pd.DataFrame, instances: pd.DataFrame, *, embed: dict, seed: int
     drop = np.array([i in removed for i in range(len(mcq))], dtype=bool)
     rejected = mcq[drop].assign(
         predictability=[removed[i][0] for i in range(len(mcq)) if i in removed],
+        reason_code="predictable",
         reason=[f"AF-Lite: predictability {removed[i][0]:.2f} >= {tau} (round {removed[i][1]})"
                 for i in range(len(mcq)) if i in removed])
     return StageOutput(data=mcq[~drop], rejected=rejected, notes={"rounds": history},

@@ -11,10 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from csk import compute
 from csk.errors import ConfigError, ModelError
-from csk.models import model_hash, resolve_model
+from csk.models import resolve_model
+from csk.params import OFF, ModelDir
 from csk.runtime import StageContext, StageOutput
-from tasks.embed import embedder_from_params
+from tasks.embed import EmbedSpec, open_embedder
 from tasks.plots import bar_png
 
 
@@ -32,7 +34,7 @@ def nli_scores(premises: list[str], hypotheses: list[str], path, batch_size: int
     from tqdm.auto import tqdm
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = compute.device()
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     model = AutoModelForSequenceClassification.from_pretrained(str(path), local_files_only=True).to(device).eval()
     id2label = {int(k): v for k, v in model.config.id2label.items()}
@@ -50,28 +52,32 @@ def nli_scores(premises: list[str], hypotheses: list[str], path, batch_size: int
     return (np.concatenate(probs) if probs else np.zeros(0)), labels
 
 
-def candidate_filter(candidates: pd.DataFrame, *, embed: dict, max_similarity: float = 0.9, nli: str = "",
-                     nli_batch_size: int = 32, ctx: StageContext | None = None) -> StageOutput:
+def candidate_filter(candidates: pd.DataFrame, *, embed: EmbedSpec = EmbedSpec(), max_similarity: float = 0.9,
+                     nli: ModelDir = None, nli_batch_size: int = 32, ctx: StageContext | None = None) -> StageOutput:
+    """Keep candidates that are no paraphrase of the gold and that an NLI model says contradict it.
+
+    Args:
+        embed: the sentence embedder of the similarity rule
+        max_similarity: keep only candidates with cosine(candidate, gold) below this
+        nli: NLI model directory (paper: roberta-large-mnli); "off" to apply the similarity rule alone
+        nli_batch_size: premise/hypothesis pairs per NLI batch
+    """
     if not nli:
         raise ConfigError("candidate_filter.nli is not set: give an NLI model directory (e.g. roberta-large-mnli "
                           "saved locally), or set candidate_filter.nli = \"off\" to keep candidates on similarity alone")
-    emb = embedder_from_params(embed, ctx)
-    try:
+    with open_embedder(embed, ctx) as emb:
         gold_v = emb.encode(candidates["gold"].tolist())
         cand_v = emb.encode(candidates["candidate"].tolist())
-        emb.record(ctx)
-    finally:
-        emb.close()
     sim = np.einsum("ij,ij->i", gold_v, cand_v) if len(candidates) else np.zeros(0)
     df = candidates.assign(similarity=sim.astype(float))
-    if nli == "off":
+    if nli == OFF:
         df["contradiction"] = np.nan
         df["nli_label"] = None
         nli_note = "off (explicitly disabled: candidates kept on similarity alone)"
     else:
         path = resolve_model(nli, "NLI model", "candidate_filter.nli")
         if ctx is not None:
-            ctx.record_model("nli", str(path), model_hash(path), kind="sequence-classification")
+            ctx.record_model("nli", str(path), None, kind="sequence-classification")
         p, labels = nli_scores(df["gold"].tolist(), df["candidate"].tolist(), path, nli_batch_size)
         df["contradiction"] = p.astype(float)
         df["nli_label"] = labels
@@ -81,11 +87,13 @@ def candidate_filter(candidates: pd.DataFrame, *, embed: dict, max_similarity: f
         why = []
         if r.similarity >= max_similarity:
             why.append(f"cosine {r.similarity:.3f} >= {max_similarity} with the gold (a paraphrase)")
-        if nli != "off" and "contra" not in str(r.nli_label).lower():
+        if nli != OFF and "contra" not in str(r.nli_label).lower():
             why.append(f"NLI says {r.nli_label} (p_contradiction {r.contradiction:.3f}), not contradiction")
         reasons.append("; ".join(why) or None)
     bad = pd.Series([r is not None for r in reasons], index=df.index)
-    rejected = df[bad].assign(reason=[r for r in reasons if r is not None],
+    rejected = df[bad].assign(reason_code=["paraphrase" if r.startswith("cosine") else "not_contradiction"
+                                           for r in reasons if r is not None],
+                              reason=[r for r in reasons if r is not None],
                               filter=["similarity" if r.startswith("cosine") else "nli" for r in reasons if r is not None])
     counts = {"candidates": len(df), "kept": int((~bad).sum()),
               "rejected_similarity": int(rejected["reason"].str.contains("cosine").sum()) if len(rejected) else 0,

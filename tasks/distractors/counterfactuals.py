@@ -14,38 +14,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from csk import conceptnet
+from csk import compute, conceptnet
 from csk.errors import ConfigError, InputError
 from csk.models import model_hash, resolve_model
+from csk.params import InputPath, ModelDir
 from csk.runtime import StageContext, StageOutput
 from readers.base import iter_json_lines
 from tasks.distractors.lexical import names_in, rewrite_all
 
 PREFIX = "counterfactual: "  # the task prefix the generator is trained with
-
-
-def instance_view(instances: pd.DataFrame) -> pd.DataFrame:
-    """The engine's view of an instance table: id, group (split unit), context, question, gold."""
-    dialogue = instances["dialogue"].map(lambda d: " ".join(list(d)))
-    return pd.DataFrame({
-        "id": instances["id"].astype(str),
-        "group_id": instances["dialogue_id"].astype(str),
-        "question": instances["question"].astype(str),
-        "target": instances["target"].astype(str),
-        "dialogue": dialogue,
-        "context": instances["question"].astype(str) + " " + instances["target"].astype(str) + " " + dialogue,
-        "gold": instances["answer"].astype(str),
-    })
-
-
-def _device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def load_seq2seq(path: Path, device: str):
@@ -61,7 +43,7 @@ def t5_generate(texts: list[str], path: Path, *, num_return: int = 8, num_beams:
     import torch
     from tqdm.auto import tqdm
 
-    device = _device()
+    device = compute.device()
     tok, model = load_seq2seq(path, device)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
     out: list[list[str]] = []
@@ -94,19 +76,34 @@ def read_candidate_file(path: str, known: set[str]) -> dict[str, list[str]]:
     return out
 
 
-def counterfactuals(instances: pd.DataFrame, *, generator: str = "lexical", model: str = "", conceptnet_db: str = "",
-                    max_per_answer: int = 24, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
-                    batch_size: int = 16, candidates: str = "", seed: int = 0,
-                    ctx: StageContext | None = None) -> StageOutput:
-    view = instance_view(instances)
+def counterfactuals(instances: pd.DataFrame, *, generator: Literal["lexical", "t5", "file"] = "lexical",
+                    model: ModelDir = None, conceptnet_db: InputPath = None, max_per_answer: int = 24,
+                    num_return: int = 8, num_beams: int = 8, do_sample: bool = False, batch_size: int = 16,
+                    candidates: InputPath = None, seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
+    """A pool of alternatives to every instance's gold answer (distractors.Instances in).
+
+    Args:
+        generator: lexical (rule-based offline default), t5 (a seq2seq directory in model) or file
+            (candidates from any other generator)
+        model: seq2seq model directory for generator t5 (see csk train-generator)
+        conceptnet_db: conceptnet-lite SQLite database adding antonyms to the lexical rules
+        max_per_answer: lexical pools are subsampled (seeded) above this size
+        num_return: t5 outputs per answer
+        num_beams: t5 beam width
+        do_sample: t5 nucleus sampling instead of beam search
+        batch_size: t5 answers per batch
+        candidates: JSON Lines {"id": instance id, "candidates": [...]} for generator file
+        seed: seed of subsampling and sampling
+    """
+    view = instances
     rows = []
     if generator == "lexical":
         lookup = None
         if conceptnet_db:
             conceptnet.connect(conceptnet_db)
             lookup = conceptnet.antonyms
-        for inst, utterances in zip(view.itertuples(), instances["dialogue"]):
-            names = names_in(list(utterances) + [inst.gold])
+        for inst in view.itertuples():
+            names = names_in(list(inst.passage) + [inst.gold])
             pool = rewrite_all(inst.gold, names, lookup)
             # A deterministic, seeded subsample keeps pools bounded when chains explode.
             if len(pool) > max_per_answer:
@@ -158,7 +155,7 @@ def counterfactuals(instances: pd.DataFrame, *, generator: str = "lexical", mode
     notes.update({"instances": len(view), "instances_without_candidates": int((per == 0).sum()),
                   "mean_pool": float(per.mean()) if len(per) else 0.0})
     empty = per[per == 0].index.tolist()
-    rejected = pd.DataFrame({"id": empty, "reason": f"the {generator} generator produced no alternative to this answer"}) \
+    rejected = pd.DataFrame({"id": empty, "reason_code": "no_candidate", "reason": f"the {generator} generator produced no alternative to this answer"}) \
         if empty else None
     return StageOutput(data=data, rejected=rejected, rows_in=len(view), notes=notes,
                        tables={"pools": [{"measure": k, "value": json.dumps(v) if isinstance(v, str) else v}

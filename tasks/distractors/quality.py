@@ -13,8 +13,8 @@ import pandas as pd
 
 from csk.runtime import StageContext, StageOutput
 from tasks.distractors.adversarial import vector_lookup
-from tasks.distractors.counterfactuals import instance_view
 from tasks.distractors.discriminators import LinearProbe
+from tasks.embed import EmbedSpec
 from tasks.plots import hist_png
 
 
@@ -25,15 +25,20 @@ def probe_accuracy(train: list[int], test: list[int], contexts, choices, correct
     return float(np.mean([int(np.argmax(s)) in correct[i] for i, s in zip(test, scores)]))
 
 
-def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: pd.DataFrame, *, embed: dict,
-                       seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
-    view = instance_view(instances).set_index("id").loc[mcq["id"]].reset_index()
-    inst = instances.set_index("id").loc[mcq["id"]]
+def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: pd.DataFrame, *,
+                       embed: EmbedSpec = EmbedSpec(), seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
+    """Probe accuracy on the rebuilt and the published choices, and distractor-gold similarity.
+
+    Args:
+        embed: the frozen sentence embedder of the probe
+        seed: seed of the half/half split by group
+    """
+    view = instances.set_index("id").loc[mcq["id"]].reset_index()
     contexts = view["context"].tolist()
-    final = [list(c) for c in mcq["Choices"]]
-    final_correct = [set(c) for c in mcq["Correct Answers"]]
-    published = [list(c) if c is not None and len(c) else None for c in inst["choices"]]
-    published_correct = [set(c) for c in inst["correct_answers"]]
+    final = [list(c) for c in mcq["choices"]]
+    final_correct = [set(c) for c in mcq["correct_answers"]]
+    published = [list(c) if c is not None and len(c) else None for c in view["choices"]]
+    published_correct = [set(c) if c is not None else set() for c in view["correct_answers"]]
     texts = contexts + [c for ch in final for c in ch] + [c for ch in published if ch for c in ch]
     vector = vector_lookup(texts, embed, ctx)
     groups = sorted(view["group_id"].unique())

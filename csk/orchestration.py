@@ -1,0 +1,310 @@
+"""Running a pipeline's steps: as a Prefect flow (one materializing task per stage), or dry.
+
+A dataset's flow body is a plain function `steps(run, **options)` that reads as the list of
+construction steps (`run.stage("dedup", filtered, embeddings)`); its settings come from the
+pipeline's config tables, so a step names only its inputs. The same body runs
+
+* in a Prefect flow (`prefect_flow`): each stage a task that declares its output as a Prefect
+  asset with the upstream stages' assets as dependencies, and publishes its counts (the
+  manifests remain the lineage of record: Prefect's asset graph is Cloud-only);
+* dry (`status`): nothing computed, each stage planned against the store: reused, or
+  recomputed and why (the changed parameter, input file, model, code or upstream data).
+
+Prefect is imported only when a flow runs, so configuration errors are reported before it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from csk.errors import CskError
+from csk.pipeline import Pipeline, Stage, get_pipeline
+from csk.runtime import ArtifactRef, Store
+
+log = logging.getLogger("csk")
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A dry run's stand-in for an artifact that would be recomputed (its content is not known yet)."""
+
+    stage: str
+
+
+class PipelineRun:
+    """Runs the stages of one pipeline and records the run for `csk artifacts`."""
+
+    def __init__(self, pipeline: Pipeline, config: Any, store_root: str | Path, dry: bool = False):
+        self.pipeline = pipeline
+        self.config = config
+        self.store = Store(store_root)
+        self.dry = dry
+        self.merge_latest = False  # a partial rerun (e.g. rebuild-distractors) updates the latest run's record
+        self.stages: list[dict] = []
+        if not dry:
+            self.store.clean_stale_tmp()
+
+    # -- what a flow body calls
+    def stage(self, name: str, *inputs: ArtifactRef | Pending, **overrides: Any) -> ArtifactRef | Pending:
+        """Run (or reuse) stage `name` on `inputs`; its settings come from its config table."""
+        stage = self.pipeline.stage(name)
+        params = {k: v.model_dump() if hasattr(v, "model_dump") else v
+                  for k, v in self.pipeline.stage_params(stage, self.config, overrides).items()}
+        if self.dry:
+            return self._plan(stage, params, list(inputs))
+        if inputs:
+            rows = inputs[0].manifest()["rows"]
+            if rows["out"] == 0:
+                raise CskError(
+                    f"stage {inputs[0].stage!r} left no rows ({rows['in']} in, {rows['rejected']} rejected; reasons in "
+                    f"{inputs[0].rejected_path}): nothing for {stage.name!r} to do. Check that stage's settings.")
+        from prefect.assets import materialize
+        from prefect.cache_policies import NONE
+
+        task = materialize(
+            asset_for(self.store, self.pipeline.name, stage.name),
+            asset_deps=[asset_for(self.store, self.pipeline.name, r.stage) for r in inputs],
+            name=stage.name, cache_policy=NONE, persist_result=False,
+        )(_execute)
+        info = task(str(self.store.root), self.pipeline.name, stage.name, params, list(inputs))
+        self.stages.append(info)
+        return ArtifactRef(self.pipeline.name, stage.name, info["key"], info["path"])
+
+    def enabled(self, name: str) -> bool:
+        return self.pipeline.enabled(name, self.config)
+
+    def latest(self) -> dict[str, dict]:
+        """The latest finished run's stages by name (empty when there is none)."""
+        run = self.store.latest_run(self.pipeline.name, required=False)
+        return {e["stage"]: e for e in run["stages"]} if run else {}
+
+    def adopt(self, entry: dict) -> ArtifactRef:
+        """Use an artifact of an earlier run as it is (recorded in this run as reused)."""
+        ref = self.store.ref_from_manifest_entry(self.pipeline.name, entry)
+        if self.store.find(self.pipeline.name, ref.stage, ref.key) is None:
+            raise CskError(f"artifact {ref.stage}/{ref.key} of the latest run is missing from {self.store.root}")
+        if self.dry:
+            self.stages.append({"stage": ref.stage, "status": "reused", "key": ref.key,
+                                "why": "adopted from the latest run"})
+            return ref
+        from prefect import get_run_logger
+
+        get_run_logger().info("%s: reused upstream artifact %s from the latest run", ref.stage, ref.key)
+        self.stages.append({**entry, "reused": True})
+        return ref
+
+    def finish(self) -> list[dict]:
+        from prefect.runtime import flow_run
+
+        run_id = str(flow_run.get_id() or "local")
+        stages = self.stages
+        if self.merge_latest:
+            mine = {s["stage"] for s in self.stages}
+            earlier = [{**s, "reused": True} for s in self.store.latest_run(self.pipeline.name)["stages"]
+                       if s["stage"] not in mine]
+            stages = earlier + self.stages
+        path = self.store.record_run(self.pipeline.name, run_id, stages)
+        reused = [s["stage"] for s in self.stages if s["reused"]]
+        log.info("run recorded in %s; reused: %s", path, ", ".join(reused) or "none")
+        return self.stages
+
+    # -- dry runs
+    def _plan(self, stage: Stage, params: dict, inputs: list) -> ArtifactRef | Pending:
+        waiting = [i.stage for i in inputs if isinstance(i, Pending)]
+        if waiting:
+            self.stages.append({"stage": stage.name, "status": "depends",
+                                "why": f"reused if the recomputed {', '.join(waiting)} output has the same bytes "
+                                       "(early cut-off), else recomputed"})
+            return Pending(stage.name)
+        plan = self.store.plan(self.pipeline.name, stage, params, inputs)
+        found = self.store.find(self.pipeline.name, stage.name, plan.key)
+        if found is not None:
+            self.stages.append({"stage": stage.name, "status": "reused", "key": plan.key, "why": "same key"})
+            return found
+        self.stages.append({"stage": stage.name, "status": "recompute", "key": plan.key,
+                            "why": self._why(stage, plan)})
+        return Pending(stage.name)
+
+    def _why(self, stage: Stage, plan) -> str:
+        before = self.latest().get(stage.name)
+        if before is None:
+            return "never run in this store"
+        ref = self.store.ref_from_manifest_entry(self.pipeline.name, before)
+        try:
+            m = ref.manifest()
+        except OSError:
+            return "the latest run's artifact is missing"
+        reasons = []
+        old, new = _flatten(m.get("params", {})), _flatten(plan.params_json)
+        for k in sorted(set(old) | set(new)):
+            if old.get(k) != new.get(k):
+                reasons.append(f"parameter {k}: {old.get(k)!r} -> {new.get(k)!r}")
+        old_files = {(f["param"], f["path"]): f["sha256"] for f in m.get("files", [])}
+        new_files = {(f["param"], f["path"]): f["sha256"] for f in plan.files}
+        for k in sorted(set(old_files) | set(new_files)):
+            if old_files.get(k) != new_files.get(k):
+                reasons.append(f"input file {k[1]} ({k[0]}) changed")
+        old_models = {mm.get("param"): mm.get("sha256") for mm in m.get("models", []) if mm.get("param")}
+        for mm in plan.models:
+            if old_models.get(mm["param"]) != mm["sha256"]:
+                reasons.append(f"model {mm['param']} ({mm['path']}) changed")
+        if m.get("stage_code") != stage.code_hash():
+            reasons.append("code changed (the stage's module or a project module it uses)")
+        old_inputs = [i.get("data_sha256") for i in m.get("inputs", [])]
+        for i, (ref_in, h) in enumerate(zip(plan.inputs, plan.input_hashes)):
+            if i >= len(old_inputs) or old_inputs[i] != h:
+                reasons.append(f"input {ref_in.stage} has other data")
+        if m.get("stage_version") != stage.version:
+            reasons.append(f"stage version {m.get('stage_version')} -> {stage.version}")
+        return "; ".join(reasons) or "no artifact with this key (the key scheme or an upstream key changed)"
+
+
+def _flatten(d: Any, prefix: str = "") -> dict:
+    if not isinstance(d, dict):
+        return {prefix.rstrip("."): d}
+    out = {}
+    for k, v in d.items():
+        out.update(_flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+# ------------------------------------------------------------------ Prefect tasks
+def _artifact_key(*parts: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
+
+
+def asset_for(store: Store, pipeline: str, stage: str):
+    """One Prefect asset per stage of a store (its content key goes in the manifests)."""
+    from prefect.assets import Asset
+    from prefect.types.names import MAX_ASSET_KEY_LENGTH, RESTRICTED_ASSET_CHARACTERS
+
+    key = f"file://{store.root.as_posix()}/{pipeline}/{stage}"
+    for ch in RESTRICTED_ASSET_CHARACTERS:  # e.g. a space in the store path
+        key = key.replace(ch, "_")
+    if len(key) > MAX_ASSET_KEY_LENGTH:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        key = f"file://{digest}/{pipeline}/{stage}"
+    return Asset(key=key)
+
+
+def _execute(store_root: str, pipeline: str, stage_name: str, params: dict, inputs: list[ArtifactRef]) -> dict:
+    from prefect import get_run_logger
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+    logger = get_run_logger()
+    stage = get_pipeline(pipeline).stage(stage_name)
+    store = Store(store_root)
+    result = store.run(pipeline, stage, params, inputs)
+    ref = result.ref
+    manifest = ref.manifest()
+    rows = manifest["rows"]
+    if result.reused:
+        logger.info("%s: reused %s (key %s, not recomputed)", stage.name, ref.path, ref.key)
+    else:
+        logger.info("%s: computed %s in %.2fs (%d in, %d out, %d rejected)", stage.name, ref.path,
+                    manifest["seconds"], rows["in"], rows["out"], rows["rejected"])
+    # Every run shows what each stage did, reused or not.
+    create_table_artifact(
+        key=_artifact_key(pipeline, stage.name),
+        table=[{"stage": stage.name, "status": "reused" if result.reused else "computed", "key": ref.key,
+                "rows_in": rows["in"], "rows_out": rows["out"], "rows_rejected": rows["rejected"], "path": ref.path}],
+        description=f"{pipeline}/{stage.name}: row counts of artifact {ref.key}",
+    )
+    if not result.reused:
+        for name, table in result.tables.items():
+            create_table_artifact(key=_artifact_key(pipeline, stage.name, name), table=table,
+                                  description=f"{pipeline}/{stage.name}: {name}")
+        pngs = [f for f in manifest.get("outputs", []) if f.endswith(".png")]
+        if pngs:
+            # Inlined as data URIs: the Prefect UI cannot read the artifact store's files.
+            parts = []
+            for p in pngs:
+                data = base64.b64encode(Path(ref.path, p).read_bytes()).decode()
+                parts.append(f"![{p}](data:image/png;base64,{data})\n\n`{Path(ref.path, p)}`")
+            create_markdown_artifact(key=_artifact_key(pipeline, stage.name, "plots"), markdown="\n\n".join(parts),
+                                     description=f"{pipeline}/{stage.name}: plots")
+    return {"stage": stage.name, "key": ref.key, "path": ref.path, "rows": rows, "reused": result.reused}
+
+
+# ------------------------------------------------------------------ flows
+def flow_attribute(pipeline: Pipeline, steps) -> str:
+    """The module attribute a pipeline's flow is reachable by (Prefect deployments import it)."""
+    suffix = "" if steps is pipeline.main else "_" + steps.__name__
+    return f"{pipeline.name}{suffix}_flow".replace("-", "_")
+
+
+_FLOWS: dict[str, Any] = {}
+
+
+def prefect_flow(pipeline: Pipeline, steps=None):
+    """The Prefect flow running `steps` (default: the pipeline's main flow body)."""
+    steps = steps or pipeline.main
+    attr = flow_attribute(pipeline, steps)
+    if attr not in _FLOWS:
+        from prefect import flow
+
+        from csk.config import load_config
+
+        def body(config: str = "pipelines.toml", store: str = "artifacts", overrides: list[str] | None = None,
+                 options: dict | None = None) -> list[dict]:
+            cfg = load_config(config, overrides or [])[pipeline.name]
+            run = PipelineRun(pipeline, cfg, store)
+            steps(run, **(options or {}))
+            return run.finish()
+
+        body.__name__ = body.__qualname__ = attr
+        name = pipeline.name if steps is pipeline.main else f"{pipeline.name}-{steps.__name__.replace('_', '-')}"
+        _FLOWS[attr] = flow(name=name, log_prints=True, description=(steps.__doc__ or "").strip() or None)(body)
+    return _FLOWS[attr]
+
+
+def status(pipeline: Pipeline, config: Any, store: str | Path, steps=None, **options: Any) -> list[dict]:
+    """Which stages a run would reuse and which it would recompute, and why, without running anything."""
+    run = PipelineRun(pipeline, config, store, dry=True)
+    (steps or pipeline.main)(run, **options)
+    return run.stages
+
+
+def preflight(pipeline: Pipeline, config: Any) -> None:
+    """What can be checked before Prefect starts: every configured input path and model of every stage."""
+    from csk.runtime import hash_inputs  # noqa: F401  (same resolution rules as the run)
+    from csk.models import resolve_model
+    from csk.params import typed_inputs, unused
+
+    problems = []
+    for stage in pipeline.stages:
+        if stage.enabled is not None and not pipeline.enabled(stage.name, config):
+            continue
+        values = pipeline.stage_params(stage, config)
+        dumped = {k: (v.model_dump() if hasattr(v, "model_dump") else v) for k, v in values.items()}
+        for setting, kind, value in typed_inputs(stage.params_model, dumped):
+            if unused(value):
+                continue
+            where = f"{pipeline.name}.{stage.config_table}.{setting}" if "." not in setting else f"{pipeline.name}.{setting}"
+            try:
+                if kind == "model":
+                    resolve_model(str(value), "model", where)
+                elif not Path(str(value)).exists():
+                    problems.append(f"  {where}: {value} does not exist")
+            except CskError as exc:
+                problems.append(f"  {exc}")
+    if problems:
+        raise CskError("the configuration names inputs that cannot be used:\n" + "\n".join(dict.fromkeys(problems)))
+
+
+def __getattr__(name: str):
+    """`csk.orchestration.<pipeline>_flow` (and `<pipeline>_<steps>_flow`): the importable Prefect flows."""
+    if name.endswith("_flow") and not name.startswith("_"):
+        from csk.pipeline import discover
+
+        for p in discover().values():
+            for steps in p.flows:
+                if flow_attribute(p, steps) == name:
+                    return prefect_flow(p, steps)
+    raise AttributeError(name)

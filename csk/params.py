@@ -1,0 +1,140 @@
+"""Stage parameters: the signature is the parameter list (scikit-learn's rule).
+
+A stage function's keyword-only parameters, with their types and defaults, ARE its
+parameters; each one's one-line doc is its entry in the docstring's `Args:` section.
+`params_model(fn)` turns them into a pydantic model (unknown keys are errors), so a default
+is written once, where the work is, and pipelines.toml, `csk config` and the artifact key
+all read it from there.
+
+Parameters that name data or a model are typed as such, and the runtime hashes their
+content into the artifact key and records them in the manifest, the same way for every
+stage:
+
+* `InputPath`: a file or a directory of files (sources, releases, candidate files);
+* `ModelDir`: a model directory or `package:NAME` (an installed package shipping one).
+
+Relative paths are resolved against the directory of the pipelines.toml they were read
+from. "" / None mean "not used"; a `ModelDir` may also be "off" where a stage documents it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Callable, Iterator
+
+import docstring_parser
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, create_model
+from pydantic.fields import FieldInfo
+
+OFF = "off"
+
+
+class Input:
+    """Marks a parameter whose content is an input of the stage: "path" (file or directory) or "model"."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"Input({self.kind!r})"
+
+
+def unused(value: Any) -> bool:
+    """A path or model setting that names nothing (not configured, or explicitly off)."""
+    return value is None or value == "" or value == OFF
+
+
+def _resolve_path(value: str | None, info: ValidationInfo) -> str | None:
+    """Relative paths in pipelines.toml are relative to the file itself."""
+    if unused(value) or str(value).startswith("package:"):
+        return value
+    base = (info.context or {}).get("base_dir")
+    p = Path(value).expanduser()
+    if not p.is_absolute() and base is not None:
+        p = Path(base) / p
+    return str(p)
+
+
+InputPath = Annotated[str | None, Input("path"), AfterValidator(_resolve_path)]
+ModelDir = Annotated[str | None, Input("model"), AfterValidator(_resolve_path)]
+
+
+class Params(BaseModel):
+    """Base of every parameter model: unknown keys are errors, defaults are validated too."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, use_attribute_docstrings=True, frozen=True,
+                              protected_namespaces=())
+
+
+# ------------------------------------------------------------------ from a signature
+def field_definitions(fn: Callable, exclude: tuple[str, ...] = ("ctx",)) -> dict[str, tuple[Any, FieldInfo]]:
+    """name -> (annotation, Field(default, description)) of `fn`'s keyword-only parameters."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    docs = {p.arg_name: " ".join(p.description.split()) for p in docstring_parser.parse(fn.__doc__ or "").params
+            if p.description}
+    out = {}
+    for name, p in inspect.signature(fn).parameters.items():
+        if p.kind is not inspect.Parameter.KEYWORD_ONLY or name in exclude:
+            continue
+        if name not in hints:
+            raise TypeError(f"{fn.__module__}.{fn.__qualname__}: parameter {name!r} needs a type annotation")
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        out[name] = (hints[name], Field(default, description=docs.get(name)))
+    return out
+
+
+@lru_cache(maxsize=None)
+def params_model(fn: Callable) -> type[Params]:
+    """The pydantic model of a stage function's parameters."""
+    return create_model(f"{fn.__name__}_params", __base__=Params, **field_definitions(fn))
+
+
+# ------------------------------------------------------------------ typed inputs
+def _input_kind(field: FieldInfo) -> str | None:
+    for meta in field.metadata:
+        if isinstance(meta, Input):
+            return meta.kind
+    return None
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _nested_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def typed_inputs(model: type[BaseModel], values: dict, prefix: str = "") -> Iterator[tuple[str, str, Any]]:
+    """(dotted setting, kind, value) of every InputPath / ModelDir in `values`, nested models included."""
+    for name, field in model.model_fields.items():
+        value = values.get(name) if isinstance(values, dict) else getattr(values, name, None)
+        kind = _input_kind(field)
+        if kind is not None:
+            yield f"{prefix}{name}", kind, value
+            continue
+        nested = _nested_model(field.annotation)
+        if nested is not None and value is not None:
+            sub = value if isinstance(value, dict) else value.model_dump()
+            yield from typed_inputs(nested, sub, f"{prefix}{name}.")
+
+
+def describe(model: type[BaseModel], values: BaseModel | None, prefix: str = "") -> Iterator[dict]:
+    """One row per leaf setting: key, value, default, doc (nested models flattened)."""
+    for name, field in model.model_fields.items():
+        value = getattr(values, name) if values is not None else None
+        nested = _nested_model(field.annotation)
+        if nested is not None and _input_kind(field) is None:
+            default = field.get_default(call_default_factory=True)
+            for row in describe(nested, value, f"{prefix}{name}."):
+                if default is not None:
+                    row["default"] = getattr(default, row["key"].rsplit(".", 1)[-1], row["default"])
+                yield row
+            continue
+        default = field.get_default(call_default_factory=True)
+        yield {"key": f"{prefix}{name}", "value": value, "default": default, "doc": field.description or ""}

@@ -1,0 +1,199 @@
+"""Pipelines: what a dataset declares, and the registry that finds them.
+
+A dataset is a vertical slice: `flows/<name>.py` declares one `PIPELINE = Pipeline(...)`
+(its stages, its settings shared by several stages, its flows and extra commands);
+`tasks/<name>/` holds the stage functions, `data_contracts/<name>.py` the contracts and
+`pipelines.toml` its table. The runtime (this package) finds pipelines only through the
+registry below and knows nothing about any of them.
+
+The pipeline's configuration model is composed, never written: one table per stage holding
+the stage function's own parameters (see `csk.params`), plus the pipeline's shared
+settings (`seed`, `schedule`, `embed`, ...), which are handed to every stage that takes a
+parameter of that name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable
+
+from pydantic import Field, create_model
+
+from csk.errors import ConfigError, CskError
+from csk.params import Params, params_model
+
+
+class PipelineSettings(Params):
+    """Settings every pipeline has."""
+
+    seed: int = 0
+    """seed of every random choice (per-key generators derive from it)"""
+    schedule: str | None = None
+    """cron of `csk schedule PIPELINE`; none: not scheduled"""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A construction step: a function in `tasks/` bound to its contract and lineage link.
+
+    name: the artifact's name (the paper's word for the step).
+    fn: `fn(*input_frames, **params) -> StageOutput`; keyword-only parameters are its settings.
+    contract: qualified contract name, e.g. "cicero.Dialogues" (`data_contracts/cicero.py`).
+    parent_column: column holding the id of the primary input's row each output row came from
+        (None: a source or a summary table).
+    table: the pipelines.toml table of its settings (default: its name).
+    enabled: None: always runs; True/False: the table gets an `enabled` switch with this default.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    contract: str
+    parent_column: str | None = "id"
+    version: str = "1"  # bump when the output's meaning changes without a code change
+    conserves_rows: bool = True  # rows in == out + rejected (False for 1 -> many stages)
+    table: str | None = None
+    enabled: bool | None = None
+
+    @property
+    def params_model(self) -> type[Params]:
+        return params_model(self.fn)
+
+    @property
+    def config_table(self) -> str:
+        return self.table or self.name
+
+    def code_hash(self) -> str:
+        from csk.runtime import stage_code_hash
+
+        return stage_code_hash(self.fn)
+
+
+Steps = Callable[..., None]  # steps(run: PipelineRun, **options): the flow body
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A dataset's pipeline: stages, shared settings, flows (the first is `csk run`'s) and commands."""
+
+    name: str
+    stages: tuple[Stage, ...]
+    flows: tuple[Steps, ...]
+    settings: type[PipelineSettings] = PipelineSettings
+    commands: tuple[Callable, ...] = ()  # extra `csk` commands (typer functions)
+    doc: str = ""
+    units: dict[str, str] = field(default_factory=dict)  # stage -> what its rows are (dialogues, targets ...)
+
+    def __post_init__(self):
+        names = [s.name for s in self.stages]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pipeline {self.name!r}: stage names repeat: {names}")
+
+    def stage(self, name: str) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise CskError(f"pipeline {self.name!r} has no stage {name!r}; its stages: "
+                       f"{', '.join(s.name for s in self.stages)}")
+
+    @property
+    def main(self) -> Steps:
+        return self.flows[0]
+
+    def flow_named(self, name: str) -> Steps:
+        for f in self.flows:
+            if f.__name__.replace("_", "-") == name.replace("_", "-"):
+                return f
+        raise CskError(f"pipeline {self.name!r} has no flow {name!r}")
+
+    @cached_property
+    def config_model(self) -> type[Params]:
+        """Shared settings + one table per stage (its own parameters; `enabled` where switchable)."""
+        shared = set(self.settings.model_fields)
+        tables: dict[str, dict[str, tuple]] = {}
+        for stage in self.stages:
+            from csk.params import field_definitions
+
+            defs = {k: v for k, v in field_definitions(stage.fn).items() if k not in shared}
+            if stage.enabled is not None:
+                defs["enabled"] = (bool, Field(stage.enabled, description=f"run the {stage.name} stage"))
+            table = tables.setdefault(stage.config_table, {})
+            for k, (ann, info) in defs.items():
+                if k in table and table[k][1].default != info.default:
+                    raise ValueError(f"pipeline {self.name!r}: table [{stage.config_table}] gets {k!r} from two "
+                                     f"stages with different defaults ({table[k][1].default!r}, {info.default!r})")
+                table.setdefault(k, (ann, info))
+        fields = {}
+        for tname, defs in tables.items():
+            if not defs:
+                continue
+            if tname in shared:
+                raise ValueError(f"pipeline {self.name!r}: table {tname!r} is also a shared setting")
+            model = create_model(f"{self.name}.{tname}", __base__=Params, **defs)
+            fields[tname] = (model, Field(default_factory=model))
+        return create_model(f"{self.name}", __base__=self.settings, **fields)
+
+    def stage_params(self, stage: Stage, cfg: Params, overrides: dict | None = None) -> dict:
+        """The values a stage runs with: its table, the shared settings it takes, then `overrides`."""
+        wanted = stage.params_model.model_fields
+        values: dict[str, Any] = {k: getattr(cfg, k) for k in self.settings.model_fields if k in wanted}
+        table = getattr(cfg, stage.config_table, None)
+        if table is not None:
+            values.update({k: getattr(table, k) for k in type(table).model_fields if k in wanted})
+        values.update(overrides or {})
+        unknown = set(values) - set(wanted)
+        if unknown:
+            raise CskError(f"stage {stage.name!r} has no parameter {sorted(unknown)}")
+        return values
+
+    def enabled(self, stage: str, cfg: Params) -> bool:
+        s = self.stage(stage)
+        if s.enabled is None:
+            return True
+        return bool(getattr(getattr(cfg, s.config_table), "enabled"))
+
+
+# ------------------------------------------------------------------ registry
+_REGISTRY: dict[str, Pipeline] = {}
+_DISCOVERED = False
+
+
+def register(pipeline: Pipeline) -> Pipeline:
+    """Add a pipeline (a dataset module's PIPELINE is found by `discover`; tests may register their own)."""
+    known = _REGISTRY.get(pipeline.name)
+    if known is not None and known is not pipeline:
+        raise ValueError(f"two pipelines are named {pipeline.name!r}")
+    _REGISTRY[pipeline.name] = pipeline
+    return pipeline
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def discover() -> dict[str, Pipeline]:
+    """Import every module of the `flows` package (and of $CSK_PIPELINES, comma-separated module
+    names) and register the `PIPELINE` each declares."""
+    global _DISCOVERED
+    if not _DISCOVERED:
+        import flows
+
+        names = [f"flows.{m.name}" for m in pkgutil.iter_modules(flows.__path__) if not m.name.startswith("_")]
+        names += [n.strip() for n in os.environ.get("CSK_PIPELINES", "").split(",") if n.strip()]
+        for name in names:
+            module = importlib.import_module(name)
+            pipeline = getattr(module, "PIPELINE", None)
+            if isinstance(pipeline, Pipeline):
+                register(pipeline)
+        _DISCOVERED = True
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_pipeline(name: str) -> Pipeline:
+    known = discover()
+    if name not in known:
+        raise ConfigError(f"unknown pipeline {name!r}; choose one of: {', '.join(known) or '(none registered)'}")
+    return known[name]

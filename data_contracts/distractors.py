@@ -1,0 +1,95 @@
+"""Contracts of the distractor engine (tasks/distractors), shared by every dataset that builds
+multiple-choice items: a dataset maps its data into `Instances` and reads `MultipleChoice`."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pandera.pandas as pa
+from pandera.typing import Series
+
+from data_contracts.common import Contract
+
+
+def _list_or_none(v) -> bool:
+    return v is None or hasattr(v, "__len__")
+
+
+class Instances(Contract):
+    """What the engine needs of an item: `group_id` is the unit no split may cut (a dialogue, a fact);
+    `context` is what a discriminator reads with each choice; `passage` the texts names are taken
+    from; `choices` / `correct_answers` the published options, where the source has them."""
+
+    group_id: Series[str] = pa.Field(str_length={"min_value": 1})
+    context: Series[str]
+    question: Series[str]
+    gold: Series[str] = pa.Field(str_length={"min_value": 1})
+    passage: Series[object]
+    choices: Series[object] = pa.Field(nullable=True)
+    correct_answers: Series[object] = pa.Field(nullable=True)
+
+    @pa.check("passage", name="passage_is_a_list_of_texts")
+    def passage_ok(cls, s):
+        return s.map(lambda v: v is not None and all(isinstance(t, str) for t in v))
+
+
+class Counterfactuals(Contract):
+    """Candidate alternatives to each gold answer, with the generator and rule that made them."""
+
+    instance_id: Series[str]
+    gold: Series[str]
+    candidate: Series[str] = pa.Field(str_length={"min_value": 1})
+    generator: Series[str] = pa.Field(isin=["lexical", "t5", "file"])
+    rule: Series[str]
+
+    @pa.dataframe_check(name="candidate_differs_from_gold")
+    def not_gold(cls, df):
+        return df["candidate"].str.strip().str.lower() != df["gold"].str.strip().str.lower()
+
+
+class Candidates(Counterfactuals):
+    """Candidates kept by the similarity (and NLI) filter: the set N."""
+
+    similarity: Series[float] = pa.Field(le=1.0001)
+    contradiction: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+
+
+class AdversarialChoices(Contract):
+    group_id: Series[str]
+    gold: Series[str]
+    distractor_ids: Series[object]
+    distractors: Series[object]
+    swaps: Series[int] = pa.Field(ge=0)
+
+    @pa.check("distractors", name="at_least_one_distractor")
+    def some(cls, s):
+        return s.map(lambda v: len(v) >= 1)
+
+
+class Verified(Contract):
+    gold: Series[str]
+    distractors: Series[object]
+    verified: Series[bool]
+    correct_distractors: Series[object]
+
+
+class MultipleChoice(Contract):
+    """Shuffled items: `choices` and the indices of the correct ones (the gold's among them)."""
+
+    group_id: Series[str]
+    split: Series[str]
+    choices: Series[object]
+    correct_answers: Series[object]
+    n_correct: Series[int] = pa.Field(ge=1)
+
+    @pa.dataframe_check(name="correct_answers_index_distinct_choices")
+    def indices_ok(cls, df):
+        return pd.Series([bool(len(c)) and all(0 <= i < len(ch) for i in c) and len(set(ch)) == len(ch)
+                          for c, ch in zip(df["correct_answers"], df["choices"])], index=df.index)
+
+
+class DistractorQuality(Contract):
+    """Measured hardness and validity of the final choices (one row per measure)."""
+
+    measure: Series[str]
+    value: Series[float] = pa.Field(nullable=True)
+    note: Series[str]

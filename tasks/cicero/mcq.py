@@ -1,0 +1,43 @@
+"""CICERO's MCQ tasks (SEEDS 1.7): 2.1 single answer (instances with one correct answer) and 2.2
+all answers, per split, in the release's JSON Lines keys; the Parquet uses snake_case names."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from csk import compute
+from csk.runtime import StageOutput
+from tasks.distractors.verification import shuffle_choices
+
+CICERO_KEYS = {"cicero_id": "ID", "dialogue": "Dialogue", "target": "Target", "question": "Question",
+               "choices": "Choices", "human_written_answer": "Human Written Answer",
+               "correct_answers": "Correct Answers"}
+
+
+def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, *splits_input: pd.DataFrame, seed: int = 0) -> StageOutput:
+    """Shuffled items with their release fields, and the 2.1 / 2.2 files per split.
+
+    Args:
+        seed: seed of each item's choice order
+    """
+    ann = annotations.set_index("id")
+    split_of = dict(zip(splits_input[0]["id"], splits_input[0]["split"])) if splits_input else {}
+    rows = []
+    for r in verified.itertuples():
+        a = ann.loc[r.id]
+        choices, gold_at, correct = shuffle_choices(seed, r.id, r.gold, list(r.distractors), list(r.correct_distractors))
+        rows.append({"id": r.id, "group_id": r.group_id, "split": split_of.get(r.id, "all"),
+                     "cicero_id": str(a["cicero_id"]), "dialogue": list(a["dialogue"]), "target": str(a["target"]),
+                     "question": str(a["question"]), "choices": choices, "human_written_answer": [gold_at],
+                     "correct_answers": correct})
+    data = pd.DataFrame(rows)
+    data["n_correct"] = data["correct_answers"].map(len) if len(data) else []
+    files = {}
+    for task, subset in (("2.1_single_answer", data[data["n_correct"] == 1] if len(data) else data),
+                         ("2.2_all_answers", data)):
+        for split, group in subset.groupby("split", sort=True) if len(subset) else []:
+            records = ({key: r[col] for col, key in CICERO_KEYS.items()} for r in group.to_dict(orient="records"))
+            files[f"mcq/{task}/{split}.jsonl"] = compute.jsonl_bytes(records)
+    counts = data.groupby("split").agg(instances=("id", "size"), single_answer=("n_correct", lambda s: int((s == 1).sum())))
+    return StageOutput(data=data, files=files,
+                       tables={"mcq": counts.reset_index().to_dict(orient="records") if len(data) else []})
