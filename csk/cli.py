@@ -146,14 +146,25 @@ def show_config(pipeline: str, config: Path = CONFIG, set_: list[str] = SET,
     if as_json:
         print(json.dumps(rows, indent=2, default=str))
         return
-    table = Table(title=f"{pipeline}: effective settings ({config})")
-    for col in ("key", "value", "default", "doc"):
-        table.add_column(col, overflow="fold")
+    # TOML as pipelines.toml writes it, each key with its doc; a value differing from the default says so.
+    lines, table = [f"# {pipeline}: effective settings from {config}"], None
     for r in rows:
-        changed = r["value"] != r["default"]
-        value = f"[bold]{escape(repr(r['value']))}[/]" if changed else escape(repr(r["value"]))
-        table.add_row(r["key"], value, escape(repr(r["default"])), escape(r["doc"]))
-    console.print(table)
+        head, _, key = r["key"].rpartition(".")
+        if head != table:
+            lines += ["", f"[{head}]"]
+            table = head
+        value = "# unset" if r["value"] is None else _toml(r["value"])
+        note = "" if r["value"] == r["default"] else f"  (default: {_toml(r['default'])})"
+        lines.append(f"{key} = {value}".ljust(40) + f"  # {r['doc']}{note}")
+    print("\n".join(lines))
+
+
+def _toml(value: Any) -> str:
+    if value is None:
+        return '""'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value) if isinstance(value, (str, list)) else str(value)
 
 
 def _short(path: str) -> str:

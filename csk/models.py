@@ -60,7 +60,3 @@ def model_hash(path: str | Path) -> str:
     stamp = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(p.rglob("*")) if f.is_file())
     return _hash_weights(str(p), stamp)
 
-
-def model_fingerprint(spec: str) -> dict:
-    path = resolve_model(spec)
-    return {"spec": spec, "sha256": model_hash(path)}

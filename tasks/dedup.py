@@ -12,7 +12,6 @@ Pairs become a graph; each connected component keeps one dialogue: the first in 
 
 from __future__ import annotations
 
-import networkx as nx
 import numpy as np
 import pandas as pd
 
@@ -98,6 +97,8 @@ def _rescore(x, i, j, threshold):
 def duplicate_groups(n: int, i: np.ndarray, j: np.ndarray, sim: np.ndarray) -> list[dict]:
     """For every row that loses to an earlier one: the kept row, the row linking it and their cosine
     (the kept row itself when they are similar directly, else the closest neighbour in the group)."""
+    import networkx as nx  # imported here: `csk` answers config errors before loading the heavy stack
+
     graph = nx.Graph()
     graph.add_nodes_from(range(n))
     graph.add_weighted_edges_from(zip(i.tolist(), j.tolist(), sim.tolist()))

@@ -83,7 +83,7 @@ def test_cicero_flow_real_dailydialog(prefect_harness, tmp_path, config_copy, re
     store = tmp_path / "artifacts"
     dd = real / "dailydialog" / "dialogues_sample.txt"
     result = _csk("run", "cicero", "--config", config_copy, "--store", store,
-                  "--set", f"cicero.sources.dailydialog={dd}", "--set", f"cicero.sources.mutual={real / 'mutual'}",
+                  "--set", f"cicero.sources.dailydialog={dd}", "--set", f"cicero.sources.mutual={real / 'mutual' / 'dev'}",
                   "--set", f"cicero.sources.dream={real / 'dream' / 'dev_sample.json'}",
                   "--set", f"cicero.annotations.release={real / 'cicero' / 'cicero_v2_val_sample.jsonl'}")
     assert result.exit_code == 0, result.output

@@ -114,7 +114,7 @@ def test_toy_pipeline_runs_end_to_end_and_status_explains(prefect_harness, toy_p
     assert result.exit_code == 0, result.output
     stages = json.loads(_csk("artifacts", "toy", "--store", store, "--json").output)
     assert [(s["stage"], s["rows"]) for s in stages] == [
-        ("read", {"in": 3, "out": 3, "rejected": 0}), ("long_lines", {"in": 3, "out": 1, "rejected": 2})]
+        ("read", {"in": 3, "out": 3, "rejected": 0}), ("long_lines", {"in": 3, "out": 2, "rejected": 1})]
     rejected = pd.read_parquet(Path(stages[1]["path"]) / "rejected.parquet")
     assert list(rejected.columns[:4]) == ["id", "parent_id", "reason_code", "reason"]
     lineage = json.loads(_csk("lineage", "toy", "long_lines", "--row", "line-2", "--store", store, "--json").output)

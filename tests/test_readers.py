@@ -33,7 +33,7 @@ def test_dailydialog_real(real):
 
 
 def test_mutual_real(real):
-    result = read_mutual(real / "mutual")
+    result = read_mutual(real / "mutual" / "dev")
     _check_dialogues(result, "mutual-dev_")
     assert len(result.rows) == 200
     assert result.rows[0]["id"] == "mutual-dev_1"  # natural order: dev_1, dev_2, ... dev_10

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import difflib
 import io
-import json
 import re
 
 import pandas as pd
 
+from csk import compute
 from csk.errors import InputError
 from csk.params import InputPath
 from csk.runtime import StageOutput
@@ -50,10 +50,9 @@ def annotation_tasks(targets: pd.DataFrame, dialogues: pd.DataFrame) -> StageOut
     data["dialogue"] = [render_dialogue(turns[d]) for d in data["dialogue_id"]]
     data["answer"] = ""  # to be written by the annotator
     records = data.to_dict(orient="records")
-    jsonl = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     csv_buf = io.StringIO()
     data.assign(dialogue=["\n".join(d) for d in data["dialogue"]]).to_csv(csv_buf, index=False)
-    return StageOutput(data=data, files={"annotation_tasks.jsonl": jsonl.encode(),
+    return StageOutput(data=data, files={"annotation_tasks.jsonl": compute.jsonl_bytes(records),
                                          "annotation_tasks.csv": csv_buf.getvalue().encode()})
 
 
@@ -124,6 +123,8 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputP
             "answer": answer, "choices": choices, "correct_answers": list(inst["correct_answers"]),
             "human_written_answer": human, **prov})
     data = pd.DataFrame(rows)
+    if len(data):  # an index, absent in v2 releases: integer with nulls, never Arrow's null type
+        data["human_written_answer"] = data["human_written_answer"].astype("Int64")
     counts = {
         "instances": read.records,
         "matched_dialogues": int((~data["dialogue_from_release"]).sum()) if len(data) else 0,

@@ -6,10 +6,10 @@ field. The clipped variant keeps the dialogue up to and including the target.
 
 from __future__ import annotations
 
-import json
 
 import pandas as pd
 
+from csk import compute
 from csk.runtime import StageOutput
 
 SEP = " <sep> "
@@ -66,10 +66,9 @@ def nlg(split_rows: pd.DataFrame, annotations: pd.DataFrame) -> StageOutput:
                                        "references"]).sort_values("id", kind="stable")
     files = {}
     for (task, split), group in data.groupby(["task", "split"], sort=True):
-        lines = "".join(json.dumps({"id": r["id"], "input": r["input"], "output": r["output"],
-                                    "references": list(r["references"])}, ensure_ascii=False) + "\n"
-                        for r in group.to_dict(orient="records"))
-        files[f"nlg/{task}/{split}.jsonl"] = lines.encode()
+        files[f"nlg/{task}/{split}.jsonl"] = compute.jsonl_bytes(
+            {"id": r["id"], "input": r["input"], "output": r["output"], "references": list(r["references"])}
+            for r in group.to_dict(orient="records"))
     counts = data.groupby(["task", "split"]).size().reset_index(name="instances").to_dict(orient="records")
     unused = ann[~ann["id"].isin(set(data["annotation_id"]))]
     rejected = pd.DataFrame({"id": unused["id"], "reason_code": "reaction_not_last_utterance",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
+from csk import compute
 from csk.errors import ConfigError
 from csk.runtime import StageOutput
 
@@ -15,7 +15,7 @@ def assign_splits(sizes: pd.Series, fractions: dict[str, float], seed: int) -> d
     """Shuffle dialogues (seeded) and give each to the split furthest below its share of instances,
     so instance proportions track the fractions while no dialogue is in two splits."""
     ids = sorted(sizes.index)
-    order = np.random.default_rng(seed).permutation(len(ids))
+    order = compute.rng(seed, "splits").permutation(len(ids))
     total = float(sizes.sum())
     filled = {s: 0.0 for s in SPLITS}
     out = {}

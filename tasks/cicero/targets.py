@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-import networkx as nx
 import numpy as np
 import pandas as pd
 
@@ -57,6 +56,8 @@ def textrank(vectors: np.ndarray, damping: float = 0.85) -> np.ndarray:
         return np.ones(1)
     sims = np.clip(vectors @ vectors.T, 0.0, None)
     np.fill_diagonal(sims, 0.0)
+    import networkx as nx
+
     graph = nx.from_numpy_array(sims)
     if graph.size(weight="weight") == 0:
         return np.full(n, 1.0 / n)

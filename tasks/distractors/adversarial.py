@@ -16,6 +16,7 @@ from typing import Callable, Literal
 import numpy as np
 import pandas as pd
 
+from csk import compute
 from csk.errors import ConfigError
 from csk.models import resolve_model
 from csk.params import ModelDir
@@ -38,7 +39,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     state: dict[str, dict] = {}
     for inst in view.itertuples():
         pool = [cid for cid, _ in pools.get(inst.id, [])]
-        rng = np.random.default_rng([seed] + [ord(c) for c in inst.id[-16:]])
+        rng = compute.rng(seed, "af-initial", inst.id)
         order = [pool[i] for i in rng.permutation(len(pool))]
         state[inst.id] = {"distractors": order[:n_distractors], "unused": order[n_distractors:], "swaps": 0,
                           "initial": list(order[:n_distractors])}
@@ -46,7 +47,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     groups = sorted(view["group_id"].unique())
     history: list[dict] = []
     for it in range(max_iterations):
-        rng = np.random.default_rng([seed, it])
+        rng = compute.rng(seed, "af-iteration", it)
         perm = [groups[i] for i in rng.permutation(len(groups))]
         n_held = max(1, int(round(held_out * len(groups))))
         held_groups = set(perm[:n_held])

@@ -18,6 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from csk import compute
 from csk.runtime import StageContext, StageOutput
 from tasks.distractors.adversarial import vector_lookup
 from tasks.distractors.discriminators import LinearProbe
@@ -33,7 +34,7 @@ def predictability(contexts: list[str], choices: list[list[str]], gold: list[int
     seen = np.zeros(n)
     from tqdm.auto import tqdm
 
-    rng = np.random.default_rng(seed)
+    rng = compute.rng(seed, "aflite-subsets")
     for _ in tqdm(range(m), desc="AF-Lite classifiers", disable=n < 2000):
         train = rng.choice(n, size, replace=False)
         held = np.setdiff1d(np.arange(n), train)

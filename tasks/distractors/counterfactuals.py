@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import pandas as pd
 
 from csk import compute, conceptnet
@@ -107,7 +106,7 @@ def counterfactuals(instances: pd.DataFrame, *, generator: Literal["lexical", "t
             pool = rewrite_all(inst.gold, names, lookup)
             # A deterministic, seeded subsample keeps pools bounded when chains explode.
             if len(pool) > max_per_answer:
-                rng = np.random.default_rng([seed, len(inst.id)] + [ord(c) for c in inst.id[-8:]])
+                rng = compute.rng(seed, "counterfactual-subsample", inst.id)
                 pool = [pool[i] for i in sorted(rng.choice(len(pool), max_per_answer, replace=False))]
             for k, (rule, text) in enumerate(pool):
                 rows.append({"instance_id": inst.id, "gold": inst.gold, "candidate": text, "generator": "lexical",

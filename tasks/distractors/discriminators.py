@@ -14,6 +14,8 @@ from typing import Callable
 
 import numpy as np
 
+from csk import compute
+
 
 class LinearProbe:
     name = "linear-probe"
@@ -49,7 +51,6 @@ class TransformerMC:
 
     def __init__(self, model_dir: str, epochs: int = 3, lr: float = 1e-5, batch_size: int = 8, max_length: int = 256,
                  seed: int = 0, device: str | None = None, weight_decay: float = 0.01, warmup: float = 0.1):
-        import torch
 
         self.model_dir = str(model_dir)
         self.epochs = epochs
@@ -59,7 +60,7 @@ class TransformerMC:
         self.seed = seed
         self.weight_decay = weight_decay
         self.warmup = warmup
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = device or compute.device()
         self.model = None
         self.tokenizer = None
         self.fits = 0
@@ -99,7 +100,7 @@ class TransformerMC:
         opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         steps = self.epochs * ((len(contexts) + self.batch_size - 1) // self.batch_size)
         sched = get_linear_schedule_with_warmup(opt, int(self.warmup * steps), max(steps, 1))
-        rng = np.random.default_rng(self.seed)
+        rng = compute.rng(self.seed, "mc-batches", self.fits)
         self.model.train()
         bar = tqdm(total=steps, desc="AF discriminator", disable=steps < 50)
         for _ in range(self.epochs):

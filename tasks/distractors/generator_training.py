@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 
+from csk import compute
 from csk.errors import InputError
 from csk.models import resolve_model
 from readers.base import iter_json_lines
@@ -55,12 +55,12 @@ def train(base: str | Path, out: str | Path, pairs: list[tuple[str, str, str]], 
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     path = resolve_model(str(base), "generator base model", "--base")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = compute.device()
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     model = AutoModelForSeq2SeqLM.from_pretrained(str(path), local_files_only=True).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
-    rng = np.random.default_rng(seed)
+    rng = compute.rng(seed, "generator-training")
     total = epochs * ((len(pairs) + batch_size - 1) // batch_size)
     if max_steps:
         total = min(total, max_steps)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from csk import compute
 from csk.runtime import StageContext, StageOutput
 from tasks.distractors.adversarial import vector_lookup
 from tasks.distractors.discriminators import LinearProbe
@@ -42,7 +43,7 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
     texts = contexts + [c for ch in final for c in ch] + [c for ch in published if ch for c in ch]
     vector = vector_lookup(texts, embed, ctx)
     groups = sorted(view["group_id"].unique())
-    rng = np.random.default_rng(seed)
+    rng = compute.rng(seed, "quality-halves")
     half = set(groups[i] for i in rng.permutation(len(groups))[: len(groups) // 2])
     a = [i for i, g in enumerate(view["group_id"]) if g in half]
     b = [i for i, g in enumerate(view["group_id"]) if g not in half]
