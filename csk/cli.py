@@ -93,11 +93,12 @@ def run_flow(pipeline: str, steps, config: Path, store: Path, overrides: list[st
 
 @app.command()
 def run(pipeline: str, config: Path = CONFIG, store: Path = STORE, set_: list[str] = SET,
-        lenient: bool = typer.Option(False, "--lenient", help="reject malformed source records with a reason "
-                                     "instead of stopping at the first one")) -> None:
+        strict: Optional[bool] = typer.Option(None, "--strict/--lenient", help="strict: stop at the first malformed "
+                                              "source record, naming file and record; lenient (the default): "
+                                              "reject it with its reason and go on")) -> None:
     """Run a pipeline's Prefect flow end to end (finished stages are reused)."""
-    if lenient:
-        set_ = [*set_, f"{pipeline}.sources.lenient=true"]
+    if strict is not None:
+        set_ = [*set_, f"{pipeline}.sources.lenient={'false' if strict else 'true'}"]
     try:
         from csk.pipeline import get_pipeline
 

@@ -21,7 +21,20 @@ def build_db(dump: str | Path, db: str | Path) -> Path:
     dump, db = Path(dump), Path(db)
     if not dump.is_file():
         raise InputError(str(dump), None, "ConceptNet assertions dump not found")
-    n = sum(1 for _ in open(dump, encoding="utf-8"))
+    if dump.suffix == ".gz":  # conceptnet-lite's loader reads plain text: decompress beside the database
+        import gzip
+        import shutil
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(dir=db.parent, suffix=".csv", delete=False) as tmp:
+            with gzip.open(dump, "rb") as src:
+                shutil.copyfileobj(src, tmp)
+        try:
+            return build_db(tmp.name, db)
+        finally:
+            Path(tmp.name).unlink(missing_ok=True)
+    with open(dump, "rb") as f:
+        n = sum(1 for _ in f)
     load_dump_to_db(dump_path=dump, db_path=db, edge_count=n, delete_dump=False)
     return db
 

@@ -93,17 +93,23 @@ def speaker_letters(raw_speakers: list[str]) -> list[str]:
     return out
 
 
-def dialogue_row(dialogue_id: str, source: str, speakers: list[str], texts: list[str], raw_speakers: list[str],
-                 path: Path, record: int, locator: str) -> dict:
-    if not texts:
-        raise RecordError("empty dialogue")
-    for i, t in enumerate(texts):
-        if not t.strip():
-            raise RecordError(f"empty utterance {i + 1}")
+def dialogue_row(dialogue_id: str, source: str, speakers: list[str] | None, texts: list[str],
+                 raw_speakers: list[str], path: Path, record: int, locator: str) -> dict:
+    """A dialogue with its provenance. A turn with no text (DREAM test item "O:") says nothing: it is
+    dropped, and counted in `empty_turns_dropped`."""
+    keep = [i for i, t in enumerate(texts) if t.strip()]
+    if not keep:
+        raise RecordError("empty dialogue" if not texts else "every utterance is empty")
+    if speakers is None:  # letters in order of first appearance among the turns kept
+        speakers = [""] * len(texts)
+        for i, letter in zip(keep, speaker_letters([raw_speakers[i] for i in keep])):
+            speakers[i] = letter
+    kept = [(speakers[i], texts[i].strip(), raw_speakers[i]) for i in keep]
     return {
         "id": dialogue_id,
         "source": source,
-        "turns": [{"speaker": s, "text": t, "raw_speaker": r} for s, t, r in zip(speakers, texts, raw_speakers)],
+        "turns": [{"speaker": s, "text": t, "raw_speaker": r} for s, t, r in kept],
+        "empty_turns_dropped": len(texts) - len(kept),
         "source_file": str(path),
         "source_record": record,
         "source_locator": locator,

@@ -53,7 +53,7 @@ def read_conceptnet_assertions(path: str | Path, relations: list[str] | None = N
                 except json.JSONDecodeError as exc:
                     raise RecordError(f"malformed JSON info: {exc.msg}") from None
                 result.records += 1
-                result.rows.append({"id": f"cn-{n}", "relation": rel.split("/")[2], "head": head, "tail": tail,
+                result.rows.append({"id": f"cn-{n}", "relation": rel[len("/r/"):], "head": head, "tail": tail,
                                     "start_uri": start, "end_uri": end, "weight": float(meta.get("weight", 1.0)),
                                     "dataset": str(meta.get("dataset", "")), "source_file": str(path),
                                     "source_record": n, "source_locator": locator})

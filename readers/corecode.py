@@ -12,6 +12,12 @@ from readers.base import ReadResult, RecordError, handle_bad, json_line_records,
 OPTION = re.compile(r"^\(([a-z]|\d+)\)$")
 
 
+def _label_order(label: str) -> tuple:
+    """(a) < (b) < ... and (1) < (2) < ... < (10): numbers compare as numbers, not strings."""
+    inner = label[1:-1]
+    return (0, int(inner), "") if inner.isdigit() else (1, 0, inner)
+
+
 def _turn(utterance: str) -> dict:
     head, sep, text = utterance.partition(":")
     if not sep or head.strip() not in {"A", "B"}:
@@ -34,6 +40,7 @@ def read_corecode(path: str | Path, lenient: bool = False) -> ReadResult:
             if not isinstance(obj["dialogue"], list) or not obj["dialogue"]:
                 raise RecordError("'dialogue' must be a non-empty list")
             options = {k: str(v) for k, v in obj.items() if OPTION.match(k)}
+            labels = sorted(options, key=_label_order)
             answer = obj["answer"]
             if options:
                 if not (isinstance(answer, list) and len(answer) == 2 and answer[0] in options):
@@ -44,7 +51,7 @@ def read_corecode(path: str | Path, lenient: bool = False) -> ReadResult:
             result.rows.append({
                 "id": f"corecode-{path.stem}-{n:06d}", "item_id": str(obj["id"]),
                 "turns": [_turn(u) for u in obj["dialogue"]], "question": str(obj["question"]),
-                "options": [options[k] for k in sorted(options)], "option_labels": sorted(options),
+                "options": [options[k] for k in labels], "option_labels": labels,
                 "answer_label": answer_label, "answer": answer_text,
                 "source_file": str(path), "source_record": n, "source_locator": locator})
         except RecordError as exc:

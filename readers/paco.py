@@ -42,7 +42,7 @@ def read_paco_nli(path: str | Path, lenient: bool = False) -> ReadResult:
         result.records += 1
         locator = f"line {n}"
         try:
-            if None in row.values() or row.get(None):
+            if None in row or None in row.values():
                 raise RecordError("wrong number of columns")
             if row["label"].strip() not in {"0", "1"}:
                 raise RecordError(f"label must be 0 or 1, got {row['label']!r}")
@@ -65,6 +65,8 @@ def read_paco_gen(path: str | Path, lenient: bool = False) -> ReadResult:
         result.records += 1
         locator = f"line {n}"
         try:
+            if None in row:
+                raise RecordError(f"more columns than the header ({len(row[None])} extra)")
             prompt = (row.get("prompt") or "").strip()
             question = next((q for q in QUESTIONS if prompt.endswith(q)), None)
             if question is None:

@@ -12,8 +12,9 @@ from readers import ReadResult
 
 
 def read_sources(readers: dict[str, Callable[..., ReadResult]], paths: dict[str, str | None],
-                 lenient: bool) -> StageOutput:
-    """Run each configured reader; rows with provenance out, malformed records rejected (lenient)."""
+                 lenient: bool, dyadic_only: bool = False) -> StageOutput:
+    """Run each configured reader; rows with provenance out, malformed records rejected (lenient),
+    and with `dyadic_only` every dialogue without exactly two speakers rejected as `not_dyadic`."""
     total = ReadResult()
     used = {}
     for name, reader in readers.items():
@@ -27,5 +28,16 @@ def read_sources(readers: dict[str, Callable[..., ReadResult]], paths: dict[str,
     if not used:
         raise ConfigError(f"no source configured: set at least one of {', '.join(readers)}")
     data = pd.DataFrame(total.rows)
-    rejected = pd.DataFrame(total.rejected) if total.rejected else None
-    return StageOutput(data=data, rejected=rejected, rows_in=total.records, notes={"sources": used})
+    rejected = [pd.DataFrame(total.rejected)] if total.rejected else []
+    if dyadic_only and len(data):
+        speakers = data["turns"].map(lambda turns: len({t["speaker"] for t in turns}))
+        multi = speakers != 2
+        rejected.append(data[multi].assign(
+            reason_code="not_dyadic",
+            reason=[f"{k} speaker{'s' if k != 1 else ''}, not two: the sources are dyadic dialogues"
+                    for k in speakers[multi]]))
+        for name, n in data[multi].groupby("source").size().items():
+            used[name]["not_dyadic"] = int(n)
+        data = data[~multi]
+    return StageOutput(data=data, rejected=pd.concat(rejected, ignore_index=True) if rejected else None,
+                       rows_in=total.records, notes={"sources": used})

@@ -101,13 +101,13 @@ def test_bad_input_fails_cleanly_without_artifact(prefect_harness, tmp_path, con
     bad = tmp_path / "bad.txt"
     bad.write_text("Fine words in a line . __eou__ And more words . __eou__\nno marker\n")
     store = tmp_path / "artifacts"
-    result = _csk("run", "cicero", "--config", config_copy, "--store", store,
+    result = _csk("run", "cicero", "--config", config_copy, "--store", store, "--strict",
                   "--set", f"cicero.sources.dailydialog={bad}")
     assert result.exit_code == 1
     assert "bad.txt, record line 2" in result.output
     assert not (store / "cicero" / "sources").exists()
 
-    lenient = _csk("run", "cicero", "--config", config_copy, "--store", store, "--lenient",
+    lenient = _csk("run", "cicero", "--config", config_copy, "--store", store,  # lenient is the default
                    "--set", f"cicero.sources.dailydialog={bad}")
     assert lenient.exit_code == 0, lenient.output
     src = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}["sources"]

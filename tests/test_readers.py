@@ -8,18 +8,19 @@ import pytest
 
 from csk.errors import InputError
 from readers import read_cicero_release, read_dailydialog, read_dream, read_mutual
-from readers.mutual import parse_article
+from readers.base import RecordError
+from readers.mutual import parse_article, utterances
 from tests.conftest import SAMPLE
 
 
-def _check_dialogues(result, prefix):
+def _check_dialogues(result, prefix, first_is_a=True):
     assert result.rows and not result.rejected
     assert result.records == len(result.rows)
     ids = [r["id"] for r in result.rows]
     assert len(set(ids)) == len(ids) and all(i.startswith(prefix) for i in ids)
     for r in result.rows:
         assert r["turns"] and all(t["text"].strip() and t["speaker"] in "ABCDEF" for t in r["turns"])
-        assert r["turns"][0]["speaker"] == "A"
+        assert r["turns"][0]["speaker"] == "A" or not first_is_a
 
 
 def test_dailydialog_real(real):
@@ -34,12 +35,26 @@ def test_dailydialog_real(real):
 
 def test_mutual_real(real):
     result = read_mutual(real / "mutual" / "dev")
-    _check_dialogues(result, "mutual-dev_")
+    _check_dialogues(result, "mutual-dev_", first_is_a=False)  # m -> A, f -> B, whoever speaks first
     assert len(result.rows) == 200
     assert result.rows[0]["id"] == "mutual-dev_1"  # natural order: dev_1, dev_2, ... dev_10
     assert result.rows[1]["id"] == "mutual-dev_2"
     raw = {t["raw_speaker"] for r in result.rows for t in r["turns"]}
     assert raw <= {"m", "f"}
+    assert all(t["speaker"] == {"m": "A", "f": "B"}[t["raw_speaker"]] for r in result.rows for t in r["turns"])
+
+
+def test_mutual_utterances_are_cicero_s(real):
+    """The 40 MuTual train dialogues of the real CICERO sample: reading their source files gives the
+    released `Dialogue`, utterance for utterance and letter for letter."""
+    released = {}
+    for line in open(real / "cicero" / "cicero_v2_val_mutual.jsonl"):
+        obj = json.loads(line)
+        released.setdefault(obj["ID"], obj["Dialogue"])
+    rebuilt = [[f"{t['speaker']}: {t['text']}" for t in r["turns"]]
+               for r in read_mutual(real / "mutual" / "for_cicero").rows]
+    assert len(rebuilt) == 40 == len(released)
+    assert sorted(map(tuple, rebuilt)) == sorted(map(tuple, released.values()))
 
 
 def test_dream_real(real):
@@ -73,12 +88,37 @@ def test_bundled_sample_readers():
     for reader, path, prefix in ((read_dailydialog, SAMPLE / "dailydialog" / "dialogues_text.txt", "dailydialog-"),
                                  (read_mutual, SAMPLE / "mutual", "mutual-"),
                                  (read_dream, SAMPLE / "dream" / "dev.json", "dream-")):
-        _check_dialogues(reader(path), prefix)
+        _check_dialogues(reader(path), prefix, first_is_a=reader is not read_mutual)
 
 
 def test_mutual_article_turns():
     raw, texts = parse_article("m : hello , how are you ? f : fine . m : good .")
     assert raw == ["m", "f", "m"] and texts == ["hello , how are you ?", "fine .", "good ."]
+
+
+def test_mutual_sentences_and_letters():
+    letters, texts, _ = utterances("f : good morning . come in ! m : i 'm in room 908. can you help ? thanks")
+    assert letters == ["B", "B", "A", "A"]
+    assert texts == ["good morning .", "come in !", "i 'm in room 908. can you help ?", "thanks"]
+    with pytest.raises(RecordError, match="ambiguous speaker marker 'm ; f :'"):
+        utterances("m ; f : amelia , what do you do ? m ; f : i plan weddings .")
+
+
+def test_irregular_records_are_handled_or_rejected(tmp_path):
+    """An empty turn (DREAM test "O:") is dropped and counted; an ambiguous MuTual marker is a rejected
+    record in the default (lenient) mode and an error naming file and record in strict mode."""
+    dream = tmp_path / "dream.json"
+    dream.write_text(json.dumps([[["M: What a beautiful necklace!", "W: My boyfriend bought it.", "O:"], [], "21-79"]]))
+    row = read_dream(dream).rows[0]
+    assert [t["speaker"] for t in row["turns"]] == ["A", "B"] and row["empty_turns_dropped"] == 1
+    d = tmp_path / "mutual"
+    d.mkdir()
+    (d / "train_234.txt").write_text(json.dumps({"article": "m ; f : amelia , what do you do ?", "id": "train_234"}))
+    (d / "train_1.txt").write_text(json.dumps({"article": "m : hi there . f : hello .", "id": "train_1"}))
+    lenient = read_mutual(d, lenient=True)
+    assert len(lenient.rows) == 1 and "ambiguous speaker marker" in lenient.rejected[0]["reason"]
+    with pytest.raises(InputError, match="train_234.txt, record file: ambiguous"):
+        read_mutual(d)
 
 
 # ---------------------------------------------------------------- bad input
@@ -100,7 +140,7 @@ def test_malformed_dailydialog_line_names_line(tmp_path):
 def test_empty_dialogue_and_bad_utf8(tmp_path):
     p = tmp_path / "d.txt"
     p.write_bytes(b"Fine . __eou__\n __eou__\nBad \xff byte . __eou__\n")
-    with pytest.raises(InputError, match="record line 2: empty"):
+    with pytest.raises(InputError, match="record line 2: (empty|every utterance)"):
         read_dailydialog(p)
     lenient = read_dailydialog(p, lenient=True)
     reasons = sorted(r["reason"] for r in lenient.rejected)

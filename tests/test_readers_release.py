@@ -35,8 +35,13 @@ def test_deco_real(real):
     r = read_deco(real / "deco" / "deco_train.json")
     assert len(r.rows) == 200 and not r.rejected
     assert sum(x["for_dev"] for x in r.rows) == 40  # the released train marks 40 as dev
-    assert all(1 <= len(x["history"]) <= 4 and 1 <= x["event_cs"] <= 5 for x in r.rows)
+    # every history keeps its 4 slots, empty ones too (the window length is part of the sample)
+    assert all(len(x["history"]) == 4 and 1 <= len(x["history_utterances"]) <= 4 for x in r.rows)
+    assert any("" in x["history"] for x in r.rows)
+    assert all(1 <= x["event_cs"] <= 5 and 1 <= x["general_cs"] <= 5 and len(x["general_cs_raw"]) == 3 for x in r.rows)
     assert any(x["tuples_single"] for x in r.rows)
+    relations = {t[1] for x in r.rows for t in x["tuples_single"] + x["tuples_pair"]}
+    assert "isAfter" in relations and "IsAfter" not in relations  # one spelling
 
 
 def test_conceptnet_dump_selection(tmp_path):
@@ -47,6 +52,9 @@ def test_conceptnet_dump_selection(tmp_path):
         "/a/[/r/IsA/,/c/en/cat/,/c/en/pet/]\t/r/IsA\t/c/en/cat\t/c/en/pet\t{\"weight\": 1.0}\n"
         "/a/[/r/Causes/,/c/en/ice_cream/,/c/en/joy/]\t/r/Causes\t/c/en/ice_cream\t/c/en/joy\t{}\n")
     r = read_conceptnet_assertions(dump, relations=["UsedFor", "Desires", "Causes"])
+    dbpedia = tmp_path / "dbpedia.csv"
+    dbpedia.write_text("/a/x\t/r/dbpedia/genre\t/c/en/jazz_album\t/c/en/jazz\t{}\n")
+    assert read_conceptnet_assertions(dbpedia).rows[0]["relation"] == "dbpedia/genre"  # the full name
     assert [(x["relation"], x["head"], x["tail"], x["weight"]) for x in r.rows] == [
         ("UsedFor", "pillow", "sleep", 2.0), ("Causes", "ice cream", "joy", 1.0)]
     assert r.skipped == {"other language": 1, "other relation": 1} and r.rows[1]["source_locator"] == "line 4"
@@ -75,3 +83,16 @@ def test_malformed_release_records(tmp_path):
                                  "tuples_single": [["a", "Likes", "b"]]}]))
     with pytest.raises(InputError, match="record item 0: unknown relation 'Likes'"):
         read_deco(deco)
+    gen = tmp_path / "gen.csv"
+    gen.write_text("prompt,refs_0,refs_1,refs_2\nA fact. What makes this possible?,a,b,c,EXTRA\n")
+    rejected = read_paco_gen(gen, lenient=True).rejected
+    assert len(rejected) == 1 and "more columns than the header" in rejected[0]["reason"]
+    with pytest.raises(InputError, match="gen.csv, record line 2: more columns"):
+        read_paco_gen(gen)
+    many = tmp_path / "many.jsonl"
+    options = {f"({k})": f"o{k}" for k in range(1, 12)}
+    many.write_text(json.dumps({"id": 1, "dialogue": ["A: x"], "question": "q", **options,
+                                "answer": ["(10)", "o10"]}) + "\n")
+    row = read_corecode(many).rows[0]
+    assert row["option_labels"][:3] == ["(1)", "(2)", "(3)"] and row["option_labels"][9] == "(10)"
+    assert row["options"][9] == "o10"

@@ -75,7 +75,7 @@ def locate_target(target: str, turns) -> tuple[int | None, str]:
 
 
 def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputPath = None,
-                lenient: bool = False) -> StageOutput:
+                lenient: bool = True) -> StageOutput:
     """One row per released instance, joined to the pipeline's dialogue, target and task.
 
     Args:
@@ -138,7 +138,7 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputP
                        tables={"matching": [{"measure": k, "count": v} for k, v in counts.items()]})
 
 
-def release_instances(*, release: InputPath = None, lenient: bool = False) -> StageOutput:
+def release_instances(*, release: InputPath = None, lenient: bool = True) -> StageOutput:
     """A released CICERO file alone as the instance table (no source corpora): every dialogue is
     taken from the file; the gold answer is `Human Written Answer` (v1) or the first of the
     `Correct Answers` (v2).

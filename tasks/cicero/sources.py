@@ -11,13 +11,18 @@ READERS = {"dailydialog": read_dailydialog, "mutual": read_mutual, "dream": read
 
 
 def sources(*, dailydialog: InputPath = None, mutual: InputPath = None, dream: InputPath = None,
-            lenient: bool = False) -> StageOutput:
-    """One dialogues table from the three corpora; speakers relabelled A, B in order of appearance.
+            lenient: bool = True, dyadic_only: bool = True) -> StageOutput:
+    """One dialogues table from the three corpora, as CICERO built its dialogues: DailyDialog
+    speakers alternate from A; MuTual turns split into sentences, m -> A, f -> B; DREAM speakers
+    lettered in order of appearance.
 
     Args:
         dailydialog: DailyDialog dialogues_text.txt (one dialogue per line, utterances ending in __eou__)
         mutual: directory of MuTual dialogues (one JSON object per file)
         dream: DREAM JSON file (a list of [turns, questions, id])
-        lenient: reject malformed records with a reason instead of stopping at the first one
+        lenient: reject a malformed record with its reason and go on (real corpora have some); false:
+            stop at the first one, naming file and record
+        dyadic_only: reject dialogues without exactly two speakers (CICERO's sources are dyadic)
     """
-    return read_sources(READERS, {"dailydialog": dailydialog, "mutual": mutual, "dream": dream}, lenient)
+    return read_sources(READERS, {"dailydialog": dailydialog, "mutual": mutual, "dream": dream}, lenient,
+                        dyadic_only)
