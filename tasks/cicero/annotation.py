@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import io
+import logging
 import re
 
 import pandas as pd
@@ -75,13 +76,16 @@ def locate_target(target: str, turns) -> tuple[int | None, str]:
 
 
 def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputPath = None,
-                lenient: bool = True) -> StageOutput:
+                lenient: bool = True, allow_unmatched: bool = False) -> StageOutput:
     """One row per released instance, joined to the pipeline's dialogue, target and task.
 
     Args:
         release: CICERO release JSON Lines (v1 or v2) holding the human answers; unset: the flow stops
             after the annotation task export
         lenient: reject malformed release lines with a reason instead of failing
+        allow_unmatched: accept a release none of whose dialogues is among the rebuilt ones (every
+            dialogue is then taken from the file); by default that is an error, since it means the
+            release and the sources do not belong together
     """
     if not release:
         raise InputError("cicero.annotations.release", None, "no annotation file configured")
@@ -125,6 +129,17 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputP
     data = pd.DataFrame(rows)
     if len(data):  # an index, absent in v2 releases: integer with nulls, never Arrow's null type
         data["human_written_answer"] = data["human_written_answer"].astype("Int64")
+    match = match_rates(data)
+    log = logging.getLogger("csk")
+    for corpus, m in match.items():
+        log.info("annotations: %s: %d of %d released dialogues matched rebuilt ones (%.1f%%)", corpus,
+                 m["matched"], m["dialogues"], 100 * m["rate"])
+    matched_any = any(m["matched"] for m in match.values())
+    if len(dialogues) and len(data) and not matched_any and not allow_unmatched:
+        raise InputError(str(release), None, f"none of its {sum(m['dialogues'] for m in match.values())} dialogues "
+                         f"matches one of the {len(dialogues)} rebuilt dialogues: the release does not belong to "
+                         "these sources. Point cicero.annotations.release at the release of these sources, or set "
+                         "cicero.annotations.allow_unmatched = true to take every dialogue from the file")
     counts = {
         "instances": read.records,
         "matched_dialogues": int((~data["dialogue_from_release"]).sum()) if len(data) else 0,
@@ -134,8 +149,18 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputP
         "rejected": len(rejected),
     }
     return StageOutput(data=data, rejected=pd.DataFrame(rejected) if rejected else None, rows_in=read.records,
-                       notes={"release": str(release), "counts": counts},
-                       tables={"matching": [{"measure": k, "count": v} for k, v in counts.items()]})
+                       notes={"release": str(release), "counts": counts, "match_rates": match},
+                       tables={"matching": [{"measure": k, "count": v} for k, v in counts.items()],
+                               "match_rates": [{"corpus": c, **m} for c, m in match.items()]})
+
+
+def match_rates(data: pd.DataFrame) -> dict[str, dict]:
+    """Per source corpus: released dialogues, how many matched a rebuilt dialogue, and the share."""
+    if not len(data):
+        return {}
+    per = data.drop_duplicates("cicero_id").groupby("corpus")["dialogue_from_release"]
+    return {str(c): {"dialogues": int(len(s)), "matched": int((~s).sum()), "rate": float((~s).mean())}
+            for c, s in per}
 
 
 def release_instances(*, release: InputPath = None, lenient: bool = True) -> StageOutput:

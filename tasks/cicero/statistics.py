@@ -9,6 +9,7 @@ from csk.runtime import StageOutput
 from tasks.plots import figure, png
 
 PAPER_DIALOGUES = {"dailydialog": 3280, "mutual": 1640, "dream": 753}
+PAPER_TARGETS_PER_DIALOGUE = 28066 / 5672  # unique target utterances per dialogue in the release (4.95)
 PAPER_TYPE_SHARES = {"subsequent_event": 0.80, "cause_and_prerequisite": 0.60, "cause_only": 0.28,
                      "prerequisite_only": 0.12}
 
@@ -42,7 +43,7 @@ def _plot(per_stage: pd.DataFrame, hist: pd.Series, shares: dict[str, float]) ->
 
 
 def statistics(sources: pd.DataFrame, filtered: pd.DataFrame, deduped: pd.DataFrame, targets: pd.DataFrame,
-               splits: pd.DataFrame | None = None) -> StageOutput:
+               splits: pd.DataFrame | None = None, annotations: pd.DataFrame | None = None) -> StageOutput:
     rows = []
     stages = {"sources": sources, "length_filter": filtered, "dedup": deduped}
     per_stage = pd.DataFrame({name: df.groupby("source").size() for name, df in stages.items()}).fillna(0)
@@ -54,6 +55,9 @@ def statistics(sources: pd.DataFrame, filtered: pd.DataFrame, deduped: pd.DataFr
                          "paper": float(PAPER_DIALOGUES[source]) if stage == "dedup" and source in PAPER_DIALOGUES else None})
     per_dialogue = targets.groupby("dialogue_id")["utterance_index"].nunique()
     hist = per_dialogue.value_counts().sort_index()
+    rows.append({"id": "targets_per_dialogue/mean", "measure": "unique_targets_per_dialogue", "stage": "targets",
+                 "group": "mean", "value": float(per_dialogue.mean()) if len(per_dialogue) else float("nan"),
+                 "paper": PAPER_TARGETS_PER_DIALOGUE})
     for k, n in hist.items():
         rows.append({"id": f"targets_per_dialogue/{k}", "measure": "targets_per_dialogue", "stage": "targets",
                      "group": str(k), "value": float(n), "paper": None})
@@ -69,6 +73,10 @@ def statistics(sources: pd.DataFrame, filtered: pd.DataFrame, deduped: pd.DataFr
             paper = {"train": 3477.0, "validation": 1097.0, "test": 1098.0}.get(s)
             rows.append({"id": f"split_dialogues/{s}", "measure": "split_dialogues", "stage": "splits", "group": s,
                          "value": float(n), "paper": paper})
+    if annotations is not None and len(annotations):
+        for corpus, g in annotations.groupby("corpus"):
+            rows.append({"id": f"release_match/{corpus}", "measure": "release_dialogues_matched", "stage": "annotations",
+                         "group": corpus, "value": float((~g["dialogue_from_release"]).mean()), "paper": None})
     data = pd.DataFrame(rows)
     table = data.assign(paper=data["paper"].astype(object).where(data["paper"].notna(), None)).to_dict(orient="records")
     return StageOutput(data=data, rows_in=len(data), files={"statistics.png": _plot(per_stage, hist, shares)},
