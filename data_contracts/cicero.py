@@ -99,7 +99,7 @@ class NLG(Contract):
         "1.1.1_cause", "1.1.2_subsequent_event", "1.1.3_subsequent_event_clipped", "1.1.4_chained_cause",
         "1.1.5_chained_subsequent_event", "1.2.1_prerequisite", "1.2.2_motivation", "1.2.3_reaction"])
     split: Series[str] = pa.Field(isin=["train", "validation", "test"])
-    input: Series[str] = pa.Field(str_contains=" <sep> ")
+    input: Series[str] = pa.Field(str_contains=r" \\n context: ")  # a regex: the literal " \n context: "
     output: Series[str] = pa.Field(str_length={"min_value": 1})
 
 
@@ -121,3 +121,12 @@ class MCQ(MultipleChoice):
     human_written_answer: Series[object]
 
 
+
+
+class ExperimentFiles(Contract):
+    """One row per experiment file written (the authors' NLG / MCQ training formats)."""
+
+    variant: Series[str] = pa.Field(isin=["rebuilt", "published"])
+    task: Series[str] = pa.Field(isin=["nlg", "mcq"])
+    file: Series[str] = pa.Field(str_matches=r"^(nlg|mcq/(selection|generation))/[a-z]+(_zs)?_[a-z_]+\.json$")
+    lines: Series[int] = pa.Field(ge=0)

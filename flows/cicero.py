@@ -15,6 +15,7 @@ from csk.errors import CskError
 from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
 from tasks.cicero.annotation import annotation_tasks, annotations, release_instances
+from tasks.cicero.experiments import experiments
 from tasks.cicero.instances import instances
 from tasks.cicero.length_filter import length_filter
 from tasks.cicero.mcq import mcq
@@ -65,6 +66,7 @@ STAGES = (
     Stage("mcq", mcq, "cicero.MCQ"),
     Stage("distractor_quality", distractor_quality, "distractors.DistractorQuality", parent_column=None,
           conserves_rows=False),
+    Stage("experiments", experiments, "cicero.ExperimentFiles", parent_column=None, conserves_rows=False),
 )
 
 
@@ -101,6 +103,7 @@ def distractor_engine(run: PipelineRun, answers, split) -> None:
         chosen = run.stage("aflite", chosen, items)
     verified = run.stage("verification", chosen)
     final = run.stage("mcq", verified, answers, *([split] if split else []))
+    run.stage("experiments", final, answers, *([split] if split else []))
     run.stage("distractor_quality", final, items, kept)
 
 
@@ -164,6 +167,6 @@ PIPELINE = Pipeline(
            "targets": "targets", "annotation_tasks": "tasks", "annotations": "instances", "splits": "instances",
            "nlg": "examples", "instances": "instances", "counterfactuals": "candidates",
            "candidate_filter": "candidates", "adversarial_filter": "instances", "aflite": "instances",
-           "verification": "instances", "mcq": "items", "distractor_quality": "measures",
+           "verification": "instances", "mcq": "items", "experiments": "files", "distractor_quality": "measures",
            "statistics": "measures", "release": "instances"},
 )

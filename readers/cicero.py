@@ -45,6 +45,7 @@ def parse_instance(obj: dict) -> dict:
         "cicero_id": str(obj["ID"]),
         "version": "v1" if "Human Written Answer" in obj else "v2",
         "turns": [{"speaker": s, "text": t, "raw_speaker": s} for s, t in turns],
+        "dialogue": [str(u) for u in dialogue],  # the release's own strings, for byte-compatible exports
         "target": str(obj["Target"]),
         "question": str(obj["Question"]),
         "choices": [str(c) for c in choices],

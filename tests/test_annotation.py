@@ -107,9 +107,15 @@ def test_nlg_inputs_and_chaining():
         {"id": "c", "inference_type": "cause", "question": "Qc", "answer": "the cause", **common},
         {"id": "s", "inference_type": "subsequent_event", "question": "Qs", "answer": "the next", **common}])
     out = nlg(pd.DataFrame({"id": ["c", "s"], "split": ["train", "train"]}), ann).data.set_index("task")
-    assert out.loc["1.1.1_cause", "input"] == SEP.join(["Qc", "four five six .", " ".join(dialogue)])
-    assert out.loc["1.1.3_subsequent_event_clipped", "input"].endswith("B: four five six .")
-    assert out.loc["1.1.4_chained_cause", "input"].endswith(SEP + "the next")
+    context = "context: A: one two three . <utt> B: four five six . <utt> A: seven eight nine ."
+    assert out.loc["1.1.1_cause", "input"] == SEP.join(["Qc", "target: four five six .", context])
+    assert SEP == " \\n "  # the literal four characters of the authors' data preparation
+    assert out.loc["1.1.3_subsequent_event_clipped", "input"].endswith("<utt> B: four five six .")
+    # the chained tasks put the other event before the context
+    assert out.loc["1.1.4_chained_cause", "input"] == SEP.join(["Qc", "target: four five six .",
+                                                                "subsequent event: the next", context])
+    assert out.loc["1.1.5_chained_subsequent_event", "input"] == SEP.join(["Qs", "target: four five six .",
+                                                                           "cause: the cause", context])
     assert out.loc["1.1.5_chained_subsequent_event", "output"] == "the next"
 
 

@@ -125,6 +125,7 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputP
             "utterance_index": idx, "target_match": how, "target": turns[idx]["text"],
             "dialogue": render_dialogue(turns), "inference_type": itype, "question": inst["question"],
             "answer": answer, "choices": choices, "correct_answers": list(inst["correct_answers"]),
+            "release_dialogue": list(inst["dialogue"]), "release_target": inst["target"],
             "human_written_answer": human, **prov})
     data = pd.DataFrame(rows)
     if len(data):  # an index, absent in v2 releases: integer with nulls, never Arrow's null type

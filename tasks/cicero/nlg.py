@@ -1,18 +1,18 @@
-"""CICERO's generative tasks (SEEDS 1.7), per split.
-
-Input "q <sep> target <sep> context"; the chained tasks add the other event as a fourth
-field. The clipped variant keeps the dialogue up to and including the target.
+"""CICERO's generative tasks (SEEDS 1.7), per split, with inputs as the authors' data preparation
+writes them (`tasks.cicero.experiments.nlg_input`): the question, `target: ...`, for the chained
+tasks the other event (`subsequent event: ...` / `cause: ...`) before the context, then
+`context: ` + the utterances joined by ` <utt> `, the fields joined by the literal ` \n `. The
+clipped variant keeps the dialogue up to and including the target. The reaction task takes the
+last utterance only (the paper's 1.2.3); the authors' files (`experiments` stage) take every one.
 """
 
 from __future__ import annotations
-
 
 import pandas as pd
 
 from csk import compute
 from csk.runtime import StageOutput
-
-SEP = " <sep> "
+from tasks.cicero.experiments import nlg_input
 NLG_TASKS = {
     "1.1.1_cause": "cause",
     "1.1.2_subsequent_event": "subsequent_event",
@@ -25,37 +25,31 @@ NLG_TASKS = {
 }
 
 
-def _context(dialogue, upto: int | None = None) -> str:
-    turns = list(dialogue)
-    return " ".join(turns if upto is None else turns[:upto + 1])
-
-
 def nlg(split_rows: pd.DataFrame, annotations: pd.DataFrame) -> StageOutput:
     ann = annotations.merge(split_rows[["id", "split"]], on="id", how="inner")
     by_target = {(r.dialogue_id, r.utterance_index, r.inference_type): r for r in ann.itertuples()}
     rows = []
 
-    def add(task: str, r, context: str, extra: str | None = None):
-        fields = [r.question, r.target, context] + ([extra] if extra is not None else [])
+    def add(task: str, r, dialogue: list[str], other: tuple[str, str] | None = None):
         refs = [r.choices[i] for i in r.correct_answers]
         rows.append({"id": f"{task}/{r.id}", "annotation_id": r.id, "task": task, "split": r.split,
-                     "dialogue_id": r.dialogue_id, "input": SEP.join(fields), "output": r.answer,
-                     "references": refs})
+                     "dialogue_id": r.dialogue_id, "input": nlg_input(r.question, r.target, dialogue, other),
+                     "output": r.answer, "references": refs})
 
     for r in ann.itertuples():
-        full = _context(r.dialogue)
+        full = list(r.dialogue)
         t = r.inference_type
         if t == "cause":
             add("1.1.1_cause", r, full)
             sub = by_target.get((r.dialogue_id, r.utterance_index, "subsequent_event"))
             if sub is not None:
-                add("1.1.4_chained_cause", r, full, sub.answer)
+                add("1.1.4_chained_cause", r, full, ("subsequent event", sub.answer))
         elif t == "subsequent_event":
             add("1.1.2_subsequent_event", r, full)
-            add("1.1.3_subsequent_event_clipped", r, _context(r.dialogue, r.utterance_index))
+            add("1.1.3_subsequent_event_clipped", r, full[:r.utterance_index + 1])
             cause = by_target.get((r.dialogue_id, r.utterance_index, "cause"))
             if cause is not None:
-                add("1.1.5_chained_subsequent_event", r, full, cause.answer)
+                add("1.1.5_chained_subsequent_event", r, full, ("cause", cause.answer))
         elif t == "prerequisite":
             add("1.2.1_prerequisite", r, full)
         elif t == "motivation":
