@@ -8,7 +8,8 @@ import pandas as pd
 
 from readers import read_cicero_release, read_dailydialog, read_dream, read_mutual
 from tasks.cicero.annotation import annotations, locate_target, norm
-from tasks.cicero.nlg import SEP, nlg
+from tasks.cicero.experiments import SEP
+from tasks.cicero.nlg import nlg
 from tasks.cicero.splits import splits
 
 

@@ -180,7 +180,8 @@ def test_af_replaces_trivially_separable_distractors_and_accuracy_falls():
     from tasks.distractors.adversarial import adversarial_filter
 
     inst, cands = _af_data()
-    out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, max_iterations=10, window=10)
+    out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, max_iterations=10, window=10,
+                             swap_rule="max")
     history = out.notes["history"]
     junk_left = sum(r == "junk" for rules in out.data["distractor_rules"] for r in rules)
     assert junk_left < 0.2 * 2 * len(inst)  # about half (4 of 8 candidates) were junk at the start
@@ -204,6 +205,27 @@ def test_af_transformer_discriminator_tiny(tmp_path):
     out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, discriminator="transformer", model=str(model),
                              max_iterations=2, window=5, epochs=1, batch_size=4, ctx=ctx)
     assert out.notes["iterations"] == 2 and ctx.models[0]["kind"] == "multiple-choice"
+
+
+def test_paper_rule_replaces_every_distractor_below_the_gold():
+    from tasks.distractors.adversarial import af_loop
+
+    inst, cands = _af_data()
+    items = _items(inst)
+    pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in cands.groupby("instance_id", sort=False)}
+
+    class GoldWins:  # scores the gold above every distractor: every distractor is "below the gold"
+        def fit(self, *a):
+            return self
+
+        def score(self, contexts, choices):
+            return [np.array([1.0] + [-1.0 - k for k in range(len(ch) - 1)]) for ch in choices]
+
+    state, history = af_loop(items, pools, GoldWins, n_distractors=4, max_iterations=50, swap_rule="paper")
+    first = history[0]
+    assert first["swaps"] == 4 * first["held_out_instances"]  # all 4 replaced in every held-out instance
+    assert history[-1]["stop"]  # it stopped by itself (pools ran dry or accuracy converged), not at the cap
+    assert len(history) < 50
 
 
 def test_hellaswag_swap_rule():

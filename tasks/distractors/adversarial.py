@@ -3,10 +3,14 @@
 Every instance starts with its gold answer and `n_distractors` random candidates. Each
 iteration splits instances 80/20 by dialogue (seeded), trains a fresh discriminator on the
 80%, scores the held-out 20%, and in each held-out instance replaces distractors that score
-below the gold with higher-scoring unused candidates (replaced ones leave the pool). At most
-`max_swaps` per instance and round, or HellaSwag's rule (0 swaps at held-out pairwise accuracy
-<= 0.525, 1 at <= 0.575, else 2). Stops when held-out accuracy moves less than `epsilon` over
-`window` iterations, or after `max_iterations` (the paper needed 14).
+below the gold with higher-scoring unused candidates (replaced ones leave the pool).
+
+`swap_rule = "paper"` (default, CICERO's rule): EVERY distractor scoring below the gold is
+replaced by the highest-scoring unused candidates. The SWAG/HellaSwag variants are options:
+`"max"` swaps at most `max_swaps` per instance and round; `"hellaswag"` swaps 0 at held-out
+pairwise accuracy <= 0.525, 1 at <= 0.575, else 2. The loop stops on convergence: held-out
+accuracy moving less than `epsilon` over `window` iterations, or a round in which no instance
+has a candidate left to swap in; `max_iterations` is only a safety cap (CICERO converged after 14).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ def hellaswag_swaps(pairwise_accuracy: float) -> int:
 
 def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_discriminator: Callable[[], object], *,
             n_distractors: int = 4, max_iterations: int = 14, held_out: float = 0.2, max_swaps: int = 2,
-            swap_rule: str = "max", window: int = 3, epsilon: float = 0.005, seed: int = 0,
+            swap_rule: str = "paper", window: int = 3, epsilon: float = 0.005, seed: int = 0,
             log: Callable[[str], None] | None = None) -> tuple[dict[str, dict], list[dict]]:
     """Run AF; returns the per-instance state (distractors, unused pool, swaps) and per-iteration history."""
     text = {cid: t for pool in pools.values() for cid, t in pool}
@@ -76,7 +80,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             pairs += k
         accuracy = correct / len(held)
         pairwise = pairs_won / pairs if pairs else 1.0
-        allowed = hellaswag_swaps(pairwise) if swap_rule == "hellaswag" else max_swaps
+        allowed = {"hellaswag": hellaswag_swaps(pairwise), "max": max_swaps}.get(swap_rule, n_distractors)
         swaps = 0
         for i, ids, s in zip(held, choice_ids, scores):
             st = state[i]
@@ -87,8 +91,10 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             strong = sorted(st["unused"], key=lambda c: (-score_of[c], c))
             done = 0
             for w in weak:
-                if done >= allowed or not strong or score_of[strong[0]] <= score_of[w]:
+                if done >= allowed or not strong:
                     break
+                if swap_rule != "paper" and score_of[strong[0]] <= score_of[w]:
+                    break  # SWAG/HellaSwag swap only for a candidate the discriminator finds harder
                 new = strong.pop(0)
                 st["distractors"][st["distractors"].index(w)] = new
                 st["unused"].remove(new)  # the replaced distractor leaves the pool for good
@@ -103,6 +109,10 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             log(f"AF iteration {it + 1}: held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f}, {swaps} swaps")
         recent = [h["held_out_accuracy"] for h in history[-window:]]
         if len(history) >= window and max(recent) - min(recent) < epsilon:
+            history[-1]["stop"] = f"held-out accuracy within {epsilon} over {window} iterations"
+            break
+        if not any(st["unused"] for st in state.values()):
+            history[-1]["stop"] = "no instance has an unused candidate left"
             break
     return state, history
 
@@ -129,8 +139,9 @@ def vector_lookup(texts: list[str], embed: EmbedSpec | dict, ctx: StageContext |
 def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, seed: int = 0,
                        embed: EmbedSpec = EmbedSpec(),
                        discriminator: Literal["linear-probe", "transformer"] = "linear-probe", model: ModelDir = None,
-                       n_distractors: int = 4, max_iterations: int = 14, held_out: float = 0.2, max_swaps: int = 2,
-                       swap_rule: Literal["max", "hellaswag"] = "max", window: int = 3, epsilon: float = 0.005,
+                       n_distractors: int = 4, max_iterations: int = 50, held_out: float = 0.2, max_swaps: int = 2,
+                       swap_rule: Literal["paper", "max", "hellaswag"] = "paper", window: int = 3,
+                       epsilon: float = 0.005,
                        epochs: int = 3, lr: float = 1e-5, batch_size: int = 8,
                        ctx: StageContext | None = None) -> StageOutput:
     """Choose each instance's distractors from its filtered pool by adversarial filtering.
@@ -142,10 +153,11 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
             multiple-choice head on the model directory, fine-tuned from scratch every iteration)
         model: multiple-choice encoder directory for the transformer discriminator (paper: roberta-large)
         n_distractors: distractors per instance
-        max_iterations: the most iterations (the paper converged after 14)
+        max_iterations: safety cap on iterations; the loop stops on convergence (CICERO's took 14)
         held_out: share of groups held out each iteration
         max_swaps: most distractors swapped per instance and iteration (swap_rule max)
-        swap_rule: max (up to max_swaps) or hellaswag (0, 1 or 2 by held-out pairwise accuracy)
+        swap_rule: paper (every distractor scoring below the gold, CICERO's rule), max (up to max_swaps,
+            SWAG) or hellaswag (0, 1 or 2 by held-out pairwise accuracy)
         window: convergence: held-out accuracy moves less than epsilon over this many iterations
         epsilon: convergence tolerance
         epochs: transformer fine-tuning epochs per iteration
