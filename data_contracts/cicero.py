@@ -130,3 +130,11 @@ class ExperimentFiles(Contract):
     task: Series[str] = pa.Field(isin=["nlg", "mcq"])
     file: Series[str] = pa.Field(str_matches=r"^(nlg|mcq/(selection|generation))/[a-z]+(_zs)?_[a-z_]+\.json$")
     lines: Series[int] = pa.Field(ge=0)
+
+
+class CheckedAnnotations(Annotations):
+    """Answers left after the checkers' majority vote, with the votes."""
+
+    votes_valid: Series[int] = pa.Field(ge=0)
+    votes_invalid: Series[int] = pa.Field(ge=0)
+    checked: Series[bool]

@@ -20,6 +20,7 @@ from tasks.cicero.instances import instances
 from tasks.cicero.length_filter import length_filter
 from tasks.cicero.mcq import mcq
 from tasks.cicero.nlg import nlg
+from tasks.cicero.quality_check import quality_check
 from tasks.cicero.sources import sources
 from tasks.cicero.splits import splits
 from tasks.cicero.statistics import statistics
@@ -51,6 +52,7 @@ STAGES = (
     Stage("targets", targets, "cicero.Targets", parent_column="dialogue_id", conserves_rows=False),
     Stage("annotation_tasks", annotation_tasks, "cicero.AnnotationTasks"),
     Stage("annotations", annotations, "cicero.Annotations", parent_column="source_dialogue_id"),
+    Stage("quality_check", quality_check, "cicero.CheckedAnnotations"),
     Stage("splits", splits, "cicero.Splits"),
     Stage("nlg", nlg, "cicero.NLG", parent_column="annotation_id", conserves_rows=False),
     Stage("statistics", statistics, "cicero.Statistics", parent_column=None, conserves_rows=False),
@@ -81,7 +83,7 @@ def cicero(run: PipelineRun) -> None:
     tasks = run.stage("annotation_tasks", chosen, deduped)
     split = answers = None
     if run.config.annotations.release:
-        answers = run.stage("annotations", deduped, tasks)
+        answers = run.stage("quality_check", run.stage("annotations", deduped, tasks))
         split = run.stage("splits", answers)
         run.stage("nlg", split, answers)
         distractor_engine(run, answers, split)
@@ -114,10 +116,11 @@ def rebuild_distractors(run: PipelineRun, release: str | None = None) -> None:
         return
     run.merge_latest = True
     latest = run.latest()
-    if "annotations" not in latest:
+    answers = latest.get("quality_check") or latest.get("annotations")
+    if answers is None:
         raise CskError("the latest cicero run has no annotations artifact: run `csk run cicero` with "
                        "cicero.annotations.release set, or pass --release FILE")
-    distractor_engine(run, run.adopt(latest["annotations"]), run.adopt(latest["splits"]) if "splits" in latest else None)
+    distractor_engine(run, run.adopt(answers), run.adopt(latest["splits"]) if "splits" in latest else None)
 
 
 # ------------------------------------------------------------------ CICERO's commands
@@ -164,7 +167,7 @@ PIPELINE = Pipeline(
     settings=CiceroSettings,
     commands=(rebuild_distractors_command, train_generator_command),
     units={"sources": "dialogues", "length_filter": "dialogues", "embed": "dialogues", "dedup": "dialogues",
-           "targets": "targets", "annotation_tasks": "tasks", "annotations": "instances", "splits": "instances",
+           "targets": "targets", "annotation_tasks": "tasks", "annotations": "instances", "quality_check": "instances", "splits": "instances",
            "nlg": "examples", "instances": "instances", "counterfactuals": "candidates",
            "candidate_filter": "candidates", "adversarial_filter": "instances", "aflite": "instances",
            "verification": "instances", "mcq": "items", "experiments": "files", "distractor_quality": "measures",

@@ -128,3 +128,26 @@ def test_nlg_reaction_only_on_the_last_utterance_and_says_why():
     out = nlg(pd.DataFrame({"id": ["r0", "r1"], "split": ["test", "test"]}), ann)
     assert out.data["annotation_id"].tolist() == ["r1"]
     assert out.rejected["id"].tolist() == ["r0"] and "last utterance" in out.rejected["reason"].iloc[0]
+
+
+def test_quality_check_majority_vote(tmp_path):
+    import pytest
+
+    from csk.errors import InputError
+    from tasks.cicero.quality_check import quality_check
+
+    ann = pd.DataFrame({"id": ["a", "b", "c", "d"], "dialogue": [["A: x ."]] * 4, "target": "x .", "question": "q",
+                        "answer": "ans"})
+    votes = tmp_path / "votes.jsonl"
+    lines = [("a", 1, True), ("a", 2, True), ("a", 3, False), ("b", 1, False), ("b", 2, False), ("b", 3, True),
+             ("c", 1, False)]
+    votes.write_text("".join(json.dumps({"id": i, "checker": f"w{k}", "valid": v}) + "\n" for i, k, v in lines))
+    out = quality_check(ann, verdicts=str(votes))
+    assert out.data["id"].tolist() == ["a", "c", "d"]  # b: 2 of 3 said invalid; c: one vote is not a decision
+    assert out.rejected["reason"].tolist() == ["2 of 3 checkers judged the answer invalid"]
+    assert out.data.set_index("id")["checked"].to_dict() == {"a": True, "c": False, "d": False}
+    assert out.notes["kept_share_of_decided"] == 0.5
+    assert quality_check(ann).data["id"].tolist() == ["a", "b", "c", "d"]  # no verdicts: nothing removed
+    votes.write_text('{"id": "a", "checker": "w1", "valid": true}\n{"id": "a", "checker": "w1", "valid": false}\n')
+    with pytest.raises(InputError, match="line 2: checker 'w1' voted twice"):
+        quality_check(ann, verdicts=str(votes))

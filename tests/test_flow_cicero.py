@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -26,10 +27,10 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     listing = _csk("artifacts", "cicero", "--store", store, "--json")
     stages = json.loads(listing.output)
     assert [s["stage"] for s in stages] == ["sources", "length_filter", "embed", "dedup", "targets",
-                                            "annotation_tasks", "annotations", "splits", "nlg", "instances",
-                                            "counterfactuals",
+                                            "annotation_tasks", "annotations", "quality_check", "splits", "nlg",
+                                            "instances", "counterfactuals",
                                             "candidate_filter", "adversarial_filter", "verification", "mcq",
-                                            "distractor_quality", "statistics"]
+                                            "experiments", "distractor_quality", "statistics"]
     assert all(not s["reused"] for s in stages)
     for s in stages:
         validate = _csk("validate", f"{s['path']}/data.parquet", "--contract",
@@ -54,10 +55,11 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     row = nlg[nlg["dialogue_id"].str.startswith("dailydialog-")].iloc[0]
     out = _csk("lineage", "cicero", "nlg", "--row", row["id"], "--store", store, "--json")
     steps = json.loads(out.output)
-    assert [s["stage"] for s in steps] == ["nlg", "splits", "annotations", "dedup", "length_filter", "sources"]
+    assert [s["stage"] for s in steps] == ["nlg", "splits", "quality_check", "annotations", "dedup", "length_filter",
+                                           "sources"]
     line = int(row["dialogue_id"].split("-")[1])
     assert steps[-1]["source"]["locator"] == f"line {line}"
-    assert steps[2]["record"]["file"].endswith("annotations_v1.jsonl")  # the answer's own release line
+    assert steps[3]["record"]["file"].endswith("annotations_v1.jsonl")  # the answer's own release line
     # Files an annotation tool and a trainer take, and the statistics plot.
     assert (Path(by_stage["annotation_tasks"]["path"]) / "annotation_tasks.csv").exists()
     assert list(Path(by_stage["nlg"]["path"]).glob("nlg/1.1.1_cause/*.jsonl"))
@@ -72,9 +74,10 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
                    "--set", "cicero.aflite.enabled=true", "--set", "cicero.aflite.m=8")
     assert rebuilt.exit_code == 0, rebuilt.output
     after = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}
-    for name in ("annotations", "splits", "instances", "counterfactuals", "candidate_filter", "nlg", "statistics"):
+    for name in ("annotations", "quality_check", "splits", "instances", "counterfactuals", "candidate_filter", "nlg",
+                 "statistics"):
         assert after[name]["reused"] and after[name]["key"] == by_stage[name]["key"], name
-    for name in ("adversarial_filter", "aflite", "verification", "mcq", "distractor_quality"):
+    for name in ("adversarial_filter", "aflite", "verification", "mcq", "experiments", "distractor_quality"):
         assert not after[name]["reused"] and after[name]["key"] != by_stage.get(name, {}).get("key"), name
     assert json.load(open(Path(after["adversarial_filter"]["path"]) / "manifest.json"))["notes"]["iterations"] <= 3
 
@@ -89,7 +92,10 @@ def test_cicero_flow_real_dailydialog(prefect_harness, tmp_path, config_copy, re
                   "--set", "cicero.annotations.allow_unmatched=true")  # the slices are of other splits
     assert result.exit_code == 0, result.output
     stages = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}
-    assert stages["sources"]["rows"]["out"] == 700
+    src = stages["sources"]["rows"]
+    assert src["in"] == 700 and src["out"] + src["rejected"] == 700 and src["rejected"] < 10
+    rejected = pd.read_parquet(Path(stages["sources"]["path"]) / "rejected.parquet")
+    assert set(rejected["reason_code"]) <= {"not_dyadic", "malformed_record"}
     ann = stages["annotations"]["rows"]
     assert ann["in"] == 300 and ann["out"] >= 297  # targets located for >= 99% of the instances
     assert stages["nlg"]["rows"]["out"] > 0
@@ -110,6 +116,10 @@ def test_bad_input_fails_cleanly_without_artifact(prefect_harness, tmp_path, con
 
     lenient = _csk("run", "cicero", "--config", config_copy, "--store", store,  # lenient is the default
                    "--set", f"cicero.sources.dailydialog={bad}")
+    # the bundled release's dialogues are DailyDialog's: with that corpus swapped, none matches
+    assert lenient.exit_code == 1 and "none of its 27 dialogues matches" in lenient.output
+    lenient = _csk("run", "cicero", "--config", config_copy, "--store", store,
+                   "--set", f"cicero.sources.dailydialog={bad}", "--set", "cicero.annotations.allow_unmatched=true")
     assert lenient.exit_code == 0, lenient.output
     src = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}["sources"]
     assert src["rows"]["rejected"] == 1
