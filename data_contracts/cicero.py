@@ -138,3 +138,15 @@ class CheckedAnnotations(Annotations):
     votes_valid: Series[int] = pa.Field(ge=0)
     votes_invalid: Series[int] = pa.Field(ge=0)
     checked: Series[bool]
+
+
+class Fidelity(Contract):
+    """The rebuild's figures beside the paper's and the release's (on the same dialogues)."""
+
+    section: Series[str]
+    measure: Series[str]
+    group: Series[str]
+    rebuild: Series[float] = pa.Field(nullable=True)
+    paper: Series[float] = pa.Field(nullable=True)
+    release: Series[float] = pa.Field(nullable=True)
+    note: Series[str]

@@ -16,6 +16,7 @@ from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
 from tasks.cicero.annotation import annotation_tasks, annotations, release_instances
 from tasks.cicero.experiments import experiments
+from tasks.cicero.fidelity import fidelity
 from tasks.cicero.instances import instances
 from tasks.cicero.length_filter import length_filter
 from tasks.cicero.mcq import mcq
@@ -56,6 +57,7 @@ STAGES = (
     Stage("splits", splits, "cicero.Splits"),
     Stage("nlg", nlg, "cicero.NLG", parent_column="annotation_id", conserves_rows=False),
     Stage("statistics", statistics, "cicero.Statistics", parent_column=None, conserves_rows=False),
+    Stage("fidelity", fidelity, "cicero.Fidelity", parent_column=None, conserves_rows=False),
     # the distractor engine (tasks/distractors), on CICERO's instances
     Stage("release", release_instances, "cicero.Annotations", parent_column=None, table="annotations"),
     Stage("instances", instances, "distractors.Instances"),
@@ -81,9 +83,10 @@ def cicero(run: PipelineRun) -> None:
     deduped = run.stage("dedup", filtered, embeddings)
     chosen = run.stage("targets", deduped)
     tasks = run.stage("annotation_tasks", chosen, deduped)
-    split = answers = None
+    split = answers = imported = None
     if run.config.annotations.release:
-        answers = run.stage("quality_check", run.stage("annotations", deduped, tasks))
+        imported = run.stage("annotations", deduped, tasks)
+        answers = run.stage("quality_check", imported)
         split = run.stage("splits", answers)
         run.stage("nlg", split, answers)
         distractor_engine(run, answers, split)
@@ -92,6 +95,7 @@ def cicero(run: PipelineRun) -> None:
 
         logging.getLogger("csk").info("cicero.annotations.release is not set: stopping after the annotation task export")
     run.stage("statistics", dialogues, filtered, deduped, chosen, *([split, answers] if split else []))
+    run.stage("fidelity", dialogues, filtered, deduped, chosen, *([imported, split] if split else []))
 
 
 def distractor_engine(run: PipelineRun, answers, split) -> None:
@@ -171,5 +175,5 @@ PIPELINE = Pipeline(
            "nlg": "examples", "instances": "instances", "counterfactuals": "candidates",
            "candidate_filter": "candidates", "adversarial_filter": "instances", "aflite": "instances",
            "verification": "instances", "mcq": "items", "experiments": "files", "distractor_quality": "measures",
-           "statistics": "measures", "release": "instances"},
+           "statistics": "measures", "fidelity": "measures", "release": "instances"},
 )

@@ -30,7 +30,7 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
                                             "annotation_tasks", "annotations", "quality_check", "splits", "nlg",
                                             "instances", "counterfactuals",
                                             "candidate_filter", "adversarial_filter", "verification", "mcq",
-                                            "experiments", "distractor_quality", "statistics"]
+                                            "experiments", "distractor_quality", "statistics", "fidelity"]
     assert all(not s["reused"] for s in stages)
     for s in stages:
         validate = _csk("validate", f"{s['path']}/data.parquet", "--contract",
@@ -64,6 +64,11 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     assert (Path(by_stage["annotation_tasks"]["path"]) / "annotation_tasks.csv").exists()
     assert list(Path(by_stage["nlg"]["path"]).glob("nlg/1.1.1_cause/*.jsonl"))
     assert (Path(by_stage["statistics"]["path"]) / "statistics.png").stat().st_size > 1000
+    fid = pd.read_parquet(Path(by_stage["fidelity"]["path"]) / "data.parquet").set_index("id")
+    assert fid.loc["targets/unique_targets_per_dialogue/all rebuilt dialogues", "paper"] == pytest.approx(4.948, abs=1e-3)
+    assert 0 < fid.loc["reproduction/released_targets_reproduced/share", "rebuild"] <= 1
+    exp = Path(by_stage["experiments"]["path"]) / "experiments"
+    assert (exp / "published/nlg/train_cause.json").read_text().startswith('{"input": "What is or could be the cause')
     mcq_files = sorted(p.relative_to(by_stage["mcq"]["path"]).as_posix() for p in Path(by_stage["mcq"]["path"]).rglob("*.jsonl"))
     assert "mcq/2.2_all_answers/train.jsonl" in mcq_files and any("2.1_single_answer" in f for f in mcq_files)
     assert (Path(by_stage["adversarial_filter"]["path"]) / "af_accuracy.png").exists()
