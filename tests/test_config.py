@@ -44,14 +44,15 @@ def test_bundled_defaults_equal_the_signatures():
     raw = tomllib.loads((ROOT / "pipelines.toml").read_text())
     checked = 0
     for name, pipeline in discover().items():
+        defaults = pipeline.config_model()  # every setting at its default
         for path, value in _leaves(raw.get(name, {})):
-            model, field = pipeline.config_model, None
+            node, field = defaults, None
             for part in path:
-                field = model.model_fields[part]
-                model = field.annotation if isinstance(field.annotation, type) else None
+                field = type(node).model_fields[part]
+                node = getattr(node, part)
             if any(isinstance(m, Input) for m in field.metadata):
                 continue
-            default = field.get_default(call_default_factory=True)
+            default = node
             assert value == default, f"{name}.{'.'.join(path)} = {value!r} in pipelines.toml, {default!r} in the code"
             checked += 1
     assert checked > 40

@@ -134,8 +134,8 @@ def test_candidate_filter_requires_an_explicit_nli_choice():
 
     cands = _candidates([("The dog is happy.", "The dog is happy!"), ("The dog is happy.", "A storm hit the city.")])
     with pytest.raises(ConfigError, match='nli = "off"'):
-        candidate_filter(cands, embed=EMBED)
-    out = candidate_filter(cands, embed=EMBED, nli="off")
+        candidate_filter(cands, embedder=EMBED)
+    out = candidate_filter(cands, embedder=EMBED, nli="off")
     assert out.data["candidate"].tolist() == ["A storm hit the city."]
     assert "paraphrase" in out.rejected["reason"].iloc[0] and out.rejected["similarity"].iloc[0] >= 0.9
 
@@ -145,7 +145,7 @@ def test_candidate_filter_with_nli_model(tmp_path):
 
     nli = tiny_models.nli(tmp_path / "nli")
     cands = _candidates([("the dog is happy .", "the cat is happy ."), ("the dog is happy .", "the storm is coming .")])
-    out = candidate_filter(cands, embed=EMBED, nli=str(nli))
+    out = candidate_filter(cands, embedder=EMBED, nli=str(nli))
     assert set(out.data["nli_label"]) <= {"contradiction"}
     for r in out.rejected.itertuples():
         assert ("NLI says" in r.reason and 0 <= r.contradiction <= 1) or "cosine" in r.reason

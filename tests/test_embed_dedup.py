@@ -110,3 +110,46 @@ def test_dedup_stage_rejects_with_reason():
     assert out.data["id"].tolist() == ["a", "c"]
     rej = out.rejected.iloc[0]
     assert rej["id"] == "b" and rej["duplicate_of"] == "a" and "cosine 0.99" in rej["reason"]
+
+
+def test_split_model_is_joined_checked_and_unpacked_once(tmp_path):
+    import hashlib
+    import io
+    import zipfile
+
+    from csk.errors import ModelError
+    from csk.models import SplitModel, assemble_split_model
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("tiny/config.json", "{}")
+        z.writestr("tiny/model.safetensors", b"weights" * 100)
+    blob = buf.getvalue()
+    parts = []
+    for k, chunk in enumerate((blob[:300], blob[300:600], blob[600:]), start=1):
+        p = tmp_path / f"tiny.zip.{k:03d}"
+        p.write_bytes(chunk)
+        parts.append(p)
+    model = SplitModel(parts=("p1", "p2", "p3"), member="tiny", sha256=hashlib.sha256(blob).hexdigest())
+    path = assemble_split_model("tiny", parts, tmp_path / "cache", model)
+    assert (path / "config.json").exists() and (path / "model.safetensors").read_bytes() == b"weights" * 100
+    assert assemble_split_model("tiny", parts, tmp_path / "cache", model) == path  # once
+    bad = SplitModel(parts=model.parts, member="tiny", sha256="0" * 64)
+    with pytest.raises(ModelError, match="joined parts have sha256"):
+        assemble_split_model("tiny", list(reversed(parts)), tmp_path / "other", bad)
+    assert not list((tmp_path / "other").glob("*tiny*"))  # nothing half-unpacked is left
+
+
+@pytest.mark.slow
+def test_the_paper_s_candidate_filter_embedder_runs_offline():
+    """all-mpnet-base-v2 from its five PyPI wheels: resolved, unpacked, and a paraphrase scores above 0.9's
+    neighbourhood while an unrelated sentence does not."""
+    from csk.models import model_identity, resolve_model
+
+    spec = "split-package:all-mpnet-base-v2"
+    path = resolve_model(spec)
+    assert (path / "model.safetensors").stat().st_size == 437971872
+    assert model_identity(spec)[1] == "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"
+    e = Embedder({"model": spec, "precision": "fp32"}, None, progress=False)
+    v = e.encode(["The cat sat on the mat.", "A cat was sitting on the mat.", "Stocks fell sharply today."])
+    assert v.shape == (3, 768) and v[0] @ v[1] > 0.8 and v[0] @ v[2] < 0.2

@@ -52,12 +52,16 @@ def nli_scores(premises: list[str], hypotheses: list[str], path, batch_size: int
     return (np.concatenate(probs) if probs else np.zeros(0)), labels
 
 
-def candidate_filter(candidates: pd.DataFrame, *, embed: EmbedSpec = EmbedSpec(), max_similarity: float = 0.9,
+PAPER_EMBEDDER = EmbedSpec(model="split-package:all-mpnet-base-v2")
+
+
+def candidate_filter(candidates: pd.DataFrame, *, embedder: EmbedSpec = PAPER_EMBEDDER, max_similarity: float = 0.9,
                      nli: ModelDir = None, nli_batch_size: int = 32, ctx: StageContext | None = None) -> StageOutput:
     """Keep candidates that are no paraphrase of the gold and that an NLI model says contradict it.
 
     Args:
-        embed: the sentence embedder of the similarity rule
+        embedder: the sentence embedder of the similarity rule: the paper's all-mpnet-base-v2, for which
+            the 0.9 threshold was set
         max_similarity: keep only candidates with cosine(candidate, gold) below this
         nli: NLI model directory (paper: roberta-large-mnli); "off" to apply the similarity rule alone
         nli_batch_size: premise/hypothesis pairs per NLI batch
@@ -65,7 +69,7 @@ def candidate_filter(candidates: pd.DataFrame, *, embed: EmbedSpec = EmbedSpec()
     if not nli:
         raise ConfigError("candidate_filter.nli is not set: give an NLI model directory (e.g. roberta-large-mnli "
                           "saved locally), or set candidate_filter.nli = \"off\" to keep candidates on similarity alone")
-    with open_embedder(embed, ctx) as emb:
+    with open_embedder(embedder, ctx) as emb:
         gold_v = emb.encode(candidates["gold"].tolist())
         cand_v = emb.encode(candidates["candidate"].tolist())
     sim = np.einsum("ij,ij->i", gold_v, cand_v) if len(candidates) else np.zeros(0)
