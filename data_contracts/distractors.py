@@ -38,7 +38,7 @@ class Counterfactuals(Contract):
     instance_id: Series[str]
     gold: Series[str]
     candidate: Series[str] = pa.Field(str_length={"min_value": 1})
-    generator: Series[str] = pa.Field(isin=["lexical", "t5", "file"])
+    generator: Series[str] = pa.Field(isin=["lexical", "t5", "file", "retrieval"])
     rule: Series[str]
 
     @pa.dataframe_check(name="candidate_differs_from_gold")

@@ -103,7 +103,7 @@ def distractor_engine(run: PipelineRun, answers, split) -> None:
     human verification -> MCQ files, and the distractor-quality measurement."""
     items = run.stage("instances", answers)
     pool = run.stage("counterfactuals", items)
-    kept = run.stage("candidate_filter", pool)
+    kept = run.stage("candidate_filter", pool, items)
     chosen = run.stage("adversarial_filter", items, kept)
     if run.enabled("aflite"):
         chosen = run.stage("aflite", chosen, items)

@@ -89,7 +89,7 @@ def _items(annotations: pd.DataFrame) -> pd.DataFrame:
 def test_counterfactuals_lexical_rows_record_rule_and_gold():
     from tasks.distractors.counterfactuals import counterfactuals
 
-    out = counterfactuals(_items(_instances(3, 1)), seed=0)
+    out = counterfactuals(_items(_instances(3, 1)), generators=["lexical"], seed=0)
     assert len(out.data) > 0 and set(out.data["generator"]) == {"lexical"}
     assert (out.data["candidate"] != out.data["gold"]).all()
     assert out.data["id"].str.match(r"^i\d\d-0/cf\d{3}$").all()
@@ -102,11 +102,11 @@ def test_counterfactuals_t5_tiny(tmp_path):
 
     model = tiny_models.t5(tmp_path / "t5")
     ctx = StageContext(Store(tmp_path / "s"), "cicero", "counterfactuals")
-    out = counterfactuals(_items(_instances(2, 1)), generator="t5", model=str(model), num_return=3, num_beams=3, ctx=ctx)
+    out = counterfactuals(_items(_instances(2, 1)), generators=["t5"], model=str(model), num_return=3, num_beams=3, ctx=ctx)
     assert set(out.data["generator"]) <= {"t5"} and ctx.models[0]["name"] == "counterfactual-generator"
     assert len(ctx.models[0]["sha256"]) == 64
-    sampled = counterfactuals(_items(_instances(2, 1)), generator="t5", model=str(model), num_return=2, do_sample=True, seed=1)
-    again = counterfactuals(_items(_instances(2, 1)), generator="t5", model=str(model), num_return=2, do_sample=True, seed=1)
+    sampled = counterfactuals(_items(_instances(2, 1)), generators=["t5"], model=str(model), num_return=2, do_sample=True, seed=1)
+    again = counterfactuals(_items(_instances(2, 1)), generators=["t5"], model=str(model), num_return=2, do_sample=True, seed=1)
     assert sampled.data.equals(again.data)  # sampling is seeded
 
 
@@ -116,12 +116,28 @@ def test_counterfactuals_from_a_candidate_file(tmp_path):
     inst = _items(_instances(2, 1))
     f = tmp_path / "cands.jsonl"
     f.write_text(json.dumps({"id": "i00-0", "candidates": ["A", "B", inst["gold"].iloc[0], "A"]}) + "\n")
-    out = counterfactuals(inst, generator="file", candidates=str(f))
+    out = counterfactuals(inst, generators=["file"], candidates=str(f))
     assert out.data["candidate"].tolist() == ["A", "B"]  # the gold and repeats are not candidates
     assert out.rejected["id"].tolist() == ["i01-0"]
     f.write_text('{"id": "nope", "candidates": ["x"]}\n')
     with pytest.raises(InputError, match="cands.jsonl, record line 1: unknown instance id"):
-        counterfactuals(inst, generator="file", candidates=str(f))
+        counterfactuals(inst, generators=["file"], candidates=str(f))
+
+
+def test_retrieval_fills_pools_from_other_dialogues_with_names_adapted():
+    from tasks.distractors.counterfactuals import adapt_names, counterfactuals
+
+    items = _items(_instances(12, 1))
+    out = counterfactuals(items, generators=["lexical", "retrieval"], min_pool=8, embed=EMBED)
+    per = out.data.groupby("instance_id")["generator"].agg(list)
+    assert (per.map(len) >= 8).all()  # every pool filled to min_pool by the second generator
+    assert all(g[0] == "lexical" for g in per) and any("retrieval" in g for g in per)
+    retrieved = out.data[out.data["generator"] == "retrieval"]
+    own_group = dict(zip(items["id"], items["group_id"]))
+    assert all(own_group[r.split(":", 1)[1]] != own_group[i] for r, i in zip(retrieved["rule"], retrieved["instance_id"]))
+    assert out.notes["median_pool"] == 8 and out.notes["samples"]
+    assert adapt_names("Tom will meet Anna on Monday.", ["Tom", "Anna", "Monday"], ["Lisa", "Friday"]) is None
+    assert adapt_names("Tom will call on Monday.", ["Tom", "Monday"], ["Lisa", "Friday"]) == "Lisa will call on Friday."
 
 
 def _candidates(pairs):

@@ -55,25 +55,42 @@ def nli_scores(premises: list[str], hypotheses: list[str], path, batch_size: int
 PAPER_EMBEDDER = EmbedSpec(model="split-package:all-mpnet-base-v2")
 
 
-def candidate_filter(candidates: pd.DataFrame, *, embedder: EmbedSpec = PAPER_EMBEDDER, max_similarity: float = 0.9,
-                     nli: ModelDir = None, nli_batch_size: int = 32, ctx: StageContext | None = None) -> StageOutput:
-    """Keep candidates that are no paraphrase of the gold and that an NLI model says contradict it.
+def correct_texts(instances: pd.DataFrame | None, candidates: pd.DataFrame) -> dict[str, list[str]]:
+    """Every correct answer of each instance: the gold, and the published choices marked correct."""
+    out = {i: [g] for i, g in zip(candidates["instance_id"], candidates["gold"])}
+    if instances is not None:
+        for r in instances.itertuples():
+            if r.id in out and r.choices is not None and r.correct_answers is not None:
+                out[r.id] += [str(r.choices[k]) for k in r.correct_answers if str(r.choices[k]) not in out[r.id]]
+    return out
+
+
+def candidate_filter(candidates: pd.DataFrame, *instances_input: pd.DataFrame, embedder: EmbedSpec = PAPER_EMBEDDER,
+                     max_similarity: float = 0.9, nli: ModelDir = None, nli_batch_size: int = 32,
+                     ctx: StageContext | None = None) -> StageOutput:
+    """Keep candidates that are no paraphrase of a correct answer and that an NLI model says contradict
+    the gold. With the instances as second input, every correct answer counts (v2 releases have several).
 
     Args:
         embedder: the sentence embedder of the similarity rule: the paper's all-mpnet-base-v2, for which
             the 0.9 threshold was set
-        max_similarity: keep only candidates with cosine(candidate, gold) below this
+        max_similarity: keep only candidates whose cosine with every correct answer is below this
         nli: NLI model directory (paper: roberta-large-mnli); "off" to apply the similarity rule alone
         nli_batch_size: premise/hypothesis pairs per NLI batch
     """
     if not nli:
         raise ConfigError("candidate_filter.nli is not set: give an NLI model directory (e.g. roberta-large-mnli "
                           "saved locally), or set candidate_filter.nli = \"off\" to keep candidates on similarity alone")
+    correct = correct_texts(instances_input[0] if instances_input else None, candidates)
     with open_embedder(embedder, ctx) as emb:
-        gold_v = emb.encode(candidates["gold"].tolist())
-        cand_v = emb.encode(candidates["candidate"].tolist())
-    sim = np.einsum("ij,ij->i", gold_v, cand_v) if len(candidates) else np.zeros(0)
-    df = candidates.assign(similarity=sim.astype(float))
+        vector = emb.lookup(candidates["candidate"].tolist() + [t for ts in correct.values() for t in ts])
+    sims, closest = [], []
+    for iid, cand in zip(candidates["instance_id"], candidates["candidate"]):
+        scores = [float(vector(cand) @ vector(t)) for t in correct[iid]]
+        best = int(np.argmax(scores))
+        sims.append(scores[best])
+        closest.append(correct[iid][best])
+    df = candidates.assign(similarity=np.asarray(sims, dtype=float), closest_correct=closest)
     if nli == OFF:
         df["contradiction"] = np.nan
         df["nli_label"] = None
@@ -90,7 +107,8 @@ def candidate_filter(candidates: pd.DataFrame, *, embedder: EmbedSpec = PAPER_EM
     for r in df.itertuples():
         why = []
         if r.similarity >= max_similarity:
-            why.append(f"cosine {r.similarity:.3f} >= {max_similarity} with the gold (a paraphrase)")
+            which = "the gold" if r.closest_correct == r.gold else "a correct answer"
+            why.append(f"cosine {r.similarity:.3f} >= {max_similarity} with {which} (a paraphrase)")
         if nli != OFF and "contra" not in str(r.nli_label).lower():
             why.append(f"NLI says {r.nli_label} (p_contradiction {r.contradiction:.3f}), not contradiction")
         reasons.append("; ".join(why) or None)

@@ -13,9 +13,11 @@ Each row records its generator, the rule or model, and the gold answer it rewrit
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 
 from csk import compute, conceptnet
@@ -25,6 +27,7 @@ from csk.params import InputPath, ModelDir
 from csk.runtime import StageContext, StageOutput
 from readers.base import iter_json_lines
 from tasks.distractors.lexical import names_in, rewrite_all
+from tasks.embed import EmbedSpec, open_embedder
 
 PREFIX = "counterfactual: "  # the task prefix the generator is trained with
 
@@ -75,87 +78,166 @@ def read_candidate_file(path: str, known: set[str]) -> dict[str, list[str]]:
     return out
 
 
-def counterfactuals(instances: pd.DataFrame, *, generator: Literal["lexical", "t5", "file"] = "lexical",
-                    model: ModelDir = None, conceptnet_db: InputPath = None, max_per_answer: int = 24,
-                    num_return: int = 8, num_beams: int = 8, do_sample: bool = False, batch_size: int = 16,
-                    candidates: InputPath = None, seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
+Pool = dict[str, list[tuple[str, str]]]  # instance id -> [(rule, candidate text)]
+
+
+def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answer: int, seed: int) -> Pool:
+    lookup = None
+    if conceptnet_db:
+        conceptnet.connect(conceptnet_db)
+        lookup = conceptnet.antonyms
+    out: Pool = {}
+    for inst in view.itertuples():
+        pool = rewrite_all(inst.gold, names_in(list(inst.passage) + [inst.gold]), lookup)
+        # A deterministic, seeded subsample keeps pools bounded when chains explode.
+        if len(pool) > max_per_answer:
+            rng = compute.rng(seed, "counterfactual-subsample", inst.id)
+            pool = [pool[i] for i in sorted(rng.choice(len(pool), max_per_answer, replace=False))]
+        out[inst.id] = pool
+    return out
+
+
+def t5_pools(view: pd.DataFrame, *, model: str | None, num_return: int, num_beams: int, do_sample: bool,
+             batch_size: int, seed: int, ctx: StageContext | None) -> Pool:
+    path = resolve_model(model, "counterfactual generator", "counterfactuals.model")
+    sha = model_hash(path)
+    if ctx is not None:
+        ctx.record_model("counterfactual-generator", str(path), sha, kind="seq2seq")
+    outs = t5_generate(view["gold"].tolist(), path, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
+                       batch_size=batch_size, seed=seed)
+    return {i: [(f"{Path(path).name}@{sha[:12]}", t) for t in gens if t] for i, gens in zip(view["id"], outs)}
+
+
+def file_pools(view: pd.DataFrame, *, candidates: str | None) -> Pool:
+    if not candidates:
+        raise ConfigError('counterfactuals.generators has "file": set counterfactuals.candidates to a JSON Lines file')
+    given = read_candidate_file(candidates, set(view["id"]))
+    return {i: [(Path(candidates).name, t) for t in given.get(i, [])] for i in view["id"]}
+
+
+def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: StageContext | None) -> Pool:
+    """Gold answers to the same question from other groups (dialogues), the most similar first (the
+    hardest to tell apart), with names the other dialogue had swapped for this dialogue's names of the
+    same kind; a candidate naming someone this dialogue cannot stand in for is left out."""
+    with open_embedder(embed, ctx) as emb:
+        vectors = emb.lookup(view["gold"].tolist())
+    out: Pool = {i: [] for i in view["id"]}
+    for _, group in view.groupby("question", sort=False):
+        ids, golds, groups = group["id"].tolist(), group["gold"].tolist(), group["group_id"].tolist()
+        passages = group["passage"].tolist()
+        x = np.stack([vectors(g) for g in golds])
+        sims = x @ x.T
+        for a, iid in enumerate(ids):
+            names = names_in(list(passages[a]) + [golds[a]])
+            order = sorted(range(len(ids)), key=lambda b: (-sims[a, b], ids[b]))
+            taken: list[tuple[str, str]] = []
+            for b in order:
+                if len(taken) >= depth:
+                    break
+                if groups[b] == groups[a] or golds[b].strip().lower() == golds[a].strip().lower():
+                    continue
+                adapted = adapt_names(golds[b], names_in(list(passages[b]) + [golds[b]]), names)
+                if adapted is not None:
+                    taken.append((f"retrieval:{ids[b]}", adapted))
+            out[iid] = taken
+    return out
+
+
+def adapt_names(text: str, their_names: list[str], our_names: list[str]) -> str | None:
+    """Replace the other dialogue's names in `text` by this dialogue's, in order of appearance and of the
+    same kind (days and months for days and months); None when a name has no stand-in."""
+    from tasks.distractors.lexical import CALENDAR
+
+    spare = [n for n in our_names if n not in their_names]
+    for name in [n for n in their_names if re.search(rf"\b{re.escape(n)}\b", text) and n not in our_names]:
+        kind = name.lower() in CALENDAR
+        stand_in = next((n for n in spare if (n.lower() in CALENDAR) == kind), None)
+        if stand_in is None:
+            return None
+        spare.remove(stand_in)
+        text = re.sub(rf"\b{re.escape(name)}\b", stand_in, text)
+    return text
+
+
+def counterfactuals(instances: pd.DataFrame, *,
+                    generators: list[Literal["lexical", "t5", "file", "retrieval"]] = ["lexical", "retrieval"],
+                    min_pool: int = 16, model: ModelDir = None, conceptnet_db: InputPath = None,
+                    max_per_answer: int = 24, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
+                    batch_size: int = 16, candidates: InputPath = None, retrieval_depth: int = 32,
+                    embed: EmbedSpec = EmbedSpec(), seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
     """A pool of alternatives to every instance's gold answer (distractors.Instances in).
 
     Args:
-        generator: lexical (rule-based offline default), t5 (a seq2seq directory in model) or file
-            (candidates from any other generator)
-        model: seq2seq model directory for generator t5 (see csk train-generator)
+        generators: generators in order; the first gives all its candidates, each next one fills the
+            pools still below min_pool: lexical (rule-based rewrites), t5 (a seq2seq directory in model),
+            file (candidates from any other generator), retrieval (answers to the same question from
+            other dialogues)
+        min_pool: candidates per instance the later generators fill up to (the candidate filter removes
+            some; AF needs spares to swap in)
+        model: seq2seq model directory for the t5 generator (see csk cicero train-generator)
         conceptnet_db: conceptnet-lite SQLite database adding antonyms to the lexical rules
         max_per_answer: lexical pools are subsampled (seeded) above this size
         num_return: t5 outputs per answer
         num_beams: t5 beam width
         do_sample: t5 nucleus sampling instead of beam search
         batch_size: t5 answers per batch
-        candidates: JSON Lines {"id": instance id, "candidates": [...]} for generator file
+        candidates: JSON Lines {"id": instance id, "candidates": [...]} for the file generator
+        retrieval_depth: most retrieved answers per instance
+        embed: the sentence embedder ranking retrieved answers
         seed: seed of subsampling and sampling
     """
     view = instances
-    rows = []
-    if generator == "lexical":
-        lookup = None
-        if conceptnet_db:
-            conceptnet.connect(conceptnet_db)
-            lookup = conceptnet.antonyms
-        for inst in view.itertuples():
-            names = names_in(list(inst.passage) + [inst.gold])
-            pool = rewrite_all(inst.gold, names, lookup)
-            # A deterministic, seeded subsample keeps pools bounded when chains explode.
-            if len(pool) > max_per_answer:
-                rng = compute.rng(seed, "counterfactual-subsample", inst.id)
-                pool = [pool[i] for i in sorted(rng.choice(len(pool), max_per_answer, replace=False))]
-            for k, (rule, text) in enumerate(pool):
-                rows.append({"instance_id": inst.id, "gold": inst.gold, "candidate": text, "generator": "lexical",
-                             "rule": rule, "k": k})
-        notes = {"generator": "lexical rewrites (antonym lexicon" + (", ConceptNet" if lookup else "") +
-                 ", negation, quantity, role swap, entity swap; chains of up to three rules)"}
-    elif generator == "t5":
-        path = resolve_model(model, "counterfactual generator", "counterfactuals.model")
-        sha = model_hash(path)
-        if ctx is not None:
-            ctx.record_model("counterfactual-generator", str(path), sha, kind="seq2seq")
-        golds = view["gold"].tolist()
-        outs = t5_generate(golds, path, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
-                           batch_size=batch_size, seed=seed)
-        for inst, gens in zip(view.itertuples(), outs):
-            seen = {inst.gold.strip().lower()}
-            k = 0
-            for text in gens:
-                if text and text.lower() not in seen:
-                    seen.add(text.lower())
-                    rows.append({"instance_id": inst.id, "gold": inst.gold, "candidate": text, "generator": "t5",
-                                 "rule": f"{Path(path).name}@{sha[:12]}", "k": k})
-                    k += 1
-        notes = {"generator": "t5", "model": str(path), "decoding": "sampling" if do_sample else "beam"}
-    elif generator == "file":
-        if not candidates:
-            raise ConfigError('counterfactuals.generator = "file" needs counterfactuals.candidates = a JSON Lines file')
-        given = read_candidate_file(candidates, set(view["id"]))
-        for inst in view.itertuples():
-            seen = {inst.gold.strip().lower()}
-            k = 0
-            for text in given.get(inst.id, []):
-                if text.lower() not in seen:
-                    seen.add(text.lower())
-                    rows.append({"instance_id": inst.id, "gold": inst.gold, "candidate": text, "generator": "file",
-                                 "rule": Path(candidates).name, "k": k})
-                    k += 1
-        notes = {"generator": "file", "candidates": str(candidates)}
-    else:
-        raise ConfigError(f"counterfactuals.generator must be 'lexical', 't5' or 'file', got {generator!r}")
-    data = pd.DataFrame(rows, columns=["instance_id", "gold", "candidate", "generator", "rule", "k"])
-    data.insert(0, "id", [f"{r.instance_id}/cf{r.k:03d}" for r in data.itertuples()])
-    data = data.drop(columns="k")
+    if not generators:
+        raise ConfigError("counterfactuals.generators is empty: name at least one of lexical, t5, file, retrieval")
+    make = {
+        "lexical": lambda: lexical_pools(view, conceptnet_db=conceptnet_db, max_per_answer=max_per_answer, seed=seed),
+        "t5": lambda: t5_pools(view, model=model, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
+                               batch_size=batch_size, seed=seed, ctx=ctx),
+        "file": lambda: file_pools(view, candidates=candidates),
+        "retrieval": lambda: retrieval_pools(view, embed=embed, depth=retrieval_depth, ctx=ctx),
+    }
+    pools: dict[str, list[tuple[str, str, str]]] = {i: [] for i in view["id"]}
+    seen = {i: {g.strip().lower()} for i, g in zip(view["id"], view["gold"])}
+    added: dict[str, int] = {}
+    for k, name in enumerate(generators):
+        if name not in make:
+            raise ConfigError(f"counterfactuals.generators: unknown generator {name!r}; choose from {', '.join(make)}")
+        if k and all(len(p) >= min_pool for p in pools.values()):
+            break
+        for iid, found in make[name]().items():
+            room = len(found) if k == 0 else max(0, min_pool - len(pools[iid]))
+            for rule, text in found:
+                if room <= 0:
+                    break
+                text = text.strip()
+                if text and text.lower() not in seen[iid]:
+                    seen[iid].add(text.lower())
+                    pools[iid].append((name, rule, text))
+                    added[name] = added.get(name, 0) + 1
+                    room -= 1
+    gold = dict(zip(view["id"], view["gold"]))
+    rows = [{"id": f"{iid}/cf{k:03d}", "instance_id": iid, "gold": gold[iid], "candidate": text, "generator": name,
+             "rule": rule} for iid, pool in pools.items() for k, (name, rule, text) in enumerate(pool)]
+    data = pd.DataFrame(rows, columns=["id", "instance_id", "gold", "candidate", "generator", "rule"])
     per = data.groupby("instance_id").size().reindex(view["id"], fill_value=0)
-    notes.update({"instances": len(view), "instances_without_candidates": int((per == 0).sum()),
-                  "mean_pool": float(per.mean()) if len(per) else 0.0})
+    notes = {"generators": list(generators), "candidates_by_generator": added, "instances": len(view),
+             "instances_without_candidates": int((per == 0).sum()), "mean_pool": float(per.mean()) if len(per) else 0.0,
+             "median_pool": float(per.median()) if len(per) else 0.0, "min_pool": min_pool,
+             "samples": _samples(data)}
     empty = per[per == 0].index.tolist()
-    rejected = pd.DataFrame({"id": empty, "reason_code": "no_candidate", "reason": f"the {generator} generator produced no alternative to this answer"}) \
+    rejected = pd.DataFrame({"id": empty, "reason_code": "no_candidate",
+                             "reason": f"no generator of {list(generators)} produced an alternative to this answer"}) \
         if empty else None
     return StageOutput(data=data, rejected=rejected, rows_in=len(view), notes=notes,
-                       tables={"pools": [{"measure": k, "value": json.dumps(v) if isinstance(v, str) else v}
-                                         for k, v in notes.items()]})
+                       tables={"pools": [{"measure": k, "value": json.dumps(v) if not isinstance(v, (int, float)) else v}
+                                         for k, v in notes.items() if k != "samples"],
+                               "rule_samples": [{"rule": r, "gold": g, "candidate": c} for r, g, c in notes["samples"]]})
+
+
+def _samples(data: pd.DataFrame, per_rule: int = 3) -> list[tuple[str, str, str]]:
+    """A few outputs of every rule kind, for review (first in id order: deterministic)."""
+    kinds = data["rule"].map(lambda r: "+".join(sorted({p.split(":")[0] for p in str(r).split("+")})))
+    out = []
+    for kind, group in data.assign(kind=kinds).groupby("kind", sort=True):
+        out += [(kind, r.gold, r.candidate) for r in group.head(per_rule).itertuples()]
+    return out

@@ -15,23 +15,33 @@ from csk import compute
 from csk.runtime import StageContext, StageOutput
 from tasks.distractors.adversarial import vector_lookup
 from tasks.distractors.discriminators import LinearProbe
-from tasks.embed import EmbedSpec
+from tasks.distractors.candidate_filter import PAPER_EMBEDDER
+from tasks.embed import EmbedSpec, open_embedder
 from tasks.plots import hist_png
 
 
-def probe_accuracy(train: list[int], test: list[int], contexts, choices, correct, vector, seed: int) -> float:
+def probe_accuracy(train: list[int], test: list[int], contexts, choices, correct, vector,
+                   seed: int) -> tuple[float, float]:
+    """(accuracy, pairwise accuracy): the share of test items whose top choice is correct, and the share
+    of (correct, distractor) pairs in which the correct answer scores higher. Pairs compare item sets
+    with different numbers of choices fairly."""
     gold = [min(correct[i]) for i in train]
     probe = LinearProbe(vector, seed=seed).fit([contexts[i] for i in train], [choices[i] for i in train], gold)
     scores = probe.score([contexts[i] for i in test], [choices[i] for i in test])
-    return float(np.mean([int(np.argmax(s)) in correct[i] for i, s in zip(test, scores)]))
+    acc = float(np.mean([int(np.argmax(s)) in correct[i] for i, s in zip(test, scores)]))
+    won = [s[c] > s[d] for i, s in zip(test, scores) for c in correct[i] for d in range(len(s)) if d not in correct[i]]
+    return acc, float(np.mean(won)) if won else float("nan")
 
 
 def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: pd.DataFrame, *,
-                       embed: EmbedSpec = EmbedSpec(), seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
-    """Probe accuracy on the rebuilt and the published choices, and distractor-gold similarity.
+                       embed: EmbedSpec = EmbedSpec(), similarity_embedder: EmbedSpec = PAPER_EMBEDDER, seed: int = 0,
+                       ctx: StageContext | None = None) -> StageOutput:
+    """Probe accuracy on the rebuilt and the published choices, and distractor-correct-answer similarity.
 
     Args:
         embed: the frozen sentence embedder of the probe
+        similarity_embedder: the embedder of the paraphrase check (the candidate filter's): no final
+            distractor may reach cosine 0.9 with a correct answer
         seed: seed of the half/half split by group
     """
     view = instances.set_index("id").loc[mcq["id"]].reset_index()
@@ -62,16 +72,24 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
         test = [i for i in b if choices[i]]
         if not (train and test):
             continue
-        acc = probe_accuracy(train, test, contexts, choices, correct, vector, seed)
+        acc, pairwise = probe_accuracy(train, test, contexts, choices, correct, vector, seed)
         chance = float(np.mean([len(correct[i]) / len(choices[i]) for i in test]))
         add(f"probe_accuracy_{name}", acc, f"train {len(train)} / test {len(test)} instances, disjoint dialogues")
         add(f"chance_{name}", chance)
         add(f"probe_lift_{name}", lift(acc, chance), "(accuracy - chance) / (1 - chance); lower = harder")
-    gold_v = np.stack([vector(c) for c in view["gold"]]) if len(view) else np.zeros((0, 1))
-    sims = [float(gold_v[i] @ vector(d)) for i, r in enumerate(mcq.itertuples())
-            for k, d in enumerate(final[i]) if k not in final_correct[i]]
-    add("distractor_gold_cosine_mean", np.mean(sims) if sims else np.nan)
-    add("distractor_gold_cosine_max", np.max(sims) if sims else np.nan)
+        add(f"probe_pairwise_accuracy_{name}", pairwise,
+            "share of (correct, distractor) pairs the probe orders right; chance 0.5; lower = harder")
+    # Paraphrase check with the candidate filter's embedder, against every correct answer.
+    correct_texts = [[final[i][k] for k in sorted(final_correct[i])] +
+                     ([published[i][k] for k in sorted(published_correct[i])] if published[i] else [])
+                     for i in range(len(final))]
+    distractors = [[d for k, d in enumerate(final[i]) if k not in final_correct[i]] for i in range(len(final))]
+    with open_embedder(similarity_embedder, ctx) as emb:
+        sv = emb.lookup([t for ts in correct_texts + distractors for t in ts])
+    sims = [max(float(sv(d) @ sv(c)) for c in correct_texts[i]) for i in range(len(final)) for d in distractors[i]]
+    add("distractor_correct_cosine_mean", np.mean(sims) if sims else np.nan,
+        "each distractor's highest cosine with a correct answer (the filter's embedder)")
+    add("distractor_correct_cosine_max", np.max(sims) if sims else np.nan, "must stay below the filter's 0.9")
     if "contradiction" in candidates.columns and candidates["contradiction"].notna().any():
         add("min_p_contradiction_of_kept_candidates", candidates["contradiction"].min(),
             "every kept candidate passed the NLI contradiction rule")
@@ -80,5 +98,5 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
     add("instances", len(mcq))
     data = pd.DataFrame(rows)
     return StageOutput(data=data, rows_in=len(data),
-                       files={"distractor_gold_similarity.png": hist_png(sims, "cosine(distractor, gold)", "cosine")},
+                       files={"distractor_similarity.png": hist_png(sims, "cosine(distractor, nearest correct answer)", "cosine")},
                        tables={"distractor_quality": data.astype(object).where(data.notna(), None).to_dict(orient="records")})
