@@ -80,6 +80,7 @@ def fidelity(sources: pd.DataFrame, filtered: pd.DataFrame, deduped: pd.DataFram
         for s, share in splits["split"].value_counts(normalize=True).sort_index().items():
             add("splits", "share_of_instances", s, share, {"train": 0.6, "validation": 0.2, "test": 0.2}.get(s))
     data = pd.DataFrame(rows, columns=["id", "section", "measure", "group", "rebuild", "paper", "release", "note"])
+    data[["rebuild", "paper", "release"]] = data[["rebuild", "paper", "release"]].astype(float)  # None -> NaN
     return StageOutput(data=data, rows_in=len(data), files={"fidelity.png": _plot(data)},
                        tables={"fidelity": data.astype(object).where(data.notna(), None).to_dict(orient="records")})
 

@@ -96,7 +96,8 @@ class TransformerMC:
         self.fits += 1
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
         # A fresh discriminator from the pretrained weights every iteration (Zellers et al. 2018).
-        self.model = AutoModelForMultipleChoice.from_pretrained(self.model_dir, local_files_only=True).to(self.device)
+        self.model = AutoModelForMultipleChoice.from_pretrained(
+            self.model_dir, local_files_only=True, dtype=torch.float32).to(self.device)  # fp32 master weights
         opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         steps = self.epochs * ((len(contexts) + self.batch_size - 1) // self.batch_size)
         sched = get_linear_schedule_with_warmup(opt, int(self.warmup * steps), max(steps, 1))

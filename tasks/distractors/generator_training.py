@@ -58,7 +58,7 @@ def train(base: str | Path, out: str | Path, pairs: list[tuple[str, str, str]], 
     device = compute.device()
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    model = AutoModelForSeq2SeqLM.from_pretrained(str(path), local_files_only=True).to(device)
+    model = AutoModelForSeq2SeqLM.from_pretrained(str(path), local_files_only=True, dtype=torch.float32).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     rng = compute.rng(seed, "generator-training")
     total = epochs * ((len(pairs) + batch_size - 1) // batch_size)
