@@ -5,7 +5,7 @@ With `lenient=True` the record is returned among `rejected` with its reason inst
 """
 
 from readers.base import ReadResult
-from readers.cicero import read_cicero_release
+from readers.cicero import read_cicero_dialogues, read_cicero_release
 from readers.conceptnet import read_conceptnet_assertions
 from readers.corecode import read_corecode
 from readers.dailydialog import read_dailydialog
@@ -14,5 +14,5 @@ from readers.dream import read_dream
 from readers.mutual import read_mutual
 from readers.paco import read_paco_gen, read_paco_nli
 
-__all__ = ["ReadResult", "read_cicero_release", "read_conceptnet_assertions", "read_corecode", "read_dailydialog",
+__all__ = ["ReadResult", "read_cicero_dialogues", "read_cicero_release", "read_conceptnet_assertions", "read_corecode", "read_dailydialog",
            "read_deco", "read_dream", "read_mutual", "read_paco_gen", "read_paco_nli"]

@@ -66,3 +66,24 @@ def read_cicero_release(path: str | Path, lenient: bool = False) -> ReadResult:
         except RecordError as exc:
             handle_bad(result, lenient, path, n, locator, "cicero", str(exc))
     return result
+
+
+def read_cicero_dialogues(path: str | Path, lenient: bool = False) -> ReadResult:
+    """The distinct dialogues of a CICERO release (first line of each `ID`), as a source corpus: to
+    rebuild targets on exactly the released dialogues and compare with the released targets."""
+    from readers.base import dialogue_row
+
+    instances = read_cicero_release(path, lenient=lenient)
+    result = ReadResult(rejected=list(instances.rejected), records=0)
+    seen: set[str] = set()
+    for row in instances.rows:
+        if row["cicero_id"] in seen:
+            continue
+        seen.add(row["cicero_id"])
+        result.records += 1
+        turns = row["turns"]
+        result.rows.append(dialogue_row(f"cicero-{row['cicero_id']}", "cicero", [t["speaker"] for t in turns],
+                                        [t["text"] for t in turns], [t["raw_speaker"] for t in turns],
+                                        Path(row["source_file"]), row["source_record"], row["source_locator"]))
+    result.records += len(instances.rejected)
+    return result

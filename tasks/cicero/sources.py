@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from csk.params import InputPath
 from csk.runtime import StageOutput
-from readers import read_dailydialog, read_dream, read_mutual
+from readers import read_cicero_dialogues, read_dailydialog, read_dream, read_mutual
 from tasks.sources import read_sources
 
-READERS = {"dailydialog": read_dailydialog, "mutual": read_mutual, "dream": read_dream}
+READERS = {"dailydialog": read_dailydialog, "mutual": read_mutual, "dream": read_dream, "cicero": read_cicero_dialogues}
 
 
 def sources(*, dailydialog: InputPath = None, mutual: InputPath = None, dream: InputPath = None,
-            lenient: bool = True, dyadic_only: bool = True) -> StageOutput:
+            cicero: InputPath = None, lenient: bool = True, dyadic_only: bool = True) -> StageOutput:
     """One dialogues table from the three corpora, as CICERO built its dialogues: DailyDialog
     speakers alternate from A; MuTual turns split into sentences, m -> A, f -> B; DREAM speakers
     lettered in order of appearance.
@@ -20,9 +20,11 @@ def sources(*, dailydialog: InputPath = None, mutual: InputPath = None, dream: I
         dailydialog: DailyDialog dialogues_text.txt (one dialogue per line, utterances ending in __eou__)
         mutual: directory of MuTual dialogues (one JSON object per file)
         dream: DREAM JSON file (a list of [turns, questions, id])
+        cicero: a CICERO release file whose dialogues are taken as they were released (to rebuild targets
+            on exactly those dialogues and compare with the release)
         lenient: reject a malformed record with its reason and go on (real corpora have some); false:
             stop at the first one, naming file and record
         dyadic_only: reject dialogues without exactly two speakers (CICERO's sources are dyadic)
     """
-    return read_sources(READERS, {"dailydialog": dailydialog, "mutual": mutual, "dream": dream}, lenient,
-                        dyadic_only)
+    return read_sources(READERS, {"dailydialog": dailydialog, "mutual": mutual, "dream": dream, "cicero": cicero},
+                        lenient, dyadic_only)
