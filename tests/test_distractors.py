@@ -34,16 +34,29 @@ def test_quantity_role_entity():
     assert lx.quantity_rewrites("They buy 2 cups.")[0][1] == "They buy 4 cups."
     assert lx.quantity_rewrites("Three friends came.")[0][1] == "Six friends came."
     assert lx.role_rewrites("The speaker thanks the listener.")[0][1] == "The listener thanks the speaker."
-    names = lx.names_in(["A: I met Anna and Tom on Friday .", "B: Then we saw Mary on Sunday ."])
-    assert names == ["Anna", "Tom", "Friday", "Mary", "Sunday"]
-    swapped = {t for _, t in lx.entity_rewrites("Anna calls on Friday.", names)}
+    ents = {"Anna": "PERSON", "Tom": "PERSON", "Friday": "DATE", "Sunday": "DATE"}
+    swapped = {t for _, t in lx.entity_rewrites("Anna calls on Friday.", ents)}
     assert "Tom calls on Friday." in swapped and "Anna calls on Sunday." in swapped
-    assert "Friday calls on Friday." not in swapped  # a day never replaces a person
+    assert "Friday calls on Friday." not in swapped  # a date never replaces a person
+
+
+def test_entity_swaps_use_spacy_entities_and_leave_non_entities_alone():
+    """en_core_web_sm's NER types the dialogue's entities; "Oh . My God !" holds none, so no swap writes
+    nonsense such as "God and her lover get married"."""
+    from tasks.english import entities
+
+    ents = entities(["Tom will meet Sarah in Paris on Monday .", "We flew to London on Friday ."])
+    assert ents["Tom"] == ents["Sarah"] == "PERSON" and ents["Paris"] == ents["London"] == "GPE"
+    assert entities(["Oh . My God !"]) == {}
+    assert lx.entity_rewrites("Oh . My God !", ents) == []
+    swapped = {t for _, t in lx.entity_rewrites("Tom stayed in Paris.", ents)}
+    assert "Sarah stayed in Paris." in swapped and "Tom stayed in London." in swapped
+    assert not any("Monday" in t for t in swapped)
 
 
 def test_rewrite_all_never_returns_the_input_nor_cancelling_chains():
     text = "The speaker has always wanted a pet."
-    out = lx.rewrite_all(text, [])
+    out = lx.rewrite_all(text, {})
     assert text not in {t for _, t in out}
     assert not any("antonym" in r and "negation" in r for r, _ in out)
 
@@ -136,8 +149,10 @@ def test_retrieval_fills_pools_from_other_dialogues_with_names_adapted():
     own_group = dict(zip(items["id"], items["group_id"]))
     assert all(own_group[r.split(":", 1)[1]] != own_group[i] for r, i in zip(retrieved["rule"], retrieved["instance_id"]))
     assert out.notes["median_pool"] == 8 and out.notes["samples"]
-    assert adapt_names("Tom will meet Anna on Monday.", ["Tom", "Anna", "Monday"], ["Lisa", "Friday"]) is None
-    assert adapt_names("Tom will call on Monday.", ["Tom", "Monday"], ["Lisa", "Friday"]) == "Lisa will call on Friday."
+    theirs = {"Tom": "PERSON", "Anna": "PERSON", "Monday": "DATE"}
+    assert adapt_names("Tom will meet Anna on Monday.", theirs, {"Lisa": "PERSON", "Friday": "DATE"}) is None
+    assert adapt_names("Tom will call on Monday.", theirs, {"Lisa": "PERSON", "Friday": "DATE"}) == \
+        "Lisa will call on Friday."
 
 
 def _candidates(pairs):

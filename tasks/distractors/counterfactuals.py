@@ -26,7 +26,8 @@ from csk.models import model_hash, resolve_model
 from csk.params import InputPath, ModelDir
 from csk.runtime import StageContext, StageOutput
 from readers.base import iter_json_lines
-from tasks.distractors.lexical import names_in, rewrite_all
+from tasks.distractors.lexical import rewrite_all
+from tasks.english import PIPELINE, entities
 from tasks.embed import EmbedSpec, open_embedder
 
 PREFIX = "counterfactual: "  # the task prefix the generator is trained with
@@ -87,8 +88,10 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
         conceptnet.connect(conceptnet_db)
         lookup = conceptnet.antonyms
     out: Pool = {}
+    texts_of = {inst.id: _texts(inst.passage, inst.gold) for inst in view.itertuples()}
+    entities([t for ts in texts_of.values() for t in ts])  # parse every text once, in batches
     for inst in view.itertuples():
-        pool = rewrite_all(inst.gold, names_in(list(inst.passage) + [inst.gold]), lookup)
+        pool = rewrite_all(inst.gold, entities(texts_of[inst.id]), lookup)
         # A deterministic, seeded subsample keeps pools bounded when chains explode.
         if len(pool) > max_per_answer:
             rng = compute.rng(seed, "counterfactual-subsample", inst.id)
@@ -128,7 +131,7 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
         x = np.stack([vectors(g) for g in golds])
         sims = x @ x.T
         for a, iid in enumerate(ids):
-            names = names_in(list(passages[a]) + [golds[a]])
+            ours = entities(_texts(passages[a], golds[a]))
             order = sorted(range(len(ids)), key=lambda b: (-sims[a, b], ids[b]))
             taken: list[tuple[str, str]] = []
             for b in order:
@@ -136,26 +139,30 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                     break
                 if groups[b] == groups[a] or golds[b].strip().lower() == golds[a].strip().lower():
                     continue
-                adapted = adapt_names(golds[b], names_in(list(passages[b]) + [golds[b]]), names)
+                adapted = adapt_names(golds[b], entities(_texts(passages[b], golds[b])), ours)
                 if adapted is not None:
                     taken.append((f"retrieval:{ids[b]}", adapted))
             out[iid] = taken
     return out
 
 
-def adapt_names(text: str, their_names: list[str], our_names: list[str]) -> str | None:
-    """Replace the other dialogue's names in `text` by this dialogue's, in order of appearance and of the
-    same kind (days and months for days and months); None when a name has no stand-in."""
-    from tasks.distractors.lexical import CALENDAR
+def _texts(passage, gold: str) -> list[str]:
+    """The dialogue's utterances without speaker tags, and the gold answer."""
+    return [re.sub(r"^\s*[A-Z][a-z]?\s*:\s*", "", str(u)) for u in passage] + [gold]
 
-    spare = [n for n in our_names if n not in their_names]
-    for name in [n for n in their_names if re.search(rf"\b{re.escape(n)}\b", text) and n not in our_names]:
-        kind = name.lower() in CALENDAR
-        stand_in = next((n for n in spare if (n.lower() in CALENDAR) == kind), None)
+
+def adapt_names(text: str, theirs: dict[str, str], ours: dict[str, str]) -> str | None:
+    """Replace the other dialogue's named entities in `text` by this dialogue's entities of the same type
+    (spaCy NER), in order of appearance; None when one has no stand-in."""
+    spare = [n for n in ours if n not in theirs]
+    for name, label in theirs.items():
+        if name in ours or not re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text):
+            continue
+        stand_in = next((n for n in spare if ours[n] == label), None)
         if stand_in is None:
             return None
         spare.remove(stand_in)
-        text = re.sub(rf"\b{re.escape(name)}\b", stand_in, text)
+        text = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", stand_in, text)
     return text
 
 
@@ -221,6 +228,7 @@ def counterfactuals(instances: pd.DataFrame, *,
     data = pd.DataFrame(rows, columns=["id", "instance_id", "gold", "candidate", "generator", "rule"])
     per = data.groupby("instance_id").size().reindex(view["id"], fill_value=0)
     notes = {"generators": list(generators), "candidates_by_generator": added, "instances": len(view),
+             "named_entities": PIPELINE if {"lexical", "retrieval"} & set(generators) else None,
              "instances_without_candidates": int((per == 0).sum()), "mean_pool": float(per.mean()) if len(per) else 0.0,
              "median_pool": float(per.median()) if len(per) else 0.0, "min_pool": min_pool,
              "samples": _samples(data)}

@@ -7,7 +7,8 @@ every place it applies; the generator also chains two rules for a larger pool:
 * negation flip: add or remove "not" at the first auxiliary;
 * quantity change: numbers and number words;
 * role swap: speaker <-> listener, he <-> she, man <-> woman ...;
-* entity swap: a capitalised name of the answer replaced by another name from the same dialogue.
+* entity swap: a named entity of the answer (spaCy NER) replaced by another entity of the same
+  type from the same dialogue (a person for a person, a date for a date).
 """
 
 from __future__ import annotations
@@ -177,48 +178,25 @@ def role_rewrites(text: str) -> list[tuple[str, str]]:
     return [("role_swap", "".join(out) + text[pos:])]
 
 
-NOT_NAMES = {"i", "i'm", "i'll", "i'd", "i've", "the", "a", "an", "we", "you", "he", "she", "it", "they", "that",
-             "this", "then", "there", "what", "why", "how", "when", "where", "who", "yes", "no", "ok", "okay", "oh",
-             "well", "so", "but", "and", "or", "if", "please", "thanks", "thank", "sorry", "hi", "hello", "dear",
-             "mr", "mrs", "ms", "dr", "sir", "madam", "honey", "dad", "mom", "mum"}
-
-
-def names_in(utterances: Iterable[str]) -> list[str]:
-    """Capitalised words that are not sentence-initial: the dialogue's names and places."""
-    names = []
-    for utt in utterances:
-        utt = re.sub(r"^\s*[A-Z][a-z]?\s*:\s*", "", utt)  # a leading speaker tag is not a word
-        for sent in re.split(r"(?<=[.!?])\s+", utt):
-            for m in _words(sent)[1:]:
-                w = m.group()
-                if w[:1].isupper() and w.isalpha() and w.lower() not in NOT_NAMES:
-                    names.append(w)
-    return list(dict.fromkeys(names))
-
-
-CALENDAR = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february",
-            "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"}
-
-
-def entity_rewrites(text: str, dialogue_names: list[str]) -> list[tuple[str, str]]:
-    """Swap a name for another of the dialogue's names of the same kind (days/months vs the rest)."""
+def entity_rewrites(text: str, dialogue_entities: dict[str, str]) -> list[tuple[str, str]]:
+    """Swap a named entity of the text for another entity of the same type in the dialogue (spaCy NER:
+    a person for a person, a date for a date); text that is no entity ("Oh . My God !") is left alone."""
     out = []
-    in_text = [m for m in _words(text) if m.group() in dialogue_names]
-    for m in in_text:
-        kind = m.group().lower() in CALENDAR
-        for other in dialogue_names:
-            if other != m.group() and (other.lower() in CALENDAR) == kind:
-                out.append(("entity_swap", _replace_span(text, m.start(), m.end(), other)))
+    for name, label in dialogue_entities.items():
+        for m in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", text):
+            for other, other_label in dialogue_entities.items():
+                if other_label == label and other != name and other not in name and name not in other:
+                    out.append((f"entity_swap:{label}", _replace_span(text, m.start(), m.end(), other)))
     return out
 
 
-def rewrite_all(text: str, dialogue_names: list[str], lookup: Callable[[str], Iterable[str]] | None = None,
+def rewrite_all(text: str, dialogue_entities: dict[str, str], lookup: Callable[[str], Iterable[str]] | None = None,
                 depth: int = 3) -> list[tuple[str, str]]:
     """Single-rule rewrites, then chains of up to `depth` rules of different kinds (further from
     the gold, so more of them pass the similarity filter), de-duplicated, never the input itself."""
     def singles(t: str) -> list[tuple[str, str]]:
         return (antonym_rewrites(t, lookup) + negation_rewrites(t) + quantity_rewrites(t) + role_rewrites(t)
-                + entity_rewrites(t, dialogue_names))
+                + entity_rewrites(t, dialogue_entities))
 
     out: dict[str, str] = {}
     frontier = [("", text)]
