@@ -125,6 +125,7 @@ def make_discriminator_factory(discriminator: str, *, model: str | None, epochs:
         path = resolve_model(model, "AF discriminator encoder", "adversarial_filter.model")
         if ctx is not None:
             ctx.record_model("af-discriminator", str(path), None, kind="multiple-choice",
+                             precision="bf16" if compute.device().startswith("cuda") or compute.bf16_faster()[0] else "fp32",
                              epochs=epochs, lr=lr)
         return lambda: TransformerMC(str(path), epochs=epochs, lr=lr, batch_size=batch_size, seed=seed)
     raise ConfigError(f"adversarial_filter.discriminator must be 'linear-probe' or 'transformer', got {discriminator!r}")

@@ -65,12 +65,15 @@ class TransformerMC:
         self.tokenizer = None
         self.fits = 0
 
-    def _autocast(self):
-        import torch
-
+    @property
+    def precision(self) -> str:
+        """bf16 autocast on CUDA, and on a CPU where bf16 matmul is measured faster (AMX); else fp32."""
         if self.device.startswith("cuda"):
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-        return torch.autocast("cpu", enabled=False)
+            return "bf16"
+        return "bf16" if compute.bf16_faster("cpu")[0] else "fp32"
+
+    def _autocast(self):
+        return compute.autocast(self.precision, self.device)
 
     def _encode(self, contexts: list[str], choices: list[list[str]]):
         width = max(len(ch) for ch in choices)
