@@ -1,6 +1,6 @@
 """CICERO (Ghosal et al. 2022): the construction steps of SEEDS.md section 1, in order.
 
-`csk run cicero` runs `cicero`; `csk rebuild-distractors cicero` runs `rebuild_distractors`
+`csk run cicero` runs `cicero`; `csk cicero rebuild-distractors` runs `rebuild_distractors`
 (the distractor engine alone, on the latest run's instances or on a released file).
 """
 

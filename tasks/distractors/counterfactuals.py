@@ -1,13 +1,16 @@
 """Counterfactual candidate pools (SEEDS 1.6a): alternatives to every gold answer.
 
-Generators:
+Generators run in the configured order; the first gives all its candidates and each next one
+fills the pools still below `min_pool` ("where a generator cannot produce enough, the next fills
+in"), each row naming the generator and rule that made it:
 * `lexical` (offline default): the rule-based rewrites of `tasks.distractors.lexical`;
+* `retrieval`: gold answers to the same question in other dialogues, most similar first, their
+  named entities swapped for this dialogue's of the same type;
 * `t5`: any seq2seq model directory (the paper: T5 fine-tuned on SNLI contradiction pairs and
-  TimeTravel counterfactual pairs, see `csk train-generator`), batched, beam search or
+  TimeTravel counterfactual pairs, see `csk cicero train-generator`), batched, beam search or
   sampling with several returns per answer, bf16 on CUDA;
 * `file`: candidates made by any other generator (an LLM, another paper's model), as JSON
   Lines `{"id": instance id, "candidates": [...]}`; the ids are those of the instance table.
-Each row records its generator, the rule or model, and the gold answer it rewrites.
 """
 
 from __future__ import annotations
