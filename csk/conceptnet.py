@@ -2,7 +2,8 @@
 
 conceptnet-lite's `connect()` downloads a database when the file is missing; here a missing
 database is an error, and `build_db` loads a local assertions dump (ConceptNet 5.7 format:
-assertion URI, relation URI, start URI, end URI, JSON info, tab-separated) into one.
+assertion URI, relation URI, start URI, end URI, JSON info, tab-separated) into one with
+conceptnet-lite's own loader. `edges` and `one_hop` are the batched look-ups the stages use.
 """
 
 from __future__ import annotations
@@ -15,28 +16,85 @@ from csk.errors import InputError
 _OPEN: str | None = None
 
 
-def build_db(dump: str | Path, db: str | Path) -> Path:
+def build_db(dump: str | Path, db: str | Path, languages: tuple[str, ...] | None = None,
+             progress: bool = True) -> Path:
+    """Build a conceptnet-lite database from a local assertions dump, streaming, with progress, resumable.
+
+    Two phases, each resumable: (1) the dump (plain or gzipped) is streamed once, keeping the edges
+    whose two ends are in `languages` (all edges when None), into `<db>.part.tsv`, with a checkpoint
+    every 500K lines (a rerun after a crash truncates to the last checkpoint and goes on from there);
+    beside it, `<db>.lines` maps each kept edge to its line in the dump (the edge's database id is its
+    position in the filtered file, so lineage can name the dump line). (2) conceptnet-lite's own
+    loader (`load_dump_to_db`) loads the filtered file into `<db>.tmp`, renamed to `db` when done;
+    a crash there redoes phase 2 only.
+    """
+    import gzip
+    import json as _json
+
     from conceptnet_lite.db import load_dump_to_db
+    from tqdm.auto import tqdm
 
     dump, db = Path(dump), Path(db)
     if not dump.is_file():
         raise InputError(str(dump), None, "ConceptNet assertions dump not found")
-    if dump.suffix == ".gz":  # conceptnet-lite's loader reads plain text: decompress beside the database
-        import gzip
-        import shutil
-        import tempfile
-
-        with tempfile.NamedTemporaryFile(dir=db.parent, suffix=".csv", delete=False) as tmp:
-            with gzip.open(dump, "rb") as src:
-                shutil.copyfileobj(src, tmp)
-        try:
-            return build_db(tmp.name, db)
-        finally:
-            Path(tmp.name).unlink(missing_ok=True)
-    with open(dump, "rb") as f:
-        n = sum(1 for _ in f)
-    load_dump_to_db(dump_path=dump, db_path=db, edge_count=n, delete_dump=False)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    part, lines, ckpt = (db.with_name(db.name + s) for s in (".part.tsv", ".lines", ".checkpoint.json"))
+    state = _json.loads(ckpt.read_text()) if ckpt.exists() else {"line": 0, "bytes": 0, "kept": 0, "done": False}
+    wanted = tuple(f"/c/{lang}/" for lang in languages) if languages else None
+    if not state["done"]:
+        opener = gzip.open if dump.suffix == ".gz" else open
+        mode = "r+b" if part.exists() else "wb"
+        with opener(dump, "rb") as src, open(part, mode) as out, open(lines, "a+b") as linemap:
+            out.truncate(state["bytes"])
+            out.seek(state["bytes"])
+            linemap.truncate(8 * state["kept"])
+            bar = tqdm(desc=f"ConceptNet: filtering {dump.name}", unit=" lines", disable=not progress,
+                       initial=state["line"])
+            n = 0
+            for n, raw in enumerate(src, start=1):
+                if n <= state["line"]:
+                    continue
+                cols = raw.split(b"\t", 4)
+                if len(cols) == 5 and (wanted is None or (cols[2].decode("utf-8", "replace").startswith(wanted)
+                                                          and cols[3].decode("utf-8", "replace").startswith(wanted))):
+                    out.write(raw if raw.endswith(b"\n") else raw + b"\n")
+                    linemap.write(n.to_bytes(8, "little"))
+                    state["kept"] += 1
+                if n % 500_000 == 0:
+                    out.flush()
+                    linemap.flush()
+                    state.update(line=n, bytes=out.tell())
+                    ckpt.write_text(_json.dumps(state))
+                    bar.update(500_000)
+            out.flush()
+            state.update(line=n, bytes=out.tell(), done=True)
+            ckpt.write_text(_json.dumps(state))
+            bar.close()
+    tmp = db.with_name(db.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    if state["kept"]:
+        load_dump_to_db(dump_path=part, db_path=tmp, edge_count=state["kept"], delete_dump=False)
+    else:
+        _open_empty(tmp)
+    tmp.replace(db)
+    part.unlink(missing_ok=True)
+    ckpt.unlink(missing_ok=True)
     return db
+
+
+def _open_empty(path: Path) -> None:
+    from conceptnet_lite.db import _open_db
+
+    _open_db(path)
+
+
+def dump_lines(db: str | Path):
+    """The dump line of each edge id (1-based) of a database built by `build_db`; None for a database
+    built by conceptnet-lite from the whole dump, where an edge's id is its line."""
+    import numpy as np
+
+    p = Path(str(db) + ".lines")
+    return np.fromfile(p, dtype="<u8") if p.exists() else None
 
 
 def connect(db: str | Path) -> None:
@@ -77,7 +135,79 @@ def antonyms(word: str) -> tuple[str, ...]:
     return related(word, ("antonym", "distinct_from"))
 
 
-if __name__ == "__main__":  # python -m csk.conceptnet DUMP DB
+if __name__ == "__main__":  # python -m csk.conceptnet DUMP DB [LANG ...]
     import sys
 
-    print(build_db(sys.argv[1], sys.argv[2]))
+    print(build_db(sys.argv[1], sys.argv[2], tuple(sys.argv[3:]) or None))
+
+
+_EDGE_SQL = """
+SELECT e.id, r.name, ls.text, cs.sense_label, ll.name, le.text, ce.sense_label, lle.name, e.etc
+FROM edge e JOIN relation r ON e.relation_id = r.id
+JOIN concept cs ON e.start_id = cs.id JOIN label ls ON cs.label_id = ls.id JOIN language ll ON ls.language_id = ll.id
+JOIN concept ce ON e.end_id = ce.id JOIN label le ON ce.label_id = le.id JOIN language lle ON le.language_id = lle.id
+"""
+
+
+def relation_uri(name: str) -> str:
+    """conceptnet-lite's snake_case relation name -> ConceptNet's URI ('used_for' -> '/r/UsedFor')."""
+    return "/r/" + "".join(p[:1].upper() + p[1:] for p in name.split("_"))
+
+
+def _concept_uri(lang: str, text: str, sense: str) -> str:
+    return f"/c/{lang}/{text}" + (f"/{sense}" if sense else "")
+
+
+def _edge_row(row) -> dict:
+    import json as _json
+
+    eid, rel, s_text, s_sense, s_lang, e_text, e_sense, e_lang, etc = row
+    start, end, ruri = _concept_uri(s_lang, s_text, s_sense), _concept_uri(e_lang, e_text, e_sense), relation_uri(rel)
+    info = _json.loads(etc) if isinstance(etc, str) else (etc or {})
+    return {"edge_id": int(eid), "edge_uri": f"/a/[{ruri}/,{start}/,{end}/]", "relation": ruri[3:],
+            "start_uri": start, "end_uri": end, "head": s_text.replace("_", " "), "tail": e_text.replace("_", " "),
+            "start_language": s_lang, "end_language": e_lang, "info": info}
+
+
+def edges(relations: list[str], language: str) -> list[dict]:
+    """Every edge of the relations ("UsedFor", ...) whose two ends are in `language`, by edge id."""
+    from conceptnet_lite.db import db as _db
+
+    names = [_snake(r) for r in relations]
+    marks = ",".join("?" * len(names))
+    sql = _EDGE_SQL + f" WHERE r.name IN ({marks}) AND ll.name = ? AND lle.name = ? ORDER BY e.id"
+    return [_edge_row(r) for r in _db.execute_sql(sql, (*names, language, language)).fetchall()]
+
+
+def one_hop(concepts: list[str], language: str, relations: list[str] | None = None) -> list[dict]:
+    """Every edge starting at one of the concepts (label texts; spaces or underscores), both ends in
+    `language`: one query per batch of distinct concepts, not one per look-up."""
+    from conceptnet_lite.db import db as _db
+
+    texts = sorted({c.replace(" ", "_") for c in concepts if c})
+    out: list[dict] = []
+    rel = ""
+    params_rel: tuple = ()
+    if relations:
+        rel = f" AND r.name IN ({','.join('?' * len(relations))})"
+        params_rel = tuple(_snake(r) for r in relations)
+    for i in range(0, len(texts), 500):
+        chunk = texts[i:i + 500]
+        sql = (_EDGE_SQL + f" WHERE ls.text IN ({','.join('?' * len(chunk))}) AND ll.name = ? AND lle.name = ?"
+               + rel + " ORDER BY e.id")
+        out += [_edge_row(r) for r in _db.execute_sql(sql, (*chunk, language, language, *params_rel)).fetchall()]
+    return out
+
+
+def relation_counts() -> list[tuple[str, int]]:
+    from conceptnet_lite.db import db as _db
+
+    sql = ("SELECT r.name, COUNT(*) FROM edge e JOIN relation r ON e.relation_id = r.id "
+           "GROUP BY r.name ORDER BY r.name")
+    return [(relation_uri(n)[3:], int(c)) for n, c in _db.execute_sql(sql).fetchall()]
+
+
+def _snake(relation: str) -> str:
+    from conceptnet_lite.db import _to_snake_case
+
+    return _to_snake_case(relation)

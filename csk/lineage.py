@@ -56,6 +56,23 @@ def _drop_inherited_records(steps: list[dict]) -> list[dict]:
     return steps
 
 
+def _known_files(ref: ArtifactRef) -> dict[str, str]:
+    """path -> sha256 of the files the artifact, or the artifacts it read, hashed (a stage that reads rows
+    out of a database built upstream names the dump its `conceptnet` input hashed)."""
+    out: dict[str, str] = {}
+    todo, seen = [ref], set()
+    while todo:
+        r = todo.pop()
+        if r.key in seen:
+            continue
+        seen.add(r.key)
+        m = r.manifest()
+        for f in source_files(m):
+            out.setdefault(f["path"], f["sha256"])
+        todo += [ArtifactRef(r.pipeline, i["stage"], i["key"], i["path"]) for i in m["inputs"]]
+    return out
+
+
 def _sha(path: str) -> str | None:
     from csk.runtime import sha256_file
 
@@ -86,7 +103,7 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
         row, rejected = found
         m = current.manifest()
         step = {"stage": current.stage, "key": current.key, "path": current.path, "id": rid, "rejected": rejected}
-        if m.get("parent_column") is None and m["inputs"]:
+        if m.get("parent_column") is None and m["inputs"] and not row.get("source_file"):
             step["aggregate"] = True  # a summary row (statistics): it has no single source record
             steps.append(step)
             return steps
@@ -96,7 +113,7 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
         steps.append(step)
         parent_col = m.get("parent_column")
         if not m["inputs"] or parent_col is None:
-            files = {f["path"]: f["sha256"] for f in source_files(m)}
+            files = _known_files(current)
             src = row.get("source_file")
             step["source"] = {"file": src, "sha256": files.get(src) or _sha(src), "record": row.get("source_record"),
                               "locator": row.get("source_locator")}

@@ -49,8 +49,9 @@ def read_paco_nli(path: str | Path, lenient: bool = False) -> ReadResult:
             if not row["context"].strip() or not row["question"].strip():
                 raise RecordError("empty context or question")
             label = int(row["label"])
-            result.rows.append({"id": f"paco-nli-{path.stem}-{n:06d}", "precondition": row["context"].strip(),
-                                "statement": row["question"].strip(), "label": label,
+            # texts kept exactly as released, so a re-export gives the same rows back
+            result.rows.append({"id": f"paco-nli-{path.stem}-{n:06d}", "precondition": row["context"],
+                                "statement": row["question"], "label": label,
                                 "polarity": "enabling" if label == 1 else "disabling",
                                 "source_file": str(path), "source_record": n, "source_locator": locator})
         except RecordError as exc:
@@ -67,15 +68,15 @@ def read_paco_gen(path: str | Path, lenient: bool = False) -> ReadResult:
         try:
             if None in row:
                 raise RecordError(f"more columns than the header ({len(row[None])} extra)")
-            prompt = (row.get("prompt") or "").strip()
-            question = next((q for q in QUESTIONS if prompt.endswith(q)), None)
+            prompt = row.get("prompt") or ""  # as released: "<fact> What makes this possible? "
+            question = next((q for q in QUESTIONS if prompt.rstrip().endswith(q)), None)
             if question is None:
                 raise RecordError(f"prompt does not end with one of {list(QUESTIONS)}")
-            refs = [v.strip() for k, v in sorted(row.items()) if k and k.startswith("refs_") and v and v.strip()]
+            refs = [v for k, v in sorted(row.items()) if k and k.startswith("refs_") and v and v.strip()]
             if not refs:
                 raise RecordError("no reference answer")
             result.rows.append({"id": f"paco-gen-{path.stem}-{n:06d}", "prompt": prompt,
-                                "statement": prompt[: -len(question)].strip(), "question": question,
+                                "statement": prompt.rstrip()[: -len(question)].strip(), "question": question,
                                 "polarity": QUESTIONS[question], "references": refs,
                                 "source_file": str(path), "source_record": n, "source_locator": locator})
         except RecordError as exc:

@@ -1,0 +1,129 @@
+"""Contracts of the CoreQuisite (PaCo) pipeline's artifacts."""
+
+from __future__ import annotations
+
+import pandera.pandas as pa
+from pandera.typing import Series
+
+from data_contracts.common import Contract, Provenance
+from data_contracts.distractors import AdversarialChoices
+
+POLARITIES = ["enabling", "disabling"]
+SPLITS = ["train", "dev", "test"]
+
+
+class ConceptNet(Provenance):
+    """The database's relations with their edge counts; every row names the database and its dump."""
+
+    relation: Series[str]
+    edges: Series[int] = pa.Field(ge=0)
+    database: Series[str] = pa.Field(str_length={"min_value": 1})
+    dump_sha256: Series[str] = pa.Field(str_matches=r"^[0-9a-f]{64}$")
+
+
+class Edges(Provenance):
+    """Sampled ConceptNet edges: `id` is the assertion URI; `source_record` its line in the dump."""
+
+    id: Series[str] = pa.Field(unique=True, str_matches=r"^/a/\[/r/[A-Za-z]+/,/c/[^,]+/,/c/.+/\]$")
+    relation: Series[str]
+    head: Series[str] = pa.Field(str_length={"min_value": 1})
+    tail: Series[str] = pa.Field(str_length={"min_value": 1})
+    weight: Series[float]
+    surface_text: Series[str]
+
+
+class Facts(Contract):
+    """One sentence per edge, with every candidate sentence and its score."""
+
+    id: Series[str] = pa.Field(unique=True, str_matches=r"^fact-[0-9a-f]{10}$")
+    edge_id: Series[str] = pa.Field(unique=True)
+    statement: Series[str] = pa.Field(str_length={"min_value": 1})
+    template: Series[str]
+    score: Series[float]
+    candidates: Series[object]
+
+    @pa.check("candidates", name="every_candidate_scored")
+    def scored(cls, s):
+        return s.map(lambda c: len(c) > 0 and all(isinstance(x, dict) and x.get("sentence") for x in c))
+
+
+class AnnotationTasks(Contract):
+    fact_id: Series[str]
+    statement: Series[str]
+    polarity: Series[str] = pa.Field(isin=POLARITIES)
+    question: Series[str] = pa.Field(isin=["What makes this possible?", "What makes this impossible?"])
+    answers_wanted: Series[int] = pa.Field(ge=1)
+
+
+class Answers(Provenance):
+    """Crowd answers: `source_fact_id` is the rebuilt fact (null for a statement only the release has)."""
+
+    fact_id: Series[str] = pa.Field(str_length={"min_value": 1})
+    source_fact_id: Series[str] = pa.Field(nullable=True)
+    statement: Series[str] = pa.Field(str_length={"min_value": 1})
+    polarity: Series[str] = pa.Field(isin=POLARITIES)
+    answer: Series[str] = pa.Field(str_length={"min_value": 1})
+    fact_from_release: Series[bool]
+
+
+class CheckedAnswers(Answers):
+    """Answers with every rule's verdict."""
+
+    rule_negatives: Series[bool]
+    rule_object_pronouns: Series[bool]
+
+
+class KeptAnswers(CheckedAnswers):
+    expert_label: Series[str] = pa.Field(nullable=True, isin=["truism", "informative"])
+
+
+class Splits(Contract):
+    fact_id: Series[str]
+    split: Series[str] = pa.Field(isin=SPLITS)
+
+    @pa.dataframe_check(name="no_fact_in_two_splits")
+    def one_split_per_fact(cls, df):
+        return df.groupby("fact_id")["split"].transform("nunique") == 1
+
+
+class PNLI(Contract):
+    context: Series[str] = pa.Field(str_length={"min_value": 1})
+    question: Series[str] = pa.Field(str_length={"min_value": 1})
+    label: Series[int] = pa.Field(isin=[0, 1])
+    split: Series[str] = pa.Field(isin=SPLITS)
+
+
+class PG(Contract):
+    prompt: Series[str] = pa.Field(str_matches=r".+ What makes this (im)?possible\? $")
+    references: Series[object]
+    split: Series[str] = pa.Field(isin=SPLITS)
+
+
+class MCQAInstances(AdversarialChoices):
+    """P-MCQA instances in the distractor engine's terms (AF-Lite reads `context`, `gold`, `distractors`)."""
+
+    answer_id: Series[str]
+    variant: Series[str] = pa.Field(isin=["same_fact", "similar", "shuffled"])
+    split: Series[str] = pa.Field(isin=SPLITS)
+    context: Series[str]
+    question: Series[str]
+
+
+class PMCQA(Contract):
+    group_id: Series[str]
+    variant: Series[str]
+    split: Series[str] = pa.Field(isin=SPLITS)
+    choices: Series[object]
+    label: Series[int] = pa.Field(ge=0)
+
+    @pa.dataframe_check(name="label_indexes_a_choice")
+    def label_ok(cls, df):
+        return df["label"] < df["choices"].map(len)
+
+
+class Statistics(Contract):
+    measure: Series[str]
+    stage: Series[str]
+    group: Series[str]
+    value: Series[float]
+    paper: Series[float] = pa.Field(nullable=True)

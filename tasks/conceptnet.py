@@ -1,0 +1,71 @@
+"""The `conceptnet` stage, shared by every pipeline that reads ConceptNet (CoreQuisite's edges,
+CORECODE's one-hop screening): a conceptnet-lite database built from a local assertions dump with
+conceptnet-lite's own loader, cached in the store by the dump's sha256, or an existing database.
+
+Its rows are the database's relations with their edge counts; each names the database and the dump
+(file and sha256), so downstream stages open the same database and lineage ends at the dump."""
+
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+
+from csk import conceptnet as cn
+from csk.compute import sha256_file
+from csk.errors import ConfigError
+from csk.params import InputPath, unused
+from csk.runtime import StageContext, StageOutput
+
+log = logging.getLogger("csk")
+
+
+def conceptnet(*, dump: InputPath = None, database: InputPath = None, languages: list[str] = ["en", "zh"],
+               ctx: StageContext | None = None) -> StageOutput:
+    """A conceptnet-lite database of the dump's edges in the asked languages.
+
+    Args:
+        dump: ConceptNet assertions dump (5.7 format: assertion, relation, start, end, JSON info; tab-separated,
+            gzipped or not); built once into the store's cache, keyed by its sha256
+        database: an existing conceptnet-lite database to use as is (instead of building one from `dump`)
+        languages: keep the edges whose two ends are in these languages when building (the full dump has 34M
+            lines; English and Chinese keep about a tenth)
+    """
+    languages = tuple(languages)
+    if unused(database) and unused(dump):
+        raise ConfigError("conceptnet: set `dump` (an assertions dump to build from) or `database`")
+    notes: dict = {}
+    if not unused(database):
+        db, source, sha = database, str(database), sha256_file(database)
+        notes["built"] = False
+    else:
+        sha = sha256_file(dump)
+        root = ctx.cache_dir if ctx is not None else __import__("pathlib").Path(".csk-cache")
+        db = root / "conceptnet" / f"{sha[:24]}-{'-'.join(languages)}.db"
+        if not db.exists():
+            log.info("building a conceptnet-lite database from %s (languages %s) into %s", dump, languages, db)
+            cn.build_db(dump, db, languages)
+        source = str(dump)
+        notes["built"] = True
+    cn.connect(db)
+    counts = cn.relation_counts()
+    notes.update(database=str(db), dump=source, dump_sha256=sha, languages=list(languages),
+                 edges=sum(c for _, c in counts), loader="conceptnet_lite.db.load_dump_to_db")
+    data = pd.DataFrame({"id": [r for r, _ in counts], "relation": [r for r, _ in counts],
+                         "edges": [c for _, c in counts]})
+    data["database"] = str(db)
+    data["dump_sha256"] = sha
+    data["source_file"] = source
+    data["source_record"] = 0
+    data["source_locator"] = "the whole dump"
+    return StageOutput(data=data, rows_in=len(data), notes=notes)
+
+
+def open_database(table: pd.DataFrame) -> dict:
+    """Connect to the database a `conceptnet` artifact names; returns where it came from."""
+    if not len(table):
+        raise ConfigError("the conceptnet artifact names no database (it has no rows)")
+    row = table.iloc[0]
+    cn.connect(row["database"])
+    return {"database": row["database"], "source_file": row["source_file"], "dump_sha256": row["dump_sha256"],
+            "lines": cn.dump_lines(row["database"])}

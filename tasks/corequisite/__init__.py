@@ -1,0 +1,1 @@
+"""CoreQuisite (PaCo): preconditions of commonsense facts (SEEDS.md section 2)."""

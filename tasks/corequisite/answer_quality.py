@@ -1,0 +1,133 @@
+"""SEEDS 2.3: the automated answer rules, then the experts' labels.
+
+Rules (the annotators' instructions; each switchable, each one's verdict recorded per answer):
+* `negatives`: the answer uses negative language (a spaCy `neg` dependency or a word of
+  `negative_words`);
+* `object_pronouns`: the answer refers to an object by a pronoun ("it is broken"): it/its/itself
+  always, they/them/their/these/those/this as pronouns unless the fact's subject is a person or
+  people (then they refer to people).
+Only the switched-on rules remove answers. As released, PaCo's disabling answers keep negative
+words (53 of 573 in the real P-NLI sample, against 1 of 627 enabling ones), so the negatives rule
+was enforced on enabling answers only: `negatives_for` defaults to that, `rules` switches rules,
+and the statistics report what each rule flags.
+
+Experts' labels (`id,label`): an answer id with truism / informative / irrelevant, or a fact id with
+invalid. Irrelevant answers and every answer of an invalid fact are removed; truisms are kept.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Literal
+
+import pandas as pd
+
+from csk.errors import InputError
+from csk.params import InputPath, unused
+from csk.runtime import StageOutput
+from readers.base import require_file
+
+RULES = ("negatives", "object_pronouns")
+OBJECT_PRONOUNS = {"it", "its", "itself"}
+PLURAL_PRONOUNS = {"they", "them", "their", "theirs", "themselves", "these", "those", "this"}
+PEOPLE = {"person", "people", "man", "woman", "men", "women", "child", "children", "kid", "kids", "student",
+          "students", "human", "humans", "someone", "everyone", "adult", "adults", "baby", "babies", "friend",
+          "friends", "teacher", "doctor", "worker", "workers", "player", "players"}
+LABELS = {"truism", "informative", "irrelevant", "invalid"}
+
+
+def _people_subject(nlp, statements: list[str]) -> dict[str, bool]:
+    out = {}
+    for s, doc in zip(statements, nlp.pipe(statements, batch_size=256)):
+        subj = [t for t in doc if t.dep_ in ("nsubj", "nsubjpass")]
+        out[s] = bool(subj) and (subj[0].lemma_.lower() in PEOPLE or subj[0].ent_type_ == "PERSON")
+    return out
+
+
+def rule_verdicts(answers: list[str], statements: list[str], negative_words: list[str]) -> pd.DataFrame:
+    """Per answer: whether each rule finds a violation, and the words that did."""
+    from tasks.english import english
+
+    nlp = english()
+    people = _people_subject(nlp, sorted(set(statements)))
+    neg_words = {w.lower() for w in negative_words}
+    rows = []
+    for text, statement, doc in zip(answers, statements, nlp.pipe(answers, batch_size=256)):
+        neg = [t.text for t in doc if t.dep_ == "neg" or t.lower_ in neg_words]
+        pron = [t.text for t in doc if t.pos_ == "PRON" and t.dep_ != "expl" and (  # not "it" of "it is raining"
+            t.lower_ in OBJECT_PRONOUNS or (t.lower_ in PLURAL_PRONOUNS and not people[statement]))]
+        rows.append({"negatives": bool(neg), "negatives_words": neg, "object_pronouns": bool(pron),
+                     "object_pronouns_words": pron})
+    return pd.DataFrame(rows)
+
+
+def _expert_labels(path, answer_ids: set[str], fact_ids: set[str]) -> dict[str, str]:
+    path = require_file(path)
+    reader = csv.DictReader(io.StringIO(path.read_bytes().decode("utf-8-sig"), newline=""))
+    if not {"id", "label"} <= set(reader.fieldnames or ()):
+        raise InputError(str(path), "line 1", f"expert labels need columns id,label, got {reader.fieldnames}")
+    out = {}
+    for n, rec in enumerate(reader, start=2):
+        rid, label = (rec["id"] or "").strip(), (rec["label"] or "").strip().lower()
+        if label not in LABELS:
+            raise InputError(str(path), f"line {n}", f"label must be one of {sorted(LABELS)}, got {label!r}")
+        if label == "invalid" and rid not in fact_ids:
+            raise InputError(str(path), f"line {n}", f"{rid!r} is not a fact id of this run")
+        if label != "invalid" and rid not in answer_ids:
+            raise InputError(str(path), f"line {n}", f"{rid!r} is not an answer id of this run")
+        out[rid] = label
+    return out
+
+
+def answer_rules(answers: pd.DataFrame, *, negative_words: list[str] = [
+        "no", "not", "never", "nothing", "nobody", "none", "neither", "nor", "nowhere", "cannot", "n't"]) -> StageOutput:
+    """Every rule's verdict on every answer (nothing removed here: `answer_quality` applies the rules switched on).
+
+    Args:
+        negative_words: words the negatives rule looks for (besides spaCy's `neg` dependency)
+    """
+    verdicts = rule_verdicts(answers["answer"].tolist(), answers["statement"].tolist(), negative_words)
+    data = pd.concat([answers.reset_index(drop=True), verdicts.add_prefix("rule_")], axis=1)
+    flagged = {r: data[data[f"rule_{r}"]].groupby("polarity").size().to_dict() for r in RULES}
+    return StageOutput(data=data, notes={"flagged": flagged},
+                       tables={"answer_rules": [{"rule": r, "answers_flagged": int(data[f"rule_{r}"].sum()),
+                                                 **{f"flagged_{k}": int(v) for k, v in flagged[r].items()}}
+                                                for r in RULES]})
+
+
+def answer_quality(checked: pd.DataFrame, *, rules: list[Literal["negatives", "object_pronouns"]] = list(RULES),
+                   negatives_for: list[Literal["enabling", "disabling"]] = ["enabling"],
+                   expert_labels: InputPath = None) -> StageOutput:
+    """Remove the answers the switched-on rules flag, then apply the experts' labels.
+
+    Args:
+        rules: rules that remove answers (`answer_rules` records every rule's verdict whether on or not)
+        negatives_for: answers the negatives rule removes, by polarity: the release kept negative words in 53 of
+            573 disabling answers and 1 of 627 enabling ones (real P-NLI sample), so it was enforced on enabling
+            answers only; add "disabling" for the instructions' letter
+        expert_labels: CSV id,label: answer id -> truism / informative / irrelevant, fact id -> invalid
+    """
+    data = checked.reset_index(drop=True).copy()
+    labels = {} if unused(expert_labels) else _expert_labels(expert_labels, set(data["id"]), set(data["fact_id"]))
+    data["expert_label"] = [labels.get(i) for i in data["id"]]
+    invalid = {k for k, v in labels.items() if v == "invalid"}
+    reason_code = pd.Series([None] * len(data), dtype=object)
+    reason = pd.Series([None] * len(data), dtype=object)
+    for rule in rules:
+        hit = data[f"rule_{rule}"] & reason_code.isna()
+        if rule == "negatives":
+            hit &= data["polarity"].isin(negatives_for)
+        reason_code[hit] = rule
+        reason[hit] = [f"{rule.replace('_', ' ')} rule: {', '.join(w)}" for w in data.loc[hit, f"rule_{rule}_words"]]
+    hit = (data["expert_label"] == "irrelevant") & reason_code.isna()
+    reason_code[hit], reason[hit] = "irrelevant", "experts labelled the answer irrelevant"
+    hit = data["fact_id"].isin(invalid) & reason_code.isna()
+    reason_code[hit], reason[hit] = "invalid_fact", "experts marked the fact invalid"
+    drop = reason_code.notna().to_numpy()
+    rejected = data[drop].assign(reason_code=reason_code[drop].to_numpy(), reason=reason[drop].to_numpy())
+    removed = rejected["reason_code"].value_counts().to_dict() if len(rejected) else {}
+    return StageOutput(data=data[~drop], rejected=rejected if len(rejected) else None, notes={
+        "rules_on": list(rules), "removed": removed,
+        "expert_labels": pd.Series(labels).value_counts().to_dict() if labels else {}},
+        tables={"answer_quality": [{"reason": k, "answers_removed": int(v)} for k, v in removed.items()]})

@@ -1,0 +1,54 @@
+"""SEEDS 2.4, P-NLI and P-G in the released CSV layouts (one file per split), and Parquet."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pandas as pd
+
+from csk.runtime import StageOutput
+
+LABEL = {"enabling": 1, "disabling": 0}
+
+
+def csv_bytes(header: list[str], rows: list[list]) -> bytes:
+    """The release's CSV dialect: minimal quoting, "\\n" line ends (re-exports are byte-identical)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue().encode("utf-8")
+
+
+def p_nli(answers: pd.DataFrame, splits: pd.DataFrame) -> StageOutput:
+    """Premise = the precondition, hypothesis = the fact; enabling -> 1 (entailment), disabling -> 0."""
+    split = dict(zip(splits["id"], splits["split"]))
+    data = pd.DataFrame({"id": answers["id"], "fact_id": answers["fact_id"], "context": answers["answer"],
+                         "question": answers["statement"], "label": answers["polarity"].map(LABEL).astype(int),
+                         "split": answers["id"].map(split)})
+    files = {f"PaCo_nli_{s}.csv": csv_bytes(["context", "question", "label"],
+                                            part[["context", "question", "label"]].values.tolist())
+             for s, part in data.groupby("split", sort=False)}
+    balance = data.groupby(["split", "label"]).size().rename("n").reset_index().to_dict(orient="records")
+    return StageOutput(data=data, files=files, notes={"label_balance": balance})
+
+
+def p_g(answers: pd.DataFrame, splits: pd.DataFrame) -> StageOutput:
+    """Prompt = the fact + its question (as released: "<fact> What makes this possible? "); the answers
+    are the references."""
+    split = dict(zip(splits["id"], splits["split"]))
+    rows = []
+    for (fid, polarity), group in answers.groupby(["fact_id", "polarity"], sort=False):
+        first = group.iloc[0]
+        rows.append({"id": f"{fid}/{polarity}", "answer_id": first["id"], "fact_id": fid, "polarity": polarity,
+                     "prompt": f"{first['statement']} {first['question']} ", "references": group["answer"].tolist(),
+                     "answer_ids": group["id"].tolist(), "split": split[first["id"]]})
+    data = pd.DataFrame(rows, columns=["id", "answer_id", "fact_id", "polarity", "prompt", "references", "answer_ids",
+                                       "split"])
+    width = max([3] + [len(r) for r in data["references"]])
+    header = ["prompt"] + [f"refs_{i}" for i in range(width)]
+    files = {f"PaCo_Gen_{s}.csv": csv_bytes(header, [[p] + list(r) + [""] * (width - len(r))
+                                                     for p, r in zip(part["prompt"], part["references"])])
+             for s, part in data.groupby("split", sort=False)}
+    return StageOutput(data=data, files=files, rows_in=len(data))

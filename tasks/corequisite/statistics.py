@@ -1,0 +1,60 @@
+"""CoreQuisite run statistics against the paper's figures (SEEDS 2): facts, answers flagged and kept,
+instances per task and split, label balance, AF-Lite's removals; a table and a plot."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from csk.runtime import StageOutput
+from tasks.plots import figure, png
+
+PAPER = {("facts", "sampled"): 1000.0, ("answers", "collected"): 6000.0, ("answers", "kept"): 5400.0,
+         ("instances", "p_mcqa"): 40000.0}
+
+
+def statistics(edges: pd.DataFrame, facts: pd.DataFrame, checked: pd.DataFrame, kept: pd.DataFrame,
+               p_nli: pd.DataFrame, p_g: pd.DataFrame, instances: pd.DataFrame, p_mcqa: pd.DataFrame) -> StageOutput:
+    rows = []
+
+    def add(measure: str, group: str, value: float, stage: str) -> None:
+        rows.append({"id": f"{measure}/{group}", "measure": measure, "stage": stage, "group": group,
+                     "value": float(value), "paper": PAPER.get((measure, group))})
+
+    add("facts", "sampled", len(edges), "edges")
+    add("facts", "lexicalized", len(facts), "lexicalize")
+    for t, n in facts["template"].value_counts().sort_index().items():
+        add("template_chosen", t, n, "lexicalize")
+    add("answers", "collected", len(checked), "annotations")
+    for rule in ("negatives", "object_pronouns"):
+        for polarity in ("enabling", "disabling"):
+            add(f"flagged_{rule}", polarity, int((checked[f"rule_{rule}"] & (checked["polarity"] == polarity)).sum()),
+                "answer_rules")
+    add("answers", "kept", len(kept), "answer_quality")
+    add("answers", "removed", len(checked) - len(kept), "answer_quality")
+    for task, frame in (("p_nli", p_nli), ("p_g", p_g), ("p_mcqa", p_mcqa)):
+        add("instances", task, len(frame), task)
+        for s, n in frame.groupby("split").size().items():
+            add(f"instances_{task}", s, n, task)
+    for label, n in p_nli["label"].value_counts().sort_index().items():
+        add("p_nli_label", str(label), n, "p_nli")
+    for v, n in instances.groupby("variant").size().items():
+        add("p_mcqa_built", v, n, "mcqa_instances")
+    for v, n in p_mcqa.groupby("variant").size().items():
+        add("p_mcqa_after_aflite", v, n, "p_mcqa")
+    add("aflite", "removed", len(instances) - len(p_mcqa), "aflite")
+    data = pd.DataFrame(rows)
+    plt, fig, axes = figure(14, 4, ncols=3)
+    flags = data[data["measure"].str.startswith("flagged_")]
+    axes[0].bar([f"{m[8:]}\n{g}" for m, g in zip(flags["measure"], flags["group"])], flags["value"])
+    axes[0].set_title(f"answers flagged per rule ({len(checked)} answers, {len(kept)} kept)")
+    per = pd.DataFrame({t: f.groupby("split").size() for t, f in (("P-NLI", p_nli), ("P-G", p_g), ("P-MCQA", p_mcqa))})
+    per.fillna(0).T.plot.bar(ax=axes[1], rot=0)
+    axes[1].set_title("instances per task and split")
+    built = instances.groupby("variant").size()
+    after = p_mcqa.groupby("variant").size().reindex(built.index, fill_value=0)
+    axes[2].bar([f"{v}\nbuilt" for v in built.index], built.values)
+    axes[2].bar([f"{v}\nkept" for v in after.index], after.values)
+    axes[2].set_title("P-MCQA instances before / after AF-Lite")
+    table = data.assign(paper=data["paper"].astype(object).where(data["paper"].notna(), None)).to_dict(orient="records")
+    return StageOutput(data=data, rows_in=len(data), files={"statistics.png": png(plt, fig)},
+                       tables={"statistics": table})
