@@ -14,6 +14,11 @@ from pathlib import Path
 from csk.errors import InputError
 
 _OPEN: str | None = None
+CHECKPOINT_EVERY = 500_000  # dump lines between checkpoints of the filtering pass
+
+
+def _checkpointed(state: dict) -> None:
+    """Called after each checkpoint is written (a seam for crash tests)."""
 
 
 def build_db(dump: str | Path, db: str | Path, languages: tuple[str, ...] | None = None,
@@ -22,7 +27,7 @@ def build_db(dump: str | Path, db: str | Path, languages: tuple[str, ...] | None
 
     Two phases, each resumable: (1) the dump (plain or gzipped) is streamed once, keeping the edges
     whose two ends are in `languages` (all edges when None), into `<db>.part.tsv`, with a checkpoint
-    every 500K lines (a rerun after a crash truncates to the last checkpoint and goes on from there);
+    every CHECKPOINT_EVERY lines (a rerun after a crash truncates to the last checkpoint and goes on from there);
     beside it, `<db>.lines` maps each kept edge to its line in the dump (the edge's database id is its
     position in the filtered file, so lineage can name the dump line). (2) conceptnet-lite's own
     loader (`load_dump_to_db`) loads the filtered file into `<db>.tmp`, renamed to `db` when done;
@@ -60,12 +65,13 @@ def build_db(dump: str | Path, db: str | Path, languages: tuple[str, ...] | None
                     out.write(raw if raw.endswith(b"\n") else raw + b"\n")
                     linemap.write(n.to_bytes(8, "little"))
                     state["kept"] += 1
-                if n % 500_000 == 0:
+                if n % CHECKPOINT_EVERY == 0:
                     out.flush()
                     linemap.flush()
                     state.update(line=n, bytes=out.tell())
                     ckpt.write_text(_json.dumps(state))
-                    bar.update(500_000)
+                    bar.update(CHECKPOINT_EVERY)
+                    _checkpointed(state)
             out.flush()
             state.update(line=n, bytes=out.tell(), done=True)
             ckpt.write_text(_json.dumps(state))

@@ -5,7 +5,8 @@ Rules (the annotators' instructions; each switchable, each one's verdict recorde
   `negative_words`);
 * `object_pronouns`: the answer refers to an object by a pronoun ("it is broken"): it/its/itself
   always, they/them/their/these/those/this as pronouns unless the fact's subject is a person or
-  people (then they refer to people).
+  people (then they refer to people). A dummy "it" the parser marks `expl` is not counted;
+  one it parses as a subject ("It is daytime.") is, a known over-count.
 Only the switched-on rules remove answers. As released, PaCo's disabling answers keep negative
 words (53 of 573 in the real P-NLI sample, against 1 of 627 enabling ones), so the negatives rule
 was enforced on enabling answers only: `negatives_for` defaults to that, `rules` switches rules,

@@ -90,12 +90,13 @@ class GrammarScorer:
         return "sg"
 
     def complement_ok(self, prep: str, tail: str) -> bool:
-        doc = self.nlp(tail)
-        first = doc[0]
+        # Is the object a base-form verb phrase? Tagged after "to", where the tagger has the context
+        # (alone, "cut bread" reads as a past participle or a noun).
+        base = self.nlp("to " + tail)[1].tag_ == "VB"
         if prep == "to":
-            return first.tag_ == "VB"
+            return base
         if prep in ("for", "in", "as"):
-            return first.tag_ != "VB"
+            return not base
         return True
 
     def violations(self, template: str, prep: str | None, head: str, tail: str) -> int:

@@ -1,0 +1,217 @@
+"""CoreQuisite (PaCo): one test per rule, the real PaCo files, and the flow end to end."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections import Counter
+
+import pandas as pd
+import pytest
+
+from csk import conceptnet as cn
+from csk.errors import InputError
+from tests.conftest import SAMPLE
+
+DUMP = SAMPLE / "corequisite" / "conceptnet-assertions-sample.csv"
+
+
+def _db_edges(db) -> list[dict]:
+    cn.connect(db)
+    return [{k: e[k] for k in ("edge_id", "edge_uri")} for e in cn.edges(["UsedFor", "Desires", "Causes"], "en")]
+
+
+# ------------------------------------------------------------------ conceptnet
+def test_conceptnet_build_keeps_languages_and_maps_dump_lines(tmp_path):
+    db = cn.build_db(DUMP, tmp_path / "cn.db", ("en",), progress=False)
+    cn.connect(db)
+    counts = dict(cn.relation_counts())
+    assert counts["UsedFor"] == 20 and counts["Desires"] == 2 and counts["Causes"] == 2
+    lines = DUMP.read_text(encoding="utf-8").splitlines()
+    mapping = cn.dump_lines(db)
+    for e in _db_edges(db):  # every edge's recorded dump line holds that assertion
+        assert lines[int(mapping[e["edge_id"] - 1]) - 1].split("\t")[0] == e["edge_uri"]
+    assert not any("/c/fr/" in e["edge_uri"] or "/c/zh/" in e["edge_uri"] for e in _db_edges(db))
+
+
+def test_conceptnet_build_resumes_after_a_crash(tmp_path, monkeypatch):
+    fresh = cn.build_db(DUMP, tmp_path / "fresh.db", ("en",), progress=False)
+    expected = _db_edges(fresh), cn.dump_lines(fresh).tolist()
+    monkeypatch.setattr(cn, "CHECKPOINT_EVERY", 4)
+    calls = []
+
+    def crash(state):
+        calls.append(dict(state))
+        if len(calls) == 3:
+            raise KeyboardInterrupt("killed while filtering")
+
+    monkeypatch.setattr(cn, "_checkpointed", crash)
+    target = tmp_path / "resumed.db"
+    with pytest.raises(KeyboardInterrupt):
+        cn.build_db(DUMP, target, ("en",), progress=False)
+    assert not target.exists()  # nothing half-built is in place
+    checkpoint = json.loads((tmp_path / "resumed.db.checkpoint.json").read_text())
+    assert checkpoint["line"] == 12 and not checkpoint["done"]
+    monkeypatch.setattr(cn, "_checkpointed", lambda state: calls.append(dict(state)))
+    cn.build_db(DUMP, target, ("en",), progress=False)
+    assert calls[3]["line"] == 16  # went on from line 12, not from the start
+    assert (_db_edges(target), cn.dump_lines(target).tolist()) == expected
+
+
+# ------------------------------------------------------------------ lexicalize
+def _edges(*triples):
+    return pd.DataFrame([{"id": f"/a/[/r/{r}/,/c/en/{h.replace(' ', '_')}/,/c/en/{t.replace(' ', '_')}/]",
+                          "relation": r, "head": h, "tail": t} for r, h, t in triples])
+
+
+def test_lexicalize_offline_scorer_follows_agreement_and_complement():
+    from tasks.corequisite.lexicalize import lexicalize
+
+    out = lexicalize(_edges(("UsedFor", "scissors", "cutting paper"), ("UsedFor", "knife", "cut bread"),
+                            ("Causes", "storms", "flooding")))
+    facts = out.data.set_index("head")
+    assert facts.loc["scissors", "statement"] == "Scissors are typically used for cutting paper."
+    assert facts.loc["knife", "statement"] == "Knife is typically used to cut bread."
+    assert facts.loc["storms", "statement"] == "Storms typically cause flooding."
+    assert out.notes["scorer"] == "spacy-grammar"
+    cands = facts.loc["knife", "candidates"]
+    assert len(cands) == 16 and all("score" in c for c in cands)  # 4 templates x 4 fillers, all kept
+    assert max(c["score"] for c in cands) == facts.loc["knife", "score"]
+
+
+def test_lexicalize_masked_lm_path_on_a_tiny_model(tmp_path):
+    from tasks.corequisite.lexicalize import MaskedLM, lexicalize
+    from tests import tiny_models
+
+    model = tmp_path / "mlm"
+    tok = tiny_models.tokenizer(model)
+    from transformers import BertForMaskedLM
+
+    BertForMaskedLM(tiny_models.encoder_config(len(tok))).save_pretrained(model)
+    out = lexicalize(_edges(("UsedFor", "dog", "park")), masked_lm=str(model), device="cpu", batch_size=5)
+    assert out.notes["scorer"] == "masked-lm"
+    cands = out.data.iloc[0]["candidates"]
+    assert all("[MASK]" not in c["sentence"] for c in cands)
+    best = max(cands, key=lambda c: c["score"])
+    assert out.data.iloc[0]["statement"] == best["sentence"]
+    # batching does not change a pseudo-log-likelihood
+    mlm = MaskedLM(str(model), batch_size=3, device="cpu")
+    one = MaskedLM(str(model), batch_size=1, device="cpu")
+    texts = ["the dog is happy .", "the park"]
+    for (a, n), (b, m) in zip(mlm.pseudo_log_likelihoods(texts), one.pseudo_log_likelihoods(texts)):
+        assert n == m and a == pytest.approx(b, abs=1e-4)
+
+
+def test_templates_reproduce_the_released_statements(real):
+    from tasks.corequisite.lexicalize import TEMPLATES
+
+    patterns = []
+    for templates in TEMPLATES.values():
+        for t in templates:
+            rx = re.escape(t).replace(r"\{S\}", ".+").replace(r"\{s\}", ".+").replace(r"\{O\}", ".+")
+            patterns.append(re.compile("^" + rx.replace(r"\[MASK\]", r"[a-z]+") + "$"))
+    rows = list(csv.DictReader(open(real / "paco" / "PaCo_nli_train_sample.csv", newline="", encoding="utf-8")))
+    statements = sorted({r["question"] for r in rows})
+    unmatched = [s for s in statements if not any(p.match(s) for p in patterns)]
+    print(f"{len(statements) - len(unmatched)}/{len(statements)} released statements have a template's form; "
+          f"not: {unmatched}")
+    assert len(unmatched) <= 0.02 * len(statements)
+
+
+# ------------------------------------------------------------------ answer rules
+def _answers(*rows):
+    return pd.DataFrame([{"id": f"f/{p}/{i}", "fact_id": "f", "source_fact_id": "f", "statement": s, "polarity": p,
+                          "question": "q", "answer": a, "fact_from_release": False, "source_file": "x",
+                          "source_record": i, "source_locator": f"line {i}"}
+                         for i, (s, p, a) in enumerate(rows)])
+
+
+def test_answer_rules_negatives_and_object_pronouns():
+    from tasks.corequisite.answer_quality import answer_rules
+
+    fact = "Pen is typically used for writing letters."
+    people = "A person typically desires rest."
+    out = answer_rules(_answers((fact, "enabling", "The pen has ink."),
+                                (fact, "disabling", "You don't have any paper."),
+                                (fact, "disabling", "It has run out of ink."),
+                                (fact, "enabling", "You have a notebook."),
+                                (people, "enabling", "They are tired after work."),
+                                (fact, "disabling", "They are broken."))).data
+    assert out["rule_negatives"].tolist() == [False, True, False, False, False, False]
+    assert out["rule_object_pronouns"].tolist() == [False, False, True, False, False, True]
+    assert list(out.loc[1, "rule_negatives_words"]) == ["n't"]
+
+
+def test_answer_quality_applies_switched_rules_and_expert_labels(tmp_path):
+    from tasks.corequisite.answer_quality import answer_quality, answer_rules
+
+    fact = "Pen is typically used for writing letters."
+    checked = answer_rules(_answers((fact, "enabling", "You do not lose the pen."),
+                                    (fact, "disabling", "There is no paper."),
+                                    (fact, "disabling", "It is out of ink."),
+                                    (fact, "enabling", "The desk is wooden."))).data
+    labels = tmp_path / "labels.csv"
+    labels.write_text("id,label\nf/enabling/3,irrelevant\n")
+    out = answer_quality(checked, expert_labels=str(labels))
+    assert out.data["id"].tolist() == ["f/disabling/1"]  # negatives kept in disabling answers by default
+    assert dict(zip(out.rejected["id"], out.rejected["reason_code"])) == {
+        "f/enabling/0": "negatives", "f/disabling/2": "object_pronouns", "f/enabling/3": "irrelevant"}
+    assert len(answer_quality(checked, rules=[]).data) == 4
+    assert len(answer_quality(checked, negatives_for=["enabling", "disabling"], rules=["negatives"]).data) == 2
+    labels.write_text("id,label\nf,invalid\n")
+    assert answer_quality(checked, rules=[], expert_labels=str(labels)).data.empty
+    labels.write_text("id,label\nf/enabling/3,useless\n")
+    with pytest.raises(InputError, match=r"labels.csv.*line 2.*useless"):
+        answer_quality(checked, expert_labels=str(labels))
+
+
+# ------------------------------------------------------------------ the real PaCo files
+def _import(path):
+    from tasks.corequisite.annotation import annotations
+
+    empty = pd.DataFrame({"id": [], "statement": []})
+    return annotations(empty, pd.DataFrame({"id": []}), release=str(path))
+
+
+def test_real_pnli_round_trip_and_fact_level_splits(real):
+    from tasks.corequisite.answer_quality import answer_quality, answer_rules
+    from tasks.corequisite.p_nli import p_nli
+    from tasks.corequisite.splits import splits
+
+    src = real / "paco" / "PaCo_nli_train_sample.csv"
+    imported = _import(src)
+    assert imported.rejected is None and len(imported.data) == 1200
+    checked = answer_rules(imported.data)
+    flagged = {(r, p): int(g[f"rule_{r}"].sum()) for r in ("negatives", "object_pronouns")
+               for p, g in checked.data.groupby("polarity")}
+    print("rules on the real P-NLI sample (answers flagged):", flagged)
+    assert flagged[("negatives", "disabling")] > 10 * max(flagged[("negatives", "enabling")], 1)
+    kept = answer_quality(checked.data, rules=[]).data  # the release is already checked: keep every row
+    split = splits(kept).data
+    assert split.groupby(kept.set_index("id").loc[split["id"], "statement"].values)["split"].nunique().max() == 1
+    out = p_nli(kept, split)
+    rows = Counter()
+    for name, blob in out.files.items():
+        reader = csv.reader(io.StringIO(blob.decode()))
+        assert next(reader) == ["context", "question", "label"]
+        rows.update(tuple(r) for r in reader)
+    original = list(csv.reader(open(src, newline="", encoding="utf-8")))[1:]
+    assert rows == Counter(tuple(r) for r in original)
+
+
+def test_real_pg_round_trip(real):
+    from tasks.corequisite.p_nli import p_g
+    from tasks.corequisite.splits import splits
+
+    src = real / "paco" / "PaCo_Gen.csv"
+    imported = _import(src).data
+    out = p_g(imported, splits(imported).data)
+    rows = Counter()
+    for blob in out.files.values():
+        reader = csv.reader(io.StringIO(blob.decode()))
+        next(reader)
+        rows.update(tuple(r) for r in reader)
+    original = list(csv.reader(open(src, newline="", encoding="utf-8")))[1:]
+    assert rows == Counter(tuple(r) for r in original)
