@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from data_contracts.common import Contract, Provenance
+from data_contracts.common import Contract, Provenance, RunStatistics
 from data_contracts.distractors import MultipleChoice
 
 SOURCES = ["dailydialog", "mutual", "dream", "cicero"]
@@ -103,12 +103,8 @@ class NLG(Contract):
     output: Series[str] = pa.Field(str_length={"min_value": 1})
 
 
-class Statistics(Contract):
-    measure: Series[str]
-    stage: Series[str]
-    group: Series[str]
-    value: Series[float]
-    paper: Series[float] = pa.Field(nullable=True)
+class Statistics(RunStatistics):
+    """CICERO's run statistics beside the paper's figures."""
 
 
 class MCQ(MultipleChoice):

@@ -46,5 +46,15 @@ class Embeddings(Contract):
         return s.map(lambda v: v is not None and len(v) > 0 and abs(float(np.linalg.norm(v)) - 1.0) < 1e-2)
 
 
+class RunStatistics(Contract):
+    """A run's measures, one per row, with the paper's figure where it gives one (each dataset's `Statistics`)."""
+
+    measure: Series[str]
+    stage: Series[str]
+    group: Series[str]
+    value: Series[float]
+    paper: Series[float] = pa.Field(nullable=True)
+
+
 def nonempty_lists(series) -> bool:
     return bool(series.map(lambda v: v is not None and len(v) > 0).all())

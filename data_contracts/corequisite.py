@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from data_contracts.common import Contract, Provenance
+from data_contracts.common import Contract, Provenance, RunStatistics
 from data_contracts.distractors import AdversarialChoices
 
 POLARITIES = ["enabling", "disabling"]
@@ -121,9 +121,5 @@ class PMCQA(Contract):
         return df["label"] < df["choices"].map(len)
 
 
-class Statistics(Contract):
-    measure: Series[str]
-    stage: Series[str]
-    group: Series[str]
-    value: Series[float]
-    paper: Series[float] = pa.Field(nullable=True)
+class Statistics(RunStatistics):
+    """CoreQuisite's run statistics beside the paper's figures."""

@@ -193,7 +193,7 @@ def test_real_pnli_round_trip_and_fact_level_splits(real):
     assert split.groupby(kept.set_index("id").loc[split["id"], "statement"].values)["split"].nunique().max() == 1
     out = p_nli(kept, split)
     rows = Counter()
-    for name, blob in out.files.items():
+    for blob in out.files.values():
         reader = csv.reader(io.StringIO(blob.decode()))
         assert next(reader) == ["context", "question", "label"]
         rows.update(tuple(r) for r in reader)

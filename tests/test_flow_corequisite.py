@@ -40,7 +40,7 @@ def test_corequisite_flow_bundled_sample(prefect_harness, tmp_path, config_copy)
     mcqa = pd.read_parquet(f"{by['p_mcqa']['path']}/data.parquet")
     steps = json.loads(_csk("lineage", "corequisite", "p_mcqa", "--row", mcqa["id"].iloc[0], "--store", store,
                             "--json").output)
-    edge = [s for s in steps if s["stage"] == "edges"][0]
+    edge = next(s for s in steps if s["stage"] == "edges")
     assert edge["id"].startswith("/a/[/r/UsedFor/")
     source = steps[-1]["source"]
     lines = open(source["file"], encoding="utf-8").read().splitlines()
