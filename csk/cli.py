@@ -165,7 +165,12 @@ def _toml(value: Any) -> str:
         return '""'
     if isinstance(value, bool):
         return "true" if value else "false"
-    return json.dumps(value) if isinstance(value, (str, list)) else str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table; keys quoted where TOML needs it
+        return "{" + ", ".join(f"{k if str(k).isidentifier() else json.dumps(str(k))} = {_toml(v)}"
+                               for k, v in value.items()) + "}"
+    return json.dumps(value) if isinstance(value, str) else str(value)
 
 
 def _short(path: str) -> str:

@@ -99,3 +99,21 @@ def test_user_errors_are_logged_without_traceback_bugs_with():
         assert records[0].exc_info is None and records[1].exc_info is not None
     finally:
         logging.setLogRecordFactory(old)
+
+
+@pytest.mark.parametrize("pipeline", ["cicero", "corequisite"])
+def test_csk_config_prints_valid_toml_with_every_table(pipeline):
+    import tomllib
+
+    from typer.testing import CliRunner
+
+    from csk.cli import app
+    from csk.pipeline import get_pipeline
+
+    out = CliRunner().invoke(app, ["config", pipeline, "--config", str(ROOT / "pipelines.toml")])
+    assert out.exit_code == 0, out.output
+    printed = tomllib.loads(out.output)[pipeline]
+    p = get_pipeline(pipeline)
+    shared = set(p.settings.model_fields)
+    tables = {s.config_table for s in p.stages if set(s.params_model.model_fields) - shared}
+    assert tables <= set(printed)
