@@ -215,3 +215,12 @@ def test_real_pg_round_trip(real):
         rows.update(tuple(r) for r in reader)
     original = list(csv.reader(open(src, newline="", encoding="utf-8")))[1:]
     assert rows == Counter(tuple(r) for r in original)
+
+
+def test_one_hop_looks_up_edges_of_many_concepts_at_once(tmp_path):
+    db = cn.build_db(DUMP, tmp_path / "cn.db", ("en", "zh"), progress=False)
+    cn.connect(db)
+    zh = cn.one_hop(["雨伞", "没有"], "zh")
+    assert [(e["head"], e["relation"], e["tail"]) for e in zh] == [("雨伞", "UsedFor", "挡雨")]
+    en = cn.one_hop(["hammer", "umbrella"], "en", relations=["UsedFor"])
+    assert sorted(e["head"] for e in en) == ["hammer", "umbrella"]
