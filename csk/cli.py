@@ -240,6 +240,8 @@ def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "
         for step in result:
             extra = f"  [rejected: {step.get('reason_code')}: {step['reason']}]" if step.get("rejected") else ""
             say(f"{step['stage']:<20} {step['id']}  ({step['key']}){extra}")
+            for e in step.get("evidence", []):
+                say(f"{'':<20} evidence: {e['text']}  [{e['file']} {e['locator']}, sha256 {e['sha256']}]")
             if "record" in step:
                 s = step["record"]
                 say(f"{'':<20} read from {s['file']} {s['locator']}")

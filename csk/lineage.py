@@ -89,6 +89,14 @@ def _find_row(ref: ArtifactRef, row_id: str) -> tuple[dict, bool] | None:
     return None
 
 
+def _evidence(ref: ArtifactRef, items: list[dict]) -> list[dict]:
+    """A row's `evidence`: the records of other files it rests on (e.g. the ConceptNet edges that
+    kept a dialogue), each with its file's sha256 as the run hashed it."""
+    files = _known_files(ref)
+    return [{"text": e.get("text"), "file": e.get("source_file"), "locator": e.get("source_locator"),
+             "sha256": files.get(e.get("source_file")) or _sha(e.get("source_file") or "")} for e in items]
+
+
 def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
     """The row's ancestors, one per stage, down to the source file and record it was read from."""
     steps = []
@@ -110,6 +118,8 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
         if rejected:
             step["reason"] = row.get("reason")
             step["reason_code"] = row.get("reason_code")
+        if row.get("evidence"):
+            step["evidence"] = _evidence(current, row["evidence"])
         steps.append(step)
         parent_col = m.get("parent_column")
         if not m["inputs"] or parent_col is None:
@@ -127,5 +137,7 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
                 step["source"] = {**step.pop("record"), "record": row.get("source_record")}
                 return _drop_inherited_records(steps)
             raise CskError(f"row {rid!r} of {current.stage} has no {parent_col!r}: lineage broken")
-        inp = m["inputs"][0]
-        current, rid = ArtifactRef(current.pipeline, inp["stage"], inp["key"], inp["path"]), str(parent_id)
+        candidates = [ArtifactRef(current.pipeline, i["stage"], i["key"], i["path"])
+                      for i in m["inputs"][:m.get("parent_inputs", 1)]]
+        rid = str(parent_id)
+        current = next((r for r in candidates if _find_row(r, rid) is not None), candidates[0])

@@ -45,6 +45,8 @@ class Stage:
     contract: qualified contract name, e.g. "cicero.Dialogues" (`data_contracts/cicero.py`).
     parent_column: column holding the id of the primary input's row each output row came from
         (None: a source or a summary table).
+    parent_inputs: how many leading inputs hold parents (1: the primary input only; a stage that
+        gathers rows of several like inputs, e.g. perturbations of several MCQ tasks, names more).
     table: the pipelines.toml table of its settings (default: its name).
     enabled: None: always runs; True/False: the table gets an `enabled` switch with this default.
     """
@@ -53,6 +55,7 @@ class Stage:
     fn: Callable[..., Any]
     contract: str
     parent_column: str | None = "id"
+    parent_inputs: int = 1
     version: str = "1"  # bump when the output's meaning changes without a code change
     conserves_rows: bool = True  # rows in == out + rejected (False for 1 -> many stages)
     table: str | None = None

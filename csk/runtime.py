@@ -152,7 +152,7 @@ class Computed:
     ctx: StageContext
     started: datetime
     seconds: float
-    primary: pd.DataFrame | None = None  # the primary input, for lineage checks
+    primary: pd.DataFrame | None = None  # the parent input(s), for lineage checks
 
 
 # ------------------------------------------------------------------ helpers
@@ -396,8 +396,10 @@ class Store:
         rejected = out.rejected.reset_index(drop=True) if out.rejected is not None and len(out.rejected) else None
         n_rejected = 0 if rejected is None else len(rejected)
         rows_in = out.rows_in if out.rows_in is not None else (len(frames[0]) if frames else len(data) + n_rejected)
-        return Computed(data, rejected, int(rows_in), out, ctx, started, round(time.perf_counter() - t0, 3),
-                        frames[0] if frames else None)
+        parents = frames[:plan.stage.parent_inputs]  # rows of these inputs may be parents (the primary first)
+        primary = (parents[0] if len(parents) == 1 else pd.concat([f[["id"]] for f in parents], ignore_index=True)) \
+            if parents else None
+        return Computed(data, rejected, int(rows_in), out, ctx, started, round(time.perf_counter() - t0, 3), primary)
 
     # -- step 3: check
     def check(self, plan: Plan, c: Computed) -> None:
@@ -461,6 +463,7 @@ class Store:
             "inputs": [{"stage": r.stage, "key": r.key, "path": r.path, "data_sha256": h}
                        for r, h in zip(plan.inputs, plan.input_hashes)],
             "parent_column": plan.stage.parent_column,
+            "parent_inputs": plan.stage.parent_inputs,
             "params": plan.params_json,
             "files": plan.files,
             "models": _merge_models(plan.models, c.ctx.models),

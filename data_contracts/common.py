@@ -34,6 +34,15 @@ class Provenance(Contract):
     source_locator: Series[str]
 
 
+class ConceptNet(Provenance):
+    """The shared `conceptnet` stage: the database's relations with their edge counts; every row names the database and its dump."""
+
+    relation: Series[str]
+    edges: Series[int] = pa.Field(ge=0)
+    database: Series[str] = pa.Field(str_length={"min_value": 1})
+    dump_sha256: Series[str] = pa.Field(str_matches=r"^[0-9a-f]{64}$")
+
+
 class Embeddings(Contract):
     """One normalised sentence embedding per row of the input (the shared `embed` stage)."""
 

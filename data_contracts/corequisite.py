@@ -12,15 +12,6 @@ POLARITIES = ["enabling", "disabling"]
 SPLITS = ["train", "dev", "test"]
 
 
-class ConceptNet(Provenance):
-    """The database's relations with their edge counts; every row names the database and its dump."""
-
-    relation: Series[str]
-    edges: Series[int] = pa.Field(ge=0)
-    database: Series[str] = pa.Field(str_length={"min_value": 1})
-    dump_sha256: Series[str] = pa.Field(str_matches=r"^[0-9a-f]{64}$")
-
-
 class Edges(Provenance):
     """Sampled ConceptNet edges: `id` is the assertion URI; `source_record` its line in the dump."""
 

@@ -33,7 +33,7 @@ class CorequisiteSettings(PipelineSettings):
 
 
 STAGES = (
-    Stage("conceptnet", conceptnet, "corequisite.ConceptNet", parent_column=None),
+    Stage("conceptnet", conceptnet, "common.ConceptNet", parent_column=None),
     Stage("edges", edges, "corequisite.Edges", parent_column=None, conserves_rows=False),
     Stage("lexicalize", lexicalize, "corequisite.Facts", parent_column="edge_id"),
     Stage("annotation_tasks", annotation_tasks, "corequisite.AnnotationTasks", parent_column="fact_id",

@@ -23,7 +23,7 @@ def read_sources(readers: dict[str, Callable[..., ReadResult]], paths: dict[str,
             continue
         result = reader(p, lenient=lenient)
         used[name] = {"path": str(p), "records": result.records, "rows": len(result.rows),
-                      "rejected": len(result.rejected)}
+                      "rejected": len(result.rejected), **({"skipped": result.skipped} if result.skipped else {})}
         total.extend(result)
     if not used:
         raise ConfigError(f"no source configured: set at least one of {', '.join(readers)}")

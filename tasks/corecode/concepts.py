@@ -1,0 +1,67 @@
+"""SEEDS 3.2 (first half): candidate concepts of every utterance are its nouns, verbs and adjectives,
+found by part-of-speech tagging with jieba's posseg (its dictionary ships with it: offline)."""
+
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from csk.runtime import StageOutput
+
+# Function words and light verbs that link everything to everything in ConceptNet and say nothing
+# about a dialogue's content (jieba tags many of them v or a).
+STOP_WORDS = (
+    "是 有 在 说 要 会 能 可以 可能 应该 就 都 也 还 又 再 去 来 到 做 搞 弄 给 让 被 把 用 看 看看 想 想想 觉得 感觉 "
+    "知道 认为 以为 没有 没 不 好 对 行 多 少 大 小 新 真 太 挺 很 最 更 这样 那样 这么 那么 怎么 怎么样 什么 为什么 "
+    "东西 事 事情 时候 地方 样子 人 个 一个 一下 一点 有点 些 一些 啊 吧 呢 嘛 哦 嗯 哈 哈哈 呀 哇 喔 啦 了 过 着 "
+    "你好 您好 嗨 拜拜 谢谢 没事 是的 好的 对啊 当然 其实 然后 所以 因为 但是 不过 而且 就是 还是 或者 已经 正在"
+).split()
+POS_NAMES = {"n": "nouns", "v": "verbs", "a": "adjectives"}
+
+
+def tag(texts: list[str], pos: tuple[str, ...], stop: frozenset[str], hmm: bool) -> list[tuple[list[str], list[str]]]:
+    """(concepts, their tags) of each text: words whose jieba flag starts with one of `pos`, not stop
+    words, in order of first occurrence."""
+    import jieba
+    import jieba.posseg as pseg
+
+    jieba.setLogLevel(logging.WARNING)
+    out = []
+    for text in tqdm(texts, desc="concepts: jieba posseg", unit=" utt", mininterval=5, disable=len(texts) < 20000):
+        seen: dict[str, str] = {}
+        for word, flag in pseg.cut(text, HMM=hmm):
+            w = word.strip()
+            if w and flag[:1] in pos and w not in stop and w not in seen:
+                seen[w] = flag
+        out.append((list(seen), list(seen.values())))
+    return out
+
+
+def concepts(dialogues: pd.DataFrame, *, pos: list[str] = ["n", "v", "a"], stop_words: list[str] | None = None,
+             hmm: bool = False) -> StageOutput:
+    """One row per utterance with its concept set.
+
+    Args:
+        pos: jieba part-of-speech flags kept, by first letter (n: nouns incl. nr/ns/nz, v: verbs incl. vn,
+            a: adjectives incl. ad/an)
+        stop_words: words never taken as concepts; none: the built-in list (`STOP_WORDS` in this module)
+        hmm: let jieba's HMM find words outside its dictionary (names, new words). Off by default: it is
+            about 30x slower (measured: 3.7 vs 0.12 ms per utterance), and a concept must be a ConceptNet
+            label to match at all, which out-of-dictionary words rarely are
+    """
+    stop = frozenset(STOP_WORDS if stop_words is None else stop_words)
+    rows = [(d, i, t["speaker"], t["text"]) for d, turns in zip(dialogues["id"], dialogues["turns"])
+            for i, t in enumerate(turns)]
+    tagged = tag([r[3] for r in rows], tuple(pos), stop, hmm)
+    data = pd.DataFrame({"id": [f"{d}/{i}" for d, i, _, _ in rows], "dialogue_id": [r[0] for r in rows],
+                         "utterance": [r[1] for r in rows], "speaker": [r[2] for r in rows],
+                         "text": [r[3] for r in rows], "concepts": [c for c, _ in tagged],
+                         "tags": [t for _, t in tagged]})
+    n = data["concepts"].map(len)
+    notes = {"utterances": len(data), "concepts_per_utterance": round(float(n.mean()), 2) if len(n) else 0.0,
+             "distinct_concepts": len({c for cs in data["concepts"] for c in cs}),
+             "utterances_without_concepts": int((n == 0).sum()), "hmm": hmm,
+             "tagger": f"jieba.posseg {__import__('jieba').__version__}"}
+    return StageOutput(data=data, rows_in=len(dialogues), notes=notes)

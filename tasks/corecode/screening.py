@@ -1,0 +1,83 @@
+"""SEEDS 3.2: one-hop ConceptNet screening. A match is a triple (e1, r, e2) with e1 a concept of
+utterance i and e2 a concept of utterance i+1; a dialogue is kept with more than three matches.
+
+Look-ups are batched: every distinct concept of the corpus is looked up once (a few SQL queries of
+500 labels each), and the per-dialogue work is set intersections in memory."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pandas as pd
+
+from csk import conceptnet as cn
+from csk.runtime import StageOutput
+from tasks.conceptnet import open_database
+
+
+def one_hop_index(concepts: set[str], language: str, relations: list[str] | None) -> dict[str, dict[str, list[dict]]]:
+    """e1 -> e2 -> the edges (e1, r, e2) of ConceptNet, for every e1 among `concepts`."""
+    index: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for e in cn.one_hop(sorted(concepts), language, relations or None):
+        index[e["head"].replace(" ", "_")][e["tail"].replace(" ", "_")].append(e)
+    return index
+
+
+def dialogue_matches(concept_sets: list[list[str]], index: dict) -> list[tuple[int, dict]]:
+    """(i, edge) for every edge from a concept of utterance i to a concept of utterance i+1."""
+    out = []
+    for i in range(len(concept_sets) - 1):
+        following = set(concept_sets[i + 1])
+        for e1 in concept_sets[i]:
+            targets = index.get(e1)
+            if not targets:
+                continue
+            for e2 in sorted(following.intersection(targets)):
+                if e2 != e1:
+                    out += [(i, e) for e in targets[e2]]
+    return out
+
+
+def screening(dialogues: pd.DataFrame, concepts: pd.DataFrame, conceptnet: pd.DataFrame, *, min_matches: int = 4,
+              language: str = "zh", relations: list[str] = []) -> StageOutput:
+    """Dialogues with at least `min_matches` one-hop matches between consecutive utterances.
+
+    Args:
+        min_matches: keep a dialogue with at least this many matches (the paper: more than three)
+        language: ConceptNet language of both ends of a triple (`/c/zh/...`)
+        relations: count only these relations (e.g. ["RelatedTo", "Causes"]); empty: every relation
+    """
+    db = open_database(conceptnet)
+    index = one_hop_index({c for cs in concepts["concepts"] for c in cs}, language, relations)
+    per_dialogue = {d: list(g.sort_values("utterance")["concepts"].map(list))
+                    for d, g in concepts.groupby("dialogue_id", sort=False)}
+    lines = db["lines"]
+    counts, evidence = [], []
+    for d in dialogues["id"]:
+        found = dialogue_matches(per_dialogue.get(d, []), index)
+        counts.append(len(found))
+        items = []
+        for i, e in found:
+            line = int(lines[e["edge_id"] - 1]) if lines is not None else e["edge_id"]
+            items.append({"text": f"utterance {i} -> {i + 1}: {e['head']} -[{e['relation']}]-> {e['tail']}",
+                          "utterance": i, "e1": e["head"], "relation": e["relation"], "e2": e["tail"],
+                          "edge_uri": e["edge_uri"], "source_file": db["source_file"], "source_record": line,
+                          "source_locator": f"line {line}"})
+        evidence.append(items)
+    out = dialogues.assign(matches=counts, evidence=evidence, dump_sha256=db["dump_sha256"])
+    keep = out["matches"] >= min_matches
+    rejected = out[~keep].drop(columns=["evidence"]).assign(
+        reason_code="too_few_matches",
+        reason=[f"{n} one-hop ConceptNet match{'es' if n != 1 else ''} between consecutive utterances, fewer than "
+                f"{min_matches}" for n in out.loc[~keep, "matches"]])
+    notes = {"concepts_looked_up": len({c for cs in concepts["concepts"] for c in cs}),
+             "concepts_with_edges": len(index), "kept": int(keep.sum()), "screened_out": int((~keep).sum()),
+             "matches_per_kept_dialogue": round(float(out.loc[keep, "matches"].mean()), 2) if keep.any() else 0.0,
+             "dump": db["source_file"], "dump_sha256": db["dump_sha256"]}
+    return StageOutput(data=out[keep], rejected=rejected, notes=notes,
+                       tables={"matches_by_relation": _by_relation(out[keep])})
+
+
+def _by_relation(kept: pd.DataFrame) -> list[dict]:
+    counts = pd.Series([e["relation"] for ev in kept["evidence"] for e in ev], dtype=object).value_counts()
+    return [{"relation": r, "matches": int(n)} for r, n in counts.sort_index().items()]

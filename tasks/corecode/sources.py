@@ -1,0 +1,27 @@
+"""SEEDS 3.1: CORECODE's source dialogues, NaturalConv and DuLeMon, in their release layouts (and the
+dialogues of CORECODE's released task files, to screen exactly those)."""
+
+from __future__ import annotations
+
+from csk.params import InputPath
+from csk.runtime import StageOutput
+from readers import read_corecode_dialogues, read_dulemon, read_naturalconv
+from tasks.sources import read_sources
+
+READERS = {"naturalconv": read_naturalconv, "dulemon": read_dulemon, "corecode": read_corecode_dialogues}
+
+
+def sources(*, naturalconv: InputPath = None, dulemon: InputPath = None, corecode: InputPath = None,
+            lenient: bool = True, dyadic_only: bool = True) -> StageOutput:
+    """One table of Chinese dialogues, speakers written A / B.
+
+    Args:
+        naturalconv: NaturalConv dialog_release.json (a JSON list of dialog_id, document_id, content)
+        dulemon: a DuLeMon JSON Lines file, or a directory of them (self/ and both/ of the release)
+        corecode: a CORECODE task file (JSON Lines) whose distinct dialogues are taken as released
+        lenient: reject a malformed record with its reason and go on; false: stop at the first one, naming file
+            and record
+        dyadic_only: reject dialogues without exactly two speakers (CORECODE annotates dyadic dialogues)
+    """
+    return read_sources(READERS, {"naturalconv": naturalconv, "dulemon": dulemon, "corecode": corecode},
+                        lenient, dyadic_only)
