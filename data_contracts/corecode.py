@@ -141,7 +141,7 @@ class TaskItems(Contract):
 
     @pa.dataframe_check(name="mcq_answer_names_its_option")
     def answer_is_option(cls, df):
-        return pd.Series([(lab is None and len(opts) == 0) or (lab in list(labels) and opts[list(labels).index(lab)] == ans)
+        return pd.Series([(pd.isna(lab) and len(opts) == 0) or (lab in list(labels) and opts[list(labels).index(lab)] == ans)
                           for lab, labels, opts, ans in zip(df["answer_label"], df["option_labels"], df["options"],
                                                             df["answer"])], index=df.index, dtype=bool)
 

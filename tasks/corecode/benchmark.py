@@ -21,7 +21,7 @@ from data_contracts.corecode import DOMAIN_ZH, ONTOLOGY
 PREAMBLE = "请不要重述问题或解释原因，而是尽可能简短地回答下面的问题："
 QUESTIONS = {
     "knowledge_filling": "请根据对话内容和常识，选择最适合填入[MASK]处的短语。",
-    "knowledge_generation": PREAMBLE + "根据对话可以推测出，“{instance}”的{slot}是什么？",
+    "knowledge_generation": PREAMBLE + "根据对话可以推测出，关于“{instance}”，“{slot}”是什么？",
     "conflict_phrase_detection": "下面的对话中有一个短语与常识相矛盾，请找出这个短语。",
     "domain_identification": "根据对话，关于“{instance}”的常识知识“{value}”属于以下哪个领域？",
     "slot_identification": "根据对话，关于“{instance}”的常识知识“{value}”属于以下哪个槽位？",
@@ -62,12 +62,9 @@ def dialogue_lines(turns, replace: tuple[int, int, int, str] | None = None) -> l
 
 def clipped_lines(turns, utterance: int, start: int) -> list[str]:
     """The dialogue up to (not including) character `start` of `utterance`: the release cuts inside
-    the utterance, at the phrase that shows the subsequent event, keeping what precedes it as is."""
-    lines = dialogue_lines(turns[:utterance])
-    head = turns[utterance]["text"][:start]
-    if head.strip():
-        lines.append(f"{turns[utterance]['speaker']}: {head}")
-    return lines
+    the utterance, at the phrase that shows the subsequent event, keeping what precedes it as is,
+    the speaker's "A: " too when the phrase opens the utterance (checked on the release)."""
+    return dialogue_lines(turns[:utterance]) + [f"{turns[utterance]['speaker']}: {turns[utterance]['text'][:start]}"]
 
 
 def render_prompt(question: str, dialogue: list[str], labels: list[str], options: list[str]) -> str:
@@ -175,7 +172,7 @@ def released(row: dict, n: int) -> dict:
     out = {"id": n, "dialogue": list(row["dialogue"]), "question": row["question"]}
     for label, option in zip(row["option_labels"], row["options"]):
         out[label] = option
-    out["answer"] = [row["answer_label"], row["answer"]] if row["answer_label"] is not None else row["answer"]
+    out["answer"] = row["answer"] if pd.isna(row["answer_label"]) else [row["answer_label"], row["answer"]]
     for extra in ("answer_utterance", "answer_start"):
         if extra in row and row[extra] is not None and row[extra] == row[extra]:
             out[extra] = int(row[extra])
