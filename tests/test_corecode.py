@@ -12,7 +12,8 @@ import pytest
 from csk import conceptnet as cn
 from csk.errors import InputError
 from data_contracts.corecode import ONTOLOGY
-from readers import read_corecode, read_corecode_annotations, read_dulemon, read_naturalconv
+from readers import (read_corecode, read_corecode_annotations, read_corecode_dialogues, read_dulemon,
+                     read_naturalconv)
 from readers.dulemon import despace
 from tasks.corecode import annotations as ann
 from tasks.corecode import benchmark as bm
@@ -258,8 +259,15 @@ def test_ontology_has_nine_domains_and_thirty_six_slots():
 
 # ------------------------------------------------------------------ the real release
 def test_corecode_release_file_parses(real):
-    r = read_corecode(real / "corecode" / "easy_dev_clipped_subsequent_event_sample.jsonl")
+    path = real / "corecode" / "easy_dev_clipped_subsequent_event_sample.jsonl"
+    r = read_corecode(path)
     assert r.records == 100 and len(r.rows) == 100 and not r.rejected
+    # as a source: each distinct dialogue once, the line it was first read from as its provenance
+    d = read_corecode_dialogues(path)
+    distinct = {tuple(json.loads(x)["dialogue"]) for x in path.read_text(encoding="utf-8").splitlines()}
+    assert len(d.rows) == len(distinct) and d.records == len(distinct)
+    assert d.skipped.get("repeated_dialogue", 0) == 100 - len(distinct)
+    assert all(row["id"].startswith("corecode-") and row["source_locator"].startswith("line ") for row in d.rows)
 
 
 QUESTION = re.compile(r"事件“(.+)”导致的后续事件是什么？$")

@@ -44,6 +44,12 @@ def test_corecode_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     assert steps[-1]["source"]["file"].endswith("dialog_release.json") and steps[-1]["source"]["locator"] == "item 0"
     text = _csk("lineage", "corecode", "screening", "--row", "naturalconv-1_1", "--store", store).output
     assert f"sha256 {sha}" in text and "evidence: utterance" in text
+    # a perturbed item of the second MCQ task reaches its annotation through that task's items
+    perturbed = pd.read_parquet(f"{by['perturbations']['path']}/data.parquet")
+    row = perturbed[perturbed["task"] == "slot_identification"]["id"].iloc[0]
+    steps = json.loads(_csk("lineage", "corecode", "perturbations", "--row", row, "--store", store, "--json").output)
+    assert [s["stage"] for s in steps][:4] == ["perturbations", "slot_identification", "annotations", "screening"]
+    assert steps[2]["record"]["file"].endswith("annotations.jsonl")
     # every rejected annotation says which rule it broke
     rejected = pd.read_parquet(f"{by['annotations']['path']}/rejected.parquet")
     assert {"unknown_domain", "wrong_domain", "wrong_slot", "unknown_slot", "phrase_not_in_dialogue",
