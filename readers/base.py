@@ -129,3 +129,25 @@ def handle_bad(result: ReadResult, lenient: bool, path: Path, record: int, locat
         "source_record": record,
         "source_locator": locator,
     })
+
+
+def json_list_records(path: Path, result: ReadResult, lenient: bool, source: str, required: tuple[str, ...],
+                      what: str) -> Iterator[tuple[int, str, dict]]:
+    """(index, locator, object) of each item of a JSON-list release whose items are objects with the
+    `required` keys; other items are raised as InputError, or rejected into `result` when lenient."""
+    data = load_json(path)
+    if not isinstance(data, list):
+        raise InputError(str(path), None, f"expected a JSON list of {what}")
+    for i, obj in enumerate(data):
+        result.records += 1
+        locator = f"item {i}"
+        try:
+            if not isinstance(obj, dict):
+                raise RecordError("expected a JSON object")
+            missing = [k for k in required if k not in obj]
+            if missing:
+                raise RecordError(f"missing keys {missing}")
+        except RecordError as exc:
+            handle_bad(result, lenient, path, i, locator, source, str(exc))
+            continue
+        yield i, locator, obj

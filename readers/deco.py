@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from csk.errors import InputError
-from readers.base import ReadResult, RecordError, handle_bad, load_json, require_file
+from readers.base import ReadResult, RecordError, handle_bad, json_list_records, require_file
 
 UTT = "</UTT>"
 # ACCENT's released code spells IsAfter as `isAfter`; the data has both. One spelling on read.
@@ -46,19 +45,10 @@ def _tuples(value, name: str) -> list[list[str]]:
 
 def read_deco(path: str | Path, lenient: bool = False) -> ReadResult:
     path = require_file(path)
-    data = load_json(path)
-    if not isinstance(data, list):
-        raise InputError(str(path), None, "expected a JSON list of DECO samples")
     result = ReadResult()
-    for i, obj in enumerate(data):
-        result.records += 1
-        locator = f"item {i}"
+    required = ("history", "response", "source", "system", "GUID")
+    for i, locator, obj in json_list_records(path, result, lenient, "deco", required, "DECO samples"):
         try:
-            if not isinstance(obj, dict):
-                raise RecordError("expected a JSON object")
-            missing = [k for k in ("history", "response", "source", "system", "GUID") if k not in obj]
-            if missing:
-                raise RecordError(f"missing keys {missing}")
             event_raw, event = _scores(obj, "event_cs_raw", "event_cs")
             general_raw, general = _scores(obj, "general_cs_raw", "general_cs")
             history = split_history(str(obj["history"]))

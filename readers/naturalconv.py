@@ -5,33 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from readers.base import (
-    ReadResult,
-    RecordError,
-    dialogue_row,
-    handle_bad,
-    load_json,
-    require_file,
-)
+from readers.base import ReadResult, RecordError, dialogue_row, handle_bad, json_list_records, require_file
 
 
 def read_naturalconv(path: str | Path, lenient: bool = False) -> ReadResult:
     path = require_file(path)
-    data = load_json(path)
-    if not isinstance(data, list):
-        from csk.errors import InputError
-
-        raise InputError(str(path), None, "expected a JSON list of dialogues (NaturalConv dialog_release.json)")
     result = ReadResult()
-    for n, obj in enumerate(data):
-        result.records += 1
-        locator = f"item {n}"
+    for n, locator, obj in json_list_records(path, result, lenient, "naturalconv", ("dialog_id", "content"),
+                                             "dialogues (NaturalConv dialog_release.json)"):
         try:
-            if not isinstance(obj, dict):
-                raise RecordError("expected a JSON object")
-            missing = [k for k in ("dialog_id", "content") if k not in obj]
-            if missing:
-                raise RecordError(f"missing keys {missing}")
             content = obj["content"]
             if not isinstance(content, list) or not all(isinstance(u, str) for u in content):
                 raise RecordError("'content' must be a list of utterance strings")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from csk.runtime import StageOutput
+from tasks.statistics import Measures
 from tasks.corecode.annotations import words
 from tasks.plots import figure, png
 
@@ -16,11 +17,8 @@ PAPER = {("dialogues", "all"): 19700.0, ("annotations", "all"): 76787.0, ("confl
 
 def statistics(dialogues: pd.DataFrame, screening: pd.DataFrame, annotations: pd.DataFrame,
                splits: pd.DataFrame) -> StageOutput:
-    rows = []
-
-    def add(measure: str, group: str, value: float, stage: str) -> None:
-        rows.append({"id": f"{measure}/{group}", "measure": measure, "stage": stage, "group": group,
-                     "value": float(value), "paper": PAPER.get((measure, group))})
+    measures = Measures(PAPER)
+    add = measures.add
 
     add("dialogues_read", "all", len(dialogues), "sources")
     add("dialogues_screened_in", "all", len(screening), "screening")
@@ -39,7 +37,6 @@ def statistics(dialogues: pd.DataFrame, screening: pd.DataFrame, annotations: pd
     for split, g in splits.groupby("split"):
         add("dialogues_in_split", split, g["dialogue_id"].nunique(), "splits")
         add("annotations_in_split", split, len(g), "splits")
-    data = pd.DataFrame(rows)
     plt, fig, axes = figure(14, 4, ncols=3)
     per = annotations.groupby(["dimension", "set"]).size().unstack(fill_value=0) if len(annotations) else pd.DataFrame()
     if len(per):
@@ -50,6 +47,4 @@ def statistics(dialogues: pd.DataFrame, screening: pd.DataFrame, annotations: pd
     axes[1].set_title("annotations per domain")
     axes[2].hist(screening["matches"], bins=20) if len(screening) else None
     axes[2].set_title("one-hop matches per screened-in dialogue")
-    table = data.assign(paper=data["paper"].astype(object).where(data["paper"].notna(), None)).to_dict(orient="records")
-    return StageOutput(data=data, rows_in=len(data), files={"statistics.png": png(plt, fig)},
-                       tables={"statistics": table})
+    return measures.output({"statistics.png": png(plt, fig)})

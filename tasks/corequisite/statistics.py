@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from csk.runtime import StageOutput
+from tasks.statistics import Measures
 from tasks.plots import figure, png
 
 PAPER = {("facts", "sampled"): 1000.0, ("answers", "collected"): 6000.0, ("answers", "kept"): 5400.0,
@@ -14,11 +15,8 @@ PAPER = {("facts", "sampled"): 1000.0, ("answers", "collected"): 6000.0, ("answe
 
 def statistics(edges: pd.DataFrame, facts: pd.DataFrame, checked: pd.DataFrame, kept: pd.DataFrame,
                p_nli: pd.DataFrame, p_g: pd.DataFrame, instances: pd.DataFrame, p_mcqa: pd.DataFrame) -> StageOutput:
-    rows = []
-
-    def add(measure: str, group: str, value: float, stage: str) -> None:
-        rows.append({"id": f"{measure}/{group}", "measure": measure, "stage": stage, "group": group,
-                     "value": float(value), "paper": PAPER.get((measure, group))})
+    measures = Measures(PAPER)
+    add = measures.add
 
     add("facts", "sampled", len(edges), "edges")
     add("facts", "lexicalized", len(facts), "lexicalize")
@@ -42,7 +40,7 @@ def statistics(edges: pd.DataFrame, facts: pd.DataFrame, checked: pd.DataFrame, 
     for v, n in p_mcqa.groupby("variant").size().items():
         add("p_mcqa_after_aflite", v, n, "p_mcqa")
     add("aflite", "removed", len(instances) - len(p_mcqa), "aflite")
-    data = pd.DataFrame(rows)
+    data = measures.frame()
     plt, fig, axes = figure(14, 4, ncols=3)
     flags = data[data["measure"].str.startswith("flagged_")]
     axes[0].bar([f"{m[8:]}\n{g}" for m, g in zip(flags["measure"], flags["group"])], flags["value"])
@@ -55,6 +53,4 @@ def statistics(edges: pd.DataFrame, facts: pd.DataFrame, checked: pd.DataFrame, 
     axes[2].bar([f"{v}\nbuilt" for v in built.index], built.values)
     axes[2].bar([f"{v}\nkept" for v in after.index], after.values)
     axes[2].set_title("P-MCQA instances before / after AF-Lite")
-    table = data.assign(paper=data["paper"].astype(object).where(data["paper"].notna(), None)).to_dict(orient="records")
-    return StageOutput(data=data, rows_in=len(data), files={"statistics.png": png(plt, fig)},
-                       tables={"statistics": table})
+    return measures.output({"statistics.png": png(plt, fig)})
