@@ -154,9 +154,10 @@ def show_config(pipeline: str, config: Path = CONFIG, set_: list[str] = SET,
         if head != table:
             lines += ["", f"[{head}]"]
             table = head
-        value = "# unset" if r["value"] is None else _toml(r["value"])
         note = "" if r["value"] == r["default"] else f"  (default: {_toml(r['default'])})"
-        lines.append(f"{key} = {value}".ljust(40) + f"  # {r['doc']}{note}")
+        # TOML has no null: an unset key is printed commented out, so the output still parses
+        setting = f"# {key} = (unset)" if r["value"] is None else f"{key} = {_toml(r['value'])}"
+        lines.append(setting.ljust(40) + f"  # {r['doc']}{note}")
     print("\n".join(lines))
 
 

@@ -101,7 +101,7 @@ def test_user_errors_are_logged_without_traceback_bugs_with():
         logging.setLogRecordFactory(old)
 
 
-@pytest.mark.parametrize("pipeline", ["cicero", "corequisite"])
+@pytest.mark.parametrize("pipeline", sorted(__import__("csk.pipeline", fromlist=["discover"]).discover()))
 def test_csk_config_prints_valid_toml_with_every_table(pipeline):
     import tomllib
 
