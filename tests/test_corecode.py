@@ -171,11 +171,11 @@ def test_annotations_stage_writes_the_papers_domain_names(tmp_path):
     rec = {k: v for k, v in _record(domain="subsequent").items() if k not in ("turns", "id")}
     for p in rec["phrases"]:
         del p["end"]
-    f.write_text(json.dumps(rec, ensure_ascii=False) + "\n" + json.dumps({**rec, "dialogue_id": "gone"}) + "\n",
-                 encoding="utf-8")
+    f.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in (
+        rec, {**rec, "dialogue_id": "gone"}, {**rec, "id": "twice"}, {**rec, "id": "twice"})) + "\n", encoding="utf-8")
     out = ann.annotations(pd.DataFrame({"id": ["d"], "turns": [TURNS]}), release=str(f))
-    assert list(out.data["domain"]) == ["consequence"] and out.rows_in == 2
-    assert list(out.rejected["reason_code"]) == ["dialogue_not_screened"]
+    assert list(out.data["domain"]) == ["consequence", "consequence"] and out.rows_in == 4
+    assert list(out.rejected["reason_code"]) == ["dialogue_not_screened", "duplicate_id"]
 
 
 # ------------------------------------------------------------------ tasks and perturbations

@@ -125,8 +125,14 @@ def annotations(screening: pd.DataFrame, *, release: InputPath = None, lenient: 
     dialogues = dict(zip(screening["id"], screening["turns"]))
     kept, rejected = [], [dict(r, dialogue_id=None, parent_id=None) for r in read.rejected]
     rules = [r if r is not minimal_edit else (lambda rec: minimal_edit(rec, max_minimal_edit)) for r in RULES]
+    seen: set[str] = set()
     for rec in read.rows:
         rec = dict(rec, domain=DOMAIN_SYNONYMS.get(rec["domain"], rec["domain"]))
+        if rec["id"] in seen:  # a repeated id would make lineage ambiguous: the first record wins
+            rejected.append(dict(rec, parent_id=None, reason_code="duplicate_id",
+                                 reason=f"id {rec['id']!r} was already used by an earlier record of this file"))
+            continue
+        seen.add(rec["id"])
         if rec["dialogue_id"] not in dialogues:
             rejected.append(dict(rec, parent_id=None, reason_code="dialogue_not_screened",
                                  reason=f"dialogue {rec['dialogue_id']!r} is not among the screened dialogues"))
