@@ -1,6 +1,10 @@
-"""ACCENT's DECO JSON: a list of samples with `history` (4 `</UTT>`-terminated slots, empty
-slots padded), `response`, `source`, `system`, `GUID`, ratings (`event_cs_raw`, `event_cs`,
-...), `tuples_single`, `tuples_pair`, and in train `for_dev`."""
+"""ACCENT's DECO JSON (and its ConTurE subset, the same layout without `source`, `system` and tuples):
+a list of samples with `history` (4 `</UTT>`-terminated slots, empty slots padded), `response`,
+`source`, `system`, `GUID`, ratings (`event_cs_raw`, `event_cs`, `general_cs_raw`, `general_cs`,
+ConTurE's `overall_impression`), `tuples_single`, `tuples_pair`, and in train `for_dev`.
+
+Slots are kept exactly as released (ACCENT feeds the history string to its extractor as is), so
+`join_history(row["history"])` gives back the released string byte for byte."""
 
 from __future__ import annotations
 
@@ -9,17 +13,22 @@ from pathlib import Path
 from readers.base import ReadResult, RecordError, handle_bad, json_list_records, require_file
 
 UTT = "</UTT>"
-# ACCENT's released code spells IsAfter as `isAfter`; the data has both. One spelling on read.
-RELATIONS = {"xIntent", "xWant", "oWant", "xReact", "oReact", "xNeed", "xAttr", "xEffect", "oEffect", "HinderedBy",
-             "isAfter", "HasSubEvent"}
-SPELLING = {"IsAfter": "isAfter"}
+WINDOW = 4  # utterances of history in a DECO sample
+# The 12 relations, spelt as ACCENT's released code and COMET-ATOMIC 2020 spell them.
+RELATIONS = ("xNeed", "xAttr", "xReact", "xEffect", "xWant", "xIntent", "oEffect", "oReact", "oWant", "isAfter",
+             "HasSubEvent", "HinderedBy")
+SPELLING = {"IsAfter": "isAfter"}  # the paper's spelling; the data has both
 
 
 def split_history(history: str) -> list[str]:
-    """The history's slots, empty ones kept: the window length (4) is part of the sample."""
+    """The history's slots as released (empty ones kept: the window length is part of the sample)."""
     if not history.endswith(UTT):
         raise RecordError(f"history does not end with {UTT}")
-    return [u.strip() for u in history.split(UTT)[:-1]]
+    return history.split(UTT)[:-1]
+
+
+def join_history(slots: list[str]) -> str:
+    return "".join(s + UTT for s in slots)
 
 
 def _scores(obj: dict, raw_key: str, key: str) -> tuple[list[float] | None, float | None]:
@@ -43,24 +52,48 @@ def _tuples(value, name: str) -> list[list[str]]:
     return out
 
 
-def read_deco(path: str | Path, lenient: bool = False) -> ReadResult:
+def _split(path: Path) -> str | None:
+    """The released split a file holds, from its name (deco_train.json, deco_test.json)."""
+    stem = path.stem.lower()
+    return next((s for s in ("train", "test") if s in stem), None)
+
+
+def read_deco(path: str | Path, lenient: bool = False, corpus: str | None = None) -> ReadResult:
+    """`corpus`: the value for samples without `source` (ConTurE's subset); None: `source` is required."""
     path = require_file(path)
     result = ReadResult()
-    required = ("history", "response", "source", "system", "GUID")
-    for i, locator, obj in json_list_records(path, result, lenient, "deco", required, "DECO samples"):
+    required = ("history", "response", "GUID") + (() if corpus else ("source", "system"))
+    prefix = (corpus or "deco").lower()
+    split = _split(path)
+    for i, locator, obj in json_list_records(path, result, lenient, prefix, required, "DECO samples"):
         try:
             event_raw, event = _scores(obj, "event_cs_raw", "event_cs")
             general_raw, general = _scores(obj, "general_cs_raw", "general_cs")
-            history = split_history(str(obj["history"]))
+            if not isinstance(obj["history"], str) or not isinstance(obj["response"], str):
+                raise RecordError("'history' and 'response' must be strings")
+            history = split_history(obj["history"])
+            if len(history) != WINDOW:
+                raise RecordError(f"history has {len(history)} slots, not {WINDOW}")
             result.rows.append({
-                "id": f"deco-{obj['GUID']}", "guid": str(obj["GUID"]), "history": history,
-                "history_utterances": [u for u in history if u],
-                "response": str(obj["response"]), "corpus": str(obj["source"]), "system": str(obj["system"]),
+                "id": f"{prefix}-{obj['GUID']}", "guid": str(obj["GUID"]), "history": history,
+                "history_utterances": [u.strip() for u in history if u.strip()],
+                "response": obj["response"], "corpus": str(obj.get("source", corpus)),
+                "system": str(obj["system"]) if obj.get("system") is not None else None,
                 "event_cs_raw": event_raw, "event_cs": event, "general_cs_raw": general_raw, "general_cs": general,
+                "overall_impression": float(obj["overall_impression"]) if obj.get("overall_impression") is not None
+                else None,
                 "tuples_single": _tuples(obj.get("tuples_single", []), "tuples_single"),
                 "tuples_pair": _tuples(obj.get("tuples_pair", []), "tuples_pair"),
-                "for_dev": bool(obj.get("for_dev", False)),
+                "for_dev": bool(obj.get("for_dev", False)), "split": split,
                 "source_file": str(path), "source_record": i, "source_locator": locator})
         except RecordError as exc:
-            handle_bad(result, lenient, path, i, locator, "deco", str(exc))
+            handle_bad(result, lenient, path, i, locator, prefix, str(exc))
+    return result
+
+
+def read_conture(path: str | Path, lenient: bool = False) -> ReadResult:
+    """ACCENT's ConTurE subset (`conture_subset.json`): rated turns in the DECO layout, no tuples."""
+    result = read_deco(path, lenient, corpus="ConTurE")
+    for row in result.rows:  # an evaluation set: ACCENT scores it, never trains on it
+        row["split"] = "test"
     return result

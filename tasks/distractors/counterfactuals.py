@@ -29,6 +29,7 @@ from csk.models import model_hash, resolve_model
 from csk.params import InputPath, ModelDir
 from csk.runtime import StageContext, StageOutput
 from readers.base import iter_json_lines
+from tasks import seq2seq
 from tasks.distractors.lexical import rewrite_all
 from tasks.english import PIPELINE, entities
 from tasks.embed import EmbedSpec, open_embedder
@@ -36,38 +37,15 @@ from tasks.embed import EmbedSpec, open_embedder
 PREFIX = "counterfactual: "  # the task prefix the generator is trained with
 
 
-def load_seq2seq(path: Path, device: str):
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    model = AutoModelForSeq2SeqLM.from_pretrained(str(path), local_files_only=True).to(device).eval()
-    return tok, model
-
-
 def t5_generate(texts: list[str], path: Path, *, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
                 top_p: float = 0.95, max_new_tokens: int = 48, batch_size: int = 16, seed: int = 0) -> list[list[str]]:
-    import torch
-    from tqdm.auto import tqdm
-
+    """Counterfactuals of each text from the generator (its task prefix added); bf16 on CUDA."""
     device = compute.device()
-    tok, model = load_seq2seq(path, device)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
-    out: list[list[str]] = []
-    torch.manual_seed(seed)
-    for start in tqdm(range(0, len(texts), batch_size), desc="t5 counterfactuals", disable=len(texts) < 4 * batch_size):
-        batch = [PREFIX + t for t in texts[start:start + batch_size]]
-        enc = tok(batch, return_tensors="pt", padding=True, truncation=True, max_length=128).to(device)
-        kwargs = dict(max_new_tokens=max_new_tokens, num_return_sequences=num_return)
-        if do_sample:
-            kwargs.update(do_sample=True, top_p=top_p)
-        else:
-            kwargs.update(num_beams=max(num_beams, num_return))
-        with torch.inference_mode(), autocast:
-            gen = model.generate(**enc, **kwargs)
-        decoded = tok.batch_decode(gen, skip_special_tokens=True)
-        for i in range(len(batch)):
-            out.append([d.strip() for d in decoded[i * num_return:(i + 1) * num_return]])
-    return out
+    sampling = {"do_sample": True, "top_p": top_p} if do_sample else {}
+    return seq2seq.generate([PREFIX + t for t in texts], path, num_return=num_return, num_beams=num_beams,
+                            batch_size=batch_size, max_input_length=128, precision="bf16" if device == "cuda" else "fp32",
+                            device=device, seed=seed, desc="t5 counterfactuals", max_new_tokens=max_new_tokens,
+                            **sampling)
 
 
 def read_candidate_file(path: str, known: set[str]) -> dict[str, list[str]]:

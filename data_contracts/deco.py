@@ -1,0 +1,137 @@
+"""Contracts of the DECO / ACCENT pipeline's artifacts (SEEDS 4)."""
+
+from __future__ import annotations
+
+import pandera.pandas as pa
+from pandera.typing import Series
+
+from data_contracts.common import Contract, Provenance
+from readers.deco import RELATIONS, WINDOW
+
+CORPORA = ["DailyDialog", "PersonaChat", "TopicalChat", "ConTurE"]
+SPLITS = ["train", "test"]
+SETTINGS = ["single", "pair"]
+
+
+def _tuples_ok(v) -> bool:
+    return all(len(t) == 3 and t[1] in RELATIONS and str(t[0]).strip() and str(t[2]).strip() for t in v)
+
+
+class Samples(Provenance):
+    """A history of WINDOW slots (empty ones padded in front, as DECO does) and a response to it."""
+
+    history: Series[object]
+    response: Series[str]
+    corpus: Series[str] = pa.Field(isin=CORPORA)
+    system: Series[str] = pa.Field(nullable=True)
+    event_cs: Series[float] = pa.Field(nullable=True, ge=1, le=5)
+    general_cs: Series[float] = pa.Field(nullable=True, ge=1, le=5)
+    tuples_single: Series[object]
+    tuples_pair: Series[object]
+    split: Series[str] = pa.Field(nullable=True, isin=SPLITS)
+
+    @pa.check("history", name="history_has_window_slots")
+    def window(cls, s):
+        return s.map(lambda h: len(h) == WINDOW and any(str(u).strip() for u in h))
+
+    @pa.check("tuples_single", "tuples_pair", name="tuples_are_head_known_relation_tail")
+    def tuples(cls, s):
+        return s.map(_tuples_ok)
+
+
+class Filtered(Samples):
+    """Responses that pass SEEDS 4.2: at least 5 words, a sentence that is not a question, more than courtesy."""
+
+    words: Series[int] = pa.Field(ge=1)
+    statements: Series[object]
+
+    @pa.check("statements", name="has_a_statement")
+    def statement(cls, s):
+        return s.map(lambda v: len(v) > 0)
+
+
+class Sampled(Filtered):
+    """The selected samples, each in train or test; dev marks the dev slice of train."""
+
+    split: Series[str] = pa.Field(isin=SPLITS)
+    dev: Series[bool]
+    selection: Series[str] = pa.Field(isin=["released", "sampled"])
+
+    @pa.dataframe_check(name="dev_is_part_of_train")
+    def dev_in_train(cls, df):
+        return ~df["dev"] | (df["split"] == "train")
+
+
+class ExtractionTasks(Contract):
+    """One extractor input per sample and relation (12 per sample), with its human targets."""
+
+    sample_id: Series[str]
+    relation: Series[str] = pa.Field(isin=list(RELATIONS))
+    input: Series[str] = pa.Field(str_startswith="Extract event1 and event2 from the text where ")
+    gold_targets: Series[object]
+    gold_settings: Series[object]
+    annotated: Series[bool]
+    negative: Series[str] = pa.Field(nullable=True, isin=SETTINGS)
+    split: Series[str] = pa.Field(isin=SPLITS)
+
+    @pa.check("gold_targets", name="targets_in_the_trained_format")
+    def targets(cls, s):
+        from tasks.deco.extraction import TARGET
+
+        return s.map(lambda ts: all(TARGET.fullmatch(t) for t in ts))
+
+    @pa.dataframe_check(name="twelve_relations_per_sample")
+    def twelve(cls, df):
+        n = df.groupby("sample_id")["relation"].transform("nunique")
+        return n == len(RELATIONS)
+
+    @pa.dataframe_check(name="a_negative_has_no_gold_target")
+    def negatives(cls, df):
+        return df["negative"].isna() | (df["gold_targets"].map(len) == 0)
+
+
+class Tuples(Contract):
+    """Event-relation tuples, the extractor's (origin extractor) or the annotators' (origin gold)."""
+
+    task_id: Series[str]
+    sample_id: Series[str]
+    relation: Series[str] = pa.Field(isin=list(RELATIONS))
+    head: Series[str] = pa.Field(str_length={"min_value": 1})
+    tail: Series[str] = pa.Field(str_length={"min_value": 1})
+    setting: Series[str] = pa.Field(nullable=True, isin=SETTINGS)
+    origin: Series[str] = pa.Field(isin=["gold", "extractor"])
+
+
+class Scores(Contract):
+    """ACCENT's score of each sample's response: the mean of its tuples' scores, 0.5 without tuples;
+    empty only when the stage ran with comet = "off" (scorer says so)."""
+
+    score: Series[float] = pa.Field(nullable=True, ge=0, le=1.0001)
+    n_tuples: Series[int] = pa.Field(ge=0)
+    tuples: Series[object]
+    scorer: Series[str]
+    split: Series[str] = pa.Field(isin=SPLITS)
+
+    @pa.dataframe_check(name="no_tuple_scores_one_half")
+    def half(cls, df):
+        return (df["n_tuples"] > 0) | df["score"].isna() | ((df["score"] - 0.5).abs() < 1e-9)
+
+    @pa.dataframe_check(name="off_means_no_score")
+    def off(cls, df):
+        return (df["scorer"] == "off") == df["score"].isna()
+
+
+class Correlation(Contract):
+    """Correlation of the scores with a human rating, per split and over all, with its interval."""
+
+    split: Series[str]
+    rating: Series[str]
+    method: Series[str] = pa.Field(isin=["pearson", "spearman"])
+    n: Series[int] = pa.Field(ge=0)
+    r: Series[float] = pa.Field(nullable=True, ge=-1.0001, le=1.0001)
+    ci_low: Series[float] = pa.Field(nullable=True)
+    ci_high: Series[float] = pa.Field(nullable=True)
+
+    @pa.dataframe_check(name="interval_is_ordered")
+    def interval(cls, df):
+        return df["r"].isna() | (df["ci_low"] <= df["ci_high"])

@@ -1,0 +1,85 @@
+"""DECO and ACCENT (Ghazarian et al. 2023): the construction steps of SEEDS.md section 4.
+
+histories (windows of <= 4 utterances) + responses -> response filter -> 300 samples split
+200/100 -> 12 extraction tasks per sample -> event-relation tuples (extractor or human) ->
+ACCENT's compatibility score (COMET + Sentence-BERT) -> correlation with the human ratings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from csk.orchestration import PipelineRun
+from csk.pipeline import Pipeline, PipelineSettings, Stage
+from tasks.deco.compatibility import compatibility
+from tasks.deco.correlation import correlation
+from tasks.deco.extract import extract, extraction_tasks
+from tasks.deco.response_filter import response_filter
+from tasks.deco.sample import sample
+from tasks.deco.sources import sources
+
+
+class DecoSettings(PipelineSettings):
+    """Settings shared by DECO's stages."""
+
+    schedule: str | None = "0 6 * * 1"
+    """cron of `csk schedule deco` (Mondays 06:00)"""
+
+
+STAGES = (
+    Stage("sources", sources, "deco.Samples", parent_column=None, conserves_rows=False),
+    Stage("response_filter", response_filter, "deco.Filtered"),
+    Stage("sample", sample, "deco.Sampled"),
+    Stage("extraction_tasks", extraction_tasks, "deco.ExtractionTasks", parent_column="sample_id",
+          conserves_rows=False),
+    Stage("extract", extract, "deco.Tuples", parent_column="task_id", conserves_rows=False),
+    Stage("compatibility", compatibility, "deco.Scores"),
+    Stage("correlation", correlation, "deco.Correlation", parent_column=None, conserves_rows=False),
+)
+
+
+def deco(run: PipelineRun) -> None:
+    """sources -> response_filter -> sample -> extraction_tasks -> extract -> compatibility -> correlation."""
+    candidates = run.stage("sources")
+    kept = run.stage("response_filter", candidates)
+    samples = run.stage("sample", kept)
+    tasks = run.stage("extraction_tasks", samples)
+    tuples = run.stage("extract", tasks)
+    scores = run.stage("compatibility", samples, tuples)
+    run.stage("correlation", scores)
+
+
+# ------------------------------------------------------------------ DECO's commands
+def train_extractor_command(
+        base: Path = typer.Option(..., "--base", help="seq2seq directory to fine-tune (ACCENT: t5-base saved locally)"),
+        out: Path = typer.Option(..., "--out", help="directory to write the extractor to"),
+        train: list[Path] = typer.Option(..., "--train", help="released DECO JSON with tuples (deco_train.json)"),
+        negatives: Optional[Path] = typer.Option(None, "--negatives", help="ACCENT's none_sample_5each.csv; "
+                                                 "default: 3 single + 2 pair None examples per relation drawn here"),
+        epochs: int = typer.Option(50, "--epochs"), batch_size: int = typer.Option(4, "--batch-size"),
+        lr: float = typer.Option(5e-5, "--lr"), max_steps: int = typer.Option(0, "--max-steps"),
+        seed: int = typer.Option(42, "--seed")) -> None:
+    """Fine-tune the event-relation extractor with ACCENT's settings (T5, 50 epochs, batch 4, lr 5e-5)."""
+    from tasks.deco.extract import train_extractor
+
+    info = train_extractor(base, out, train, negatives=negatives, epochs=epochs, batch_size=batch_size, lr=lr,
+                           max_steps=max_steps, seed=seed)
+    print(f"fine-tuned on {info['pairs']} pairs ({info['tuples']} tuples, {info['none_examples']} None; "
+          f"{info['steps']} steps, final loss {info['loss']:.4f}); saved to {out}")
+
+
+train_extractor_command.command_name = "train-extractor"
+
+PIPELINE = Pipeline(
+    name="deco",
+    doc="DECO: event commonsense of dialogue responses, scored by ACCENT (Ghazarian et al. 2023)",
+    stages=STAGES,
+    flows=(deco,),
+    settings=DecoSettings,
+    commands=(train_extractor_command,),
+    units={"sources": "samples", "response_filter": "samples", "sample": "samples", "extraction_tasks": "tasks",
+           "extract": "tuples", "compatibility": "samples", "correlation": "correlations"},
+)

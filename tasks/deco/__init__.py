@@ -1,0 +1,1 @@
+"""DECO / ACCENT (Ghazarian et al. 2023): SEEDS.md section 4."""

@@ -1,0 +1,126 @@
+"""ACCENT's event-relation extraction as text to text (SEEDS 4.5): one prompt per relation, the
+input `prompt + history (each slot followed by </UTT>) + response`, the target
+`event1: {head}; event2: {tail}` or `None`. The same functions build the extraction tasks, the
+extractor's training pairs (`csk deco train-extractor`) and read its outputs back."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+import pandas as pd
+
+from csk import compute
+from readers.deco import RELATIONS, join_history
+
+# ACCENT's released code (eventualization/few_shot_evt.py), in its relation order.
+WHERE = {
+    "xNeed": "event2 needs to be true for event1 to take place",
+    "xAttr": "event2 shows how PersonX is viewed as after event1",
+    "xReact": "event2 shows how PersonX reacts to event1",
+    "xEffect": "event2 shows the effect of event1 on PersonX",
+    "xWant": "event2 shows what PersonX wants after event1 happens",
+    "xIntent": "event2 shows PersonX's intent for event1",
+    "oEffect": "event2 shows the effect of event1 on PersonY",
+    "oReact": "event2 shows how PersonY reacts to event1",
+    "oWant": "event2 shows what PersonY wants after event1 happens",
+    "isAfter": "event1 happens after event2",
+    "HasSubEvent": "event1 includes event2",
+    "HinderedBy": "event1 fails to happen because event2",
+}
+assert tuple(WHERE) == RELATIONS
+NONE = "None"
+TARGET = re.compile(r"event1: (?P<head>.*?); event2: (?P<tail>.*)", re.DOTALL)
+
+
+def prompt(relation: str) -> str:
+    return f"Extract event1 and event2 from the text where {WHERE[relation]}. Utterance: "
+
+
+def model_input(relation: str, history: list[str], response: str) -> str:
+    """What the extractor reads: ACCENT passes the whole released history string, slots as they are."""
+    return prompt(relation) + join_history(list(history)) + response
+
+
+def target(head: str, tail: str) -> str:
+    return f"event1: {head.strip()}; event2: {tail.strip()}"
+
+
+class OutputError(ValueError):
+    """An extractor output that is neither `None` nor `event1: {head}; event2: {tail}`."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def parse_output(text: str) -> tuple[str, str] | None:
+    """(head, tail) of an extractor output, None for `None`; anything else raises OutputError
+    naming the rule it breaks (ACCENT drops such outputs; here they are rejected with the reason)."""
+    text = text.strip()
+    if text == NONE:
+        return None
+    if "event1:" not in text:
+        raise OutputError("missing_event1", f"no 'event1:' in {text!r}")
+    if "event2:" not in text:
+        raise OutputError("missing_event2", f"no 'event2:' in {text!r}")
+    m = TARGET.fullmatch(text)
+    if not m:
+        raise OutputError("malformed", f"not 'event1: HEAD; event2: TAIL': {text!r}")
+    head, tail = m.group("head").strip(), m.group("tail").strip()
+    if not head or not tail:
+        raise OutputError("empty_event", f"an empty event in {text!r}")
+    return head, tail
+
+
+def gold_tuples(row) -> list[tuple[str, str, str, str]]:
+    """(head, relation, tail, setting) of a sample's human tuples; `pair` tuples take event1 from the
+    previous utterance and event2 from the response, `single` both from the response."""
+    return ([(h, r, t, "single") for h, r, t in row["tuples_single"]]
+            + [(h, r, t, "pair") for h, r, t in row["tuples_pair"]])
+
+
+def none_negatives(samples: pd.DataFrame, *, single: int, pair: int, seed: int) -> dict[str, list[tuple[str, str]]]:
+    """relation -> [(sample id, setting)]: ACCENT's "None" examples, `single` + `pair` per relation,
+    drawn (seeded) among annotated samples without any tuple of that relation, so `None` is true."""
+    annotated = samples[[bool(len(a) or len(b)) for a, b in zip(samples["tuples_single"], samples["tuples_pair"])]]
+    has = {sid: {t[1] for t in list(a) + list(b)}
+           for sid, a, b in zip(annotated["id"], annotated["tuples_single"], annotated["tuples_pair"])}
+    out = {}
+    for rel in RELATIONS:
+        pool = sorted(sid for sid, rels in has.items() if rel not in rels)
+        take = compute.rng(seed, "deco-none", rel).permutation(len(pool))[:single + pair]
+        out[rel] = [(pool[i], "single" if k < single else "pair") for k, i in enumerate(take)]
+    return out
+
+
+def training_pairs(samples: pd.DataFrame, negatives: dict[str, list[tuple[str, str]]]) -> list[dict]:
+    """The extractor's training examples: one per human tuple, one `None` per negative, in ACCENT's
+    order (relation by relation)."""
+    by_id = samples.set_index("id", drop=False)
+    rows = []
+    for rel in RELATIONS:
+        for _, s in samples.iterrows():
+            for head, r, tail, setting in gold_tuples(s):
+                if r == rel:
+                    rows.append({"sample_id": s["id"], "relation": rel, "setting": setting,
+                                 "source": model_input(rel, s["history"], s["response"]), "target": target(head, tail)})
+        for sid, setting in negatives.get(rel, []):
+            s = by_id.loc[sid]
+            rows.append({"sample_id": sid, "relation": rel, "setting": setting,
+                         "source": model_input(rel, s["history"], s["response"]), "target": NONE})
+    return rows
+
+
+def tasks_of(samples: pd.DataFrame, negatives: dict[str, list[tuple[str, str]]]) -> Iterable[dict]:
+    """One extraction task per sample and relation, with the sample's gold targets for it."""
+    negative = {(sid, rel): setting for rel, pairs in negatives.items() for sid, setting in pairs}
+    for _, s in samples.iterrows():
+        gold = gold_tuples(s)
+        for rel in RELATIONS:
+            mine = [(target(h, t), setting) for h, r, t, setting in gold if r == rel]
+            yield {"id": f"{s['id']}:{rel}", "sample_id": s["id"], "relation": rel,
+                   "input": model_input(rel, s["history"], s["response"]),
+                   "gold_targets": [t for t, _ in mine], "gold_settings": [st for _, st in mine],
+                   "annotated": bool(gold), "negative": negative.get((s["id"], rel)),
+                   "split": s["split"], "dev": bool(s["dev"])}

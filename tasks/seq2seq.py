@@ -1,0 +1,103 @@
+"""Seq2seq models (T5, BART, COMET) shared by every pipeline: load from a directory, generate in
+batches, fine-tune on (source, target) pairs. Dataset code states its prompts; this module knows none.
+
+Generation runs several inputs per `generate` call (padding with an attention mask does not change
+a beam's scores), on CUDA when there is one, in bf16 where the caller's precision decision says so.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+from csk import compute
+from csk.models import resolve_model
+
+
+@lru_cache(maxsize=4)
+def load_seq2seq(path: str, device: str):
+    """(tokenizer, model in eval mode) of a local directory; cached per process."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True).to(device).eval()
+    return tok, model
+
+
+def generate(texts: Sequence[str], path: str | Path, *, num_return: int = 1, num_beams: int = 1,
+             batch_size: int = 16, max_input_length: int = 512, precision: str = "fp32", device: str = "auto",
+             seed: int = 0, desc: str = "generate", **kwargs: Any) -> list[list[str]]:
+    """`num_return` decoded outputs for each text, best first. `kwargs` go to `model.generate`
+    (max_length or max_new_tokens, no_repeat_ngram_size, do_sample, top_p, early_stopping ...)."""
+    import torch
+    from tqdm.auto import tqdm
+
+    dev = compute.device(device)
+    tok, model = load_seq2seq(str(path), dev)
+    torch.manual_seed(seed)
+    out: list[list[str]] = []
+    kwargs = {"num_return_sequences": num_return, **kwargs}
+    if not kwargs.get("do_sample"):
+        kwargs["num_beams"] = max(num_beams, num_return)
+    for start in tqdm(range(0, len(texts), batch_size), desc=desc, disable=len(texts) <= 4 * batch_size):
+        batch = list(texts[start:start + batch_size])
+        enc = tok(batch, return_tensors="pt", padding=True, truncation=True, max_length=max_input_length).to(dev)
+        with torch.inference_mode(), compute.autocast(precision, dev):
+            gen = model.generate(**enc, **kwargs)
+        decoded = tok.batch_decode(gen, skip_special_tokens=True, clean_up_tokenization_spaces=True)
+        out.extend([d.strip() for d in decoded[i * num_return:(i + 1) * num_return]] for i in range(len(batch)))
+    return out
+
+
+def fine_tune(base: str | Path, out: str | Path, pairs: Sequence[tuple[str, str]], *, epochs: int = 1,
+              lr: float = 3e-4, batch_size: int = 16, max_steps: int = 0, seed: int = 0,
+              max_source_length: int = 256, max_target_length: int = 128, desc: str = "fine-tune",
+              info: dict | None = None) -> dict:
+    """Teacher-forced cross-entropy on (source, target) pairs with AdamW, shuffled each epoch by a
+    seeded generator; saves model + tokenizer + `csk_training.json` (what it was trained on) to `out`."""
+    import torch
+    from tqdm.auto import tqdm
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    path = resolve_model(str(base), "base model", "--base")
+    device = compute.device()
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    model = AutoModelForSeq2SeqLM.from_pretrained(str(path), local_files_only=True, dtype=torch.float32).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    per_epoch = (len(pairs) + batch_size - 1) // batch_size
+    total = min(epochs * per_epoch, max_steps) if max_steps else epochs * per_epoch
+    autocast = compute.autocast("bf16" if device == "cuda" else "fp32", device)
+    step, loss_value = 0, float("nan")
+    model.train()
+    with tqdm(total=total, desc=desc) as bar:
+        for epoch in range(epochs):
+            order = compute.rng(seed, "fine-tune", epoch).permutation(len(pairs))
+            for s in range(0, len(pairs), batch_size):
+                if step >= total:
+                    break
+                batch = [pairs[i] for i in order[s:s + batch_size]]
+                enc = tok([a for a, _ in batch], return_tensors="pt", padding=True, truncation=True,
+                          max_length=max_source_length).to(device)
+                labels = tok([b for _, b in batch], return_tensors="pt", padding=True, truncation=True,
+                             max_length=max_target_length).input_ids.to(device)
+                labels[labels == tok.pad_token_id] = -100
+                with autocast:
+                    loss = model(**enc, labels=labels).loss
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                loss_value = float(loss.detach())
+                step += 1
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss_value:.4f}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    record = {"pairs": len(pairs), "steps": step, "epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed,
+              "loss": loss_value, "base": str(path), "device": device, **(info or {})}
+    (out / "csk_training.json").write_text(json.dumps(record, indent=2))
+    return record
