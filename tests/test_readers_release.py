@@ -79,7 +79,7 @@ def test_malformed_release_records(tmp_path):
     with pytest.raises(InputError, match="record line 1: an MCQ answer"):
         read_corecode(cc)
     deco = tmp_path / "deco.json"
-    deco.write_text(json.dumps([{"history": "hi</UTT>", "response": "r", "source": "s", "system": "x", "GUID": 1,
+    deco.write_text(json.dumps([{"history": "</UTT></UTT></UTT>hi</UTT>", "response": "r", "source": "s", "system": "x", "GUID": 1,
                                  "tuples_single": [["a", "Likes", "b"]]}]))
     with pytest.raises(InputError, match="record item 0: unknown relation 'Likes'"):
         read_deco(deco)

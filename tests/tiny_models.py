@@ -63,3 +63,16 @@ def t5(out: Path) -> Path:
                    decoder_start_token_id=tok.pad_token_id)
     T5ForConditionalGeneration(cfg).save_pretrained(out)
     return out
+
+
+def bart(out: Path) -> Path:
+    """A COMET-shaped model: BART (COMET-ATOMIC 2020 is a BART fine-tuned on "{head} {relation} [GEN]")."""
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    tok = tokenizer(out)
+    cfg = BartConfig(vocab_size=len(tok), d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                     decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=256,
+                     pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id,
+                     decoder_start_token_id=tok.sep_token_id, forced_eos_token_id=tok.sep_token_id)
+    BartForConditionalGeneration(cfg).save_pretrained(out)
+    return out

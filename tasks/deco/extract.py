@@ -18,6 +18,9 @@ from tasks import seq2seq
 from tasks.deco.extraction import NONE, OutputError, none_negatives, parse_output, tasks_of, training_pairs
 
 
+TUPLE_COLUMNS = ("id", "task_id", "sample_id", "relation", "head", "tail", "setting", "origin", "output")
+
+
 def _jsonl(rows: list[dict]) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
 
@@ -96,7 +99,7 @@ def extract(tasks: pd.DataFrame, *, extractor: ModelDir = None, num_beams: int =
             try:
                 parsed = parse_output(out)
             except OutputError as exc:
-                rejected.append({"id": t.id, "parent_id": t.id, "reason_code": f"invalid_output:{exc.code}",
+                rejected.append({"id": t.id, "parent_id": t.id, "reason_code": exc.code,
                                  "reason": str(exc), "output": out})
                 continue
             if parsed is None:
@@ -112,8 +115,7 @@ def extract(tasks: pd.DataFrame, *, extractor: ModelDir = None, num_beams: int =
         notes = {"extractor": f"{Path(path).name}@{sha[:12]}", "precision": decision["precision"],
                  "decoding": {"num_beams": num_beams, "num_return_sequences": 1, "max_length": max_length,
                               "no_repeat_ngram_size": no_repeat_ngram_size}}
-    data = pd.DataFrame(rows, columns=["id", "task_id", "sample_id", "relation", "head", "tail", "setting", "origin",
-                                       "output"])
+    data = pd.DataFrame(rows, columns=list(TUPLE_COLUMNS)).astype(dict.fromkeys(TUPLE_COLUMNS, "str"))
     return StageOutput(data=data, rejected=pd.DataFrame(rejected) if rejected else None,
                        notes={**notes, "tuples": len(data),
                               "by_relation": data["relation"].value_counts().sort_index().to_dict()})

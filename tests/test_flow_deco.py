@@ -1,0 +1,66 @@
+"""End to end: the DECO / ACCENT flow through `csk` on the bundled sample, then with an extractor and
+a COMET model (tiny random models built from configs) configured."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from csk.cli import app
+from tests import tiny_models
+from tests.conftest import SAMPLE
+
+pytestmark = pytest.mark.flow
+runner = CliRunner()
+STAGES = ["sources", "response_filter", "sample", "extraction_tasks", "extract", "compatibility", "correlation"]
+
+
+def _csk(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _artifacts(store) -> dict:
+    return {s["stage"]: s for s in json.loads(_csk("artifacts", "deco", "--store", store, "--json").output)}
+
+
+def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
+    store = tmp_path / "artifacts"
+    first = _csk("run", "deco", "--config", config_copy, "--store", store)
+    assert first.exit_code == 0, first.output
+    by = _artifacts(store)
+    assert list(by) == STAGES
+    for s in by.values():
+        contract = json.load(open(f"{s['path']}/manifest.json"))["contract"]
+        assert _csk("validate", f"{s['path']}/data.parquet", "--contract", contract).exit_code == 0
+    rejected = pd.read_parquet(f"{by['response_filter']['path']}/rejected.parquet")
+    assert {"too_short", "only_questions", "only_courtesy"} <= set(rejected["reason_code"].astype(str))
+    scores = pd.read_parquet(f"{by['compatibility']['path']}/data.parquet")
+    assert set(scores["scorer"]) == {"off"}  # comet = "off" in the bundled config: no scores, said so
+
+    # with an extractor and a COMET model configured, the first three stages are reused
+    extractor, comet = tiny_models.t5(tmp_path / "extractor"), tiny_models.bart(tmp_path / "comet")
+    sets = ["--set", f"deco.extract.extractor={extractor}", "--set", f"deco.compatibility.comet={comet}",
+            "--set", "deco.extract.num_beams=2", "--set", "deco.compatibility.num_beams=2",
+            "--set", "deco.compatibility.num_return=2", "--set", "deco.extract.max_length=8",
+            "--set", "deco.compatibility.max_length=8"]
+    second = _csk("run", "deco", "--config", config_copy, "--store", store, *sets)
+    assert second.exit_code == 0, second.output
+    by = _artifacts(store)
+    assert [by[s]["reused"] for s in STAGES[:4]] == [True] * 4
+    scores = pd.read_parquet(f"{by['compatibility']['path']}/data.parquet")
+    assert scores["score"].between(0, 1).all() and scores["scorer"].str.startswith("accent:comet@").all()
+    manifest = json.load(open(f"{by['compatibility']['path']}/manifest.json"))
+    assert {m["name"] for m in manifest["models"]} >= {"comet", "sentence-embedder"}
+
+    # a system's response traces to the responses table and the dialogue its history was cut from
+    row = "personachat-train_self_original-0@3:PLATO-2"
+    steps = json.loads(_csk("lineage", "deco", "compatibility", "--row", row, "--store", store, "--json").output)
+    assert [s["stage"] for s in steps[:4]] == ["compatibility", "sample", "response_filter", "sources"]
+    assert steps[-1]["source"]["file"] == str(SAMPLE / "deco" / "responses.csv")
+    evidence = next(s["evidence"] for s in steps if s.get("evidence"))
+    assert evidence[0]["file"].endswith("train_self_original.txt") and evidence[0]["text"].count("</UTT>") == 4
+    again = _csk("run", "deco", "--config", config_copy, "--store", store, *sets)
+    assert again.exit_code == 0 and all(s["reused"] for s in _artifacts(store).values())
