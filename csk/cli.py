@@ -305,16 +305,31 @@ def scheduled_deployment(pipeline: str, config: Path, store: Path, overrides: li
 
 
 def _add_pipeline_commands() -> None:
-    """`csk PIPELINE COMMAND`: the commands each pipeline declares."""
+    """`csk PIPELINE COMMAND`: the commands each pipeline declares; one whose name no other pipeline's
+    command and no built-in command takes is also `csk COMMAND` (e.g. `csk train-extractor`)."""
     from csk.pipeline import discover
 
+    owners: dict[str, list] = {}
     for p in discover().values():
         if not p.commands:
             continue
         group = typer.Typer(help=p.doc or f"{p.name} commands", no_args_is_help=True)
         for cmd in p.commands:
-            group.command(getattr(cmd, "command_name", cmd.__name__.replace("_", "-")))(_user_errors(cmd))
+            name = getattr(cmd, "command_name", cmd.__name__.replace("_", "-"))
+            group.command(name)(_user_errors(cmd))
+            owners.setdefault(name, []).append(cmd)
         app.add_typer(group, name=p.name)
+    taken = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
+    for name, cmds in owners.items():
+        if len(cmds) == 1 and name not in taken:
+            app.command(name, help=f"same as `csk {_owner(cmds[0])} {name}`. " + (cmds[0].__doc__ or ""))(
+                _user_errors(cmds[0]))
+
+
+def _owner(cmd) -> str:
+    from csk.pipeline import discover
+
+    return next(p.name for p in discover().values() if cmd in p.commands)
 
 
 def _user_errors(cmd):

@@ -69,6 +69,8 @@ def train_extractor_command(
                            max_steps=max_steps, seed=seed)
     print(f"fine-tuned on {info['pairs']} pairs ({info['tuples']} tuples, {info['none_examples']} None; "
           f"{info['steps']} steps, final loss {info['loss']:.4f}); saved to {out}")
+    for bad in info["skipped_records"]:
+        print(f"skipped {bad['source_file']} {bad['source_locator']}: {bad['reason']}")
 
 
 train_extractor_command.command_name = "train-extractor"

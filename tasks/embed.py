@@ -144,7 +144,7 @@ class Embedder:
         self.stats["cached"] += len(unique) - len(missing)
         self.stats["encoded"] += len(missing)
         if not texts:
-            return np.zeros((0, self.model.get_sentence_embedding_dimension()), dtype=np.float32)
+            return np.zeros((0, self.model.get_embedding_dimension()), dtype=np.float32)
         return np.stack([vectors[text_key(t)] for t in texts])
 
     def lookup(self, texts: list[str]):

@@ -259,3 +259,24 @@ def test_correlation_matches_scipy_with_an_interval():
     assert out.data.set_index("id").loc["test:event_cs:spearman", "n"] == 30
     assert "too few" in out.data.set_index("id").loc["all:general_cs:pearson", "note"]
     assert out.files["scatter.png"][:4] == b"\x89PNG"
+
+
+def test_extraction_tasks_without_human_tuples_have_no_training_pairs():
+    df = _release().assign(split="train", dev=False)
+    bare = df.assign(tuples_single=[[] for _ in range(len(df))], tuples_pair=[[] for _ in range(len(df))])
+    out = extraction_tasks(bare)
+    assert len(out.data) == 12 * len(df) and not out.data["annotated"].any()
+    assert out.notes["training_pairs"] == 0 and out.files["extractor_train.jsonl"] == b""
+
+
+def test_train_extractor_command(tmp_path):
+    from typer.testing import CliRunner
+
+    from csk.cli import app
+
+    base = tiny_models.t5(tmp_path / "t5")
+    for cmd in (["train-extractor"], ["deco", "train-extractor"]):
+        out = CliRunner().invoke(app, [*cmd, "--base", str(base), "--out", str(tmp_path / "x"), "--train",
+                                       str(DECO / "deco_train_sample.json"), "--max-steps", "1"])
+        assert out.exit_code == 0, out.output
+        assert "fine-tuned on" in out.output and (tmp_path / "x" / "csk_training.json").exists()

@@ -40,18 +40,22 @@ def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     scores = pd.read_parquet(f"{by['compatibility']['path']}/data.parquet")
     assert set(scores["scorer"]) == {"off"}  # comet = "off" in the bundled config: no scores, said so
 
-    # with an extractor and a COMET model configured, the first three stages are reused
-    extractor, comet = tiny_models.t5(tmp_path / "extractor"), tiny_models.bart(tmp_path / "comet")
-    sets = ["--set", f"deco.extract.extractor={extractor}", "--set", f"deco.compatibility.comet={comet}",
-            "--set", "deco.extract.num_beams=2", "--set", "deco.compatibility.num_beams=2",
-            "--set", "deco.compatibility.num_return=2", "--set", "deco.extract.max_length=8",
-            "--set", "deco.compatibility.max_length=8"]
+    # with a COMET model configured, the stages before compatibility are reused (the extractor runs on
+    # tiny models in tests/test_deco.py: a random one answers no tuple, which would leave COMET idle)
+    comet = tiny_models.bart(tmp_path / "comet")
+    sets = ["--set", f"deco.compatibility.comet={comet}", "--set", "deco.compatibility.num_beams=2",
+            "--set", "deco.compatibility.num_return=2", "--set", "deco.compatibility.max_length=8"]
     second = _csk("run", "deco", "--config", config_copy, "--store", store, *sets)
     assert second.exit_code == 0, second.output
     by = _artifacts(store)
-    assert [by[s]["reused"] for s in STAGES[:4]] == [True] * 4
+    assert [by[s]["reused"] for s in STAGES] == [True] * 5 + [False] * 2
     scores = pd.read_parquet(f"{by['compatibility']['path']}/data.parquet")
     assert scores["score"].between(0, 1).all() and scores["scorer"].str.startswith("accent:comet@").all()
+    scored = scores[scores["n_tuples"] > 0]
+    assert len(scored) == 9 and all(len(t["generated"]) == 2 for ts in scored["tuples"] for t in ts)
+    assert (scores.loc[scores["n_tuples"] == 0, "score"] == 0.5).all()
+    table = pd.read_parquet(f"{by['correlation']['path']}/data.parquet").set_index("id")
+    assert table.loc["all:event_cs:pearson", "n"] == 13  # the 9 released train samples + 4 ConTurE turns
     manifest = json.load(open(f"{by['compatibility']['path']}/manifest.json"))
     assert {m["name"] for m in manifest["models"]} >= {"comet", "sentence-embedder"}
 

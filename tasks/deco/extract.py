@@ -129,12 +129,13 @@ def train_extractor(base: str | Path, out: str | Path, train: list[Path], *, neg
     ACCENT's none_sample CSV (context, response, relation, setting) when given, else drawn here."""
     from readers import read_deco
 
-    samples = pd.concat([pd.DataFrame(read_deco(p).rows) for p in train], ignore_index=True)
+    read = [read_deco(p, lenient=True) for p in train]  # a malformed sample is skipped and counted, not trained on
+    samples = pd.concat([pd.DataFrame(r.rows) for r in read], ignore_index=True)
     if negatives is not None:
         pairs = training_pairs(samples, {}) + _read_negatives(negatives)
     else:
         pairs = training_pairs(samples, none_negatives(samples, single=none_single, pair=none_pair, seed=seed))
-    info = {"train_files": [str(p) for p in train], "negatives": str(negatives) if negatives else "drawn",
+    info = {"train_files": [str(p) for p in train], "skipped_records": [x for r in read for x in r.rejected], "negatives": str(negatives) if negatives else "drawn",
             "tuples": sum(1 for p in pairs if p["target"] != NONE), "none_examples": sum(1 for p in pairs if p["target"] == NONE)}
     return seq2seq.fine_tune(base, out, [(p["source"], p["target"]) for p in pairs], epochs=epochs, lr=lr,
                              batch_size=batch_size, max_steps=max_steps, seed=seed, max_source_length=256,

@@ -83,7 +83,8 @@ def gold_tuples(row) -> list[tuple[str, str, str, str]]:
 def none_negatives(samples: pd.DataFrame, *, single: int, pair: int, seed: int) -> dict[str, list[tuple[str, str]]]:
     """relation -> [(sample id, setting)]: ACCENT's "None" examples, `single` + `pair` per relation,
     drawn (seeded) among annotated samples without any tuple of that relation, so `None` is true."""
-    annotated = samples[[bool(len(a) or len(b)) for a, b in zip(samples["tuples_single"], samples["tuples_pair"])]]
+    mask = [bool(len(a) or len(b)) for a, b in zip(samples["tuples_single"], samples["tuples_pair"])]
+    annotated = samples.loc[pd.Series(mask, index=samples.index, dtype=bool)]
     has = {sid: {t[1] for t in list(a) + list(b)}
            for sid, a, b in zip(annotated["id"], annotated["tuples_single"], annotated["tuples_pair"])}
     out = {}
