@@ -45,7 +45,7 @@ def build_model(out: Path, vocab: int = 50265) -> Path:
 
 def tuples(n: int, repeat: float) -> list[tuple[str, str]]:
     distinct = max(1, round(n * (1 - repeat)))
-    return [(f"w{10 + i % distinct} w{500 + i % distinct} w{900 + i % 7}", RELATIONS[i % distinct % len(RELATIONS)])
+    return [(f"w{10 + i % distinct} w{500 + i % distinct} w{900 + i % distinct % 7}", RELATIONS[i % distinct % len(RELATIONS)])
             for i in range(n)]
 
 
