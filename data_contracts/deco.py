@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
 from data_contracts.common import Contract, Provenance
-from readers.deco import RELATIONS, WINDOW
+from readers.deco import RELATIONS
 
 CORPORA = ["DailyDialog", "PersonaChat", "TopicalChat", "ConTurE"]
 SPLITS = ["train", "test"]
@@ -18,7 +19,7 @@ def _tuples_ok(v) -> bool:
 
 
 class Samples(Provenance):
-    """A history of WINDOW slots (empty ones padded in front, as DECO does) and a response to it."""
+    """A history of `window` slots (DECO: 4; empty ones padded in front, as DECO does) and a response to it."""
 
     history: Series[object]
     response: Series[str]
@@ -30,9 +31,13 @@ class Samples(Provenance):
     tuples_pair: Series[object]
     split: Series[str] = pa.Field(nullable=True, isin=SPLITS)
 
-    @pa.check("history", name="history_has_window_slots")
+    @pa.check("history", name="history_has_an_utterance")
     def window(cls, s):
-        return s.map(lambda h: len(h) == WINDOW and any(str(u).strip() for u in h))
+        return s.map(lambda h: len(h) > 0 and any(str(u).strip() for u in h))
+
+    @pa.dataframe_check(name="histories_have_one_length")
+    def one_length(cls, df):
+        return pd.Series(df["history"].map(len).nunique() <= 1, index=df.index)
 
     @pa.check("tuples_single", "tuples_pair", name="tuples_are_head_known_relation_tail")
     def tuples(cls, s):

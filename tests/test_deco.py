@@ -280,3 +280,26 @@ def test_train_extractor_command(tmp_path):
                                        str(DECO / "deco_train_sample.json"), "--max-steps", "1"])
         assert out.exit_code == 0, out.output
         assert "fine-tuned on" in out.output and (tmp_path / "x" / "csk_training.json").exists()
+
+
+@pytest.mark.parametrize("given", [
+    {"dailydialog": SAMPLE / "dailydialog" / "dialogues_text.txt", "window": 3},   # built samples only, no ratings
+    {"conture": DECO / "conture_sample.json"},                                     # rated turns only, no system
+    {"dailydialog": SAMPLE / "dailydialog" / "dialogues_text.txt", "release": DECO / "deco_train_sample.json"},
+])
+def test_every_stage_meets_its_contract_whatever_the_sources(given):
+    from csk.runtime import validate_contract
+
+    out = sources(**{k: str(v) if k != "window" else v for k, v in given.items()}).data
+    validate_contract("sources", "deco.Samples", out)
+    kept = response_filter(out, courtesy_similarity=2).data
+    validate_contract("response_filter", "deco.Filtered", kept)
+    chosen = sample(kept).data
+    validate_contract("sample", "deco.Sampled", chosen)
+    tasks = extraction_tasks(chosen).data
+    validate_contract("extraction_tasks", "deco.ExtractionTasks", tasks)
+    tuples = extract(tasks).data
+    validate_contract("extract", "deco.Tuples", tuples)
+    scores = compatibility(chosen, tuples, comet="off").data
+    validate_contract("compatibility", "deco.Scores", scores)
+    validate_contract("correlation", "deco.Correlation", correlation(scores).data)

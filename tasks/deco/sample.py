@@ -33,7 +33,8 @@ def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 
     drawn = chosen.assign(split=split, dev=[i < k_dev for i in range(len(chosen))], selection="sampled",
                           for_dev=[i < k_dev for i in range(len(chosen))])
     rest = pool.iloc[order[n:]]
-    data = pd.concat([kept, drawn]).sort_values("id", kind="stable").reset_index(drop=True)
+    data = pd.concat([f for f in (kept, drawn) if len(f)] or [kept]).sort_values("id", kind="stable")
+    data = data.astype({"dev": bool, "for_dev": bool, "split": "str"}).reset_index(drop=True)
     counts = data.groupby(["split", "dev"]).size()
     return StageOutput(
         data=data,

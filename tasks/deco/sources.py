@@ -130,7 +130,10 @@ def sources(*, dailydialog: InputPath = None, personachat: InputPath = None, top
     if not used:
         raise ConfigError("no source configured: set dialogues (dailydialog, personachat, topicalchat) with "
                           "responses and/or human_responses, or a released DECO file (release) or ConTurE (conture)")
-    data = pd.DataFrame(rows, columns=list(COLUMNS))
+    # typed even where every value is missing (no ratings in built samples, no system in ConTurE)
+    data = pd.DataFrame(rows, columns=list(COLUMNS)).astype(
+        {"event_cs": float, "general_cs": float, "overall_impression": float, "system": "str", "split": "str",
+         "guid": "str", "history_id": "str", "source_record": int})
     dup = data["id"].duplicated(keep="first")
     if dup.any():
         rejected += [{**r, "reason_code": "duplicate_id", "reason": f"sample id {r['id']!r} appears twice"}
