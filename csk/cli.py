@@ -262,6 +262,86 @@ def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "
 
 
 @app.command()
+def runs(pipeline: str, store: Path = STORE,
+         diff_: Optional[list[str]] = typer.Option(None, "--diff", help="two runs to compare: ids, id prefixes, "
+                                                   "`latest` or -1, -2 ... (give --diff twice)"),
+         as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """List a pipeline's past runs, or diff two: per stage, key, changed parameters and row counts."""
+    from csk.runs import diff, find_run, run_records, summary
+    from csk.runtime import Store
+
+    try:
+        records = run_records(Store(store), pipeline)
+        if diff_:
+            if len(diff_) != 2:
+                raise CskError("--diff takes two runs: --diff -2 --diff -1")
+            a, b = (find_run(records, r) for r in diff_)
+            result = diff(a, b)
+    except CskError as exc:
+        _fail(exc)
+    if not diff_:
+        listed = [summary(r) for r in records]
+        if as_json:
+            print(json.dumps(listed, indent=2))
+            return
+        table = Table(title=f"{pipeline}: runs (oldest first)")
+        for col in ("run", "finished", "computed", "reused", "rows out of the last stage"):
+            table.add_column(col)
+        for r in listed:
+            last = list(r["rows_out"].items())[-1] if r["rows_out"] else ("", "")
+            table.add_row(r["run_id"][:8], r["finished"][:19], str(r["computed"]), str(r["reused"]),
+                          f"{last[0]} {last[1]}")
+        console.print(table)
+        return
+    if as_json:
+        print(json.dumps({"a": a["run_id"], "b": b["run_id"], "stages": result}, indent=2, default=str))
+        return
+    say = lambda text: console.print(escape(text), highlight=False, soft_wrap=True)  # noqa: E731
+    say(f"{pipeline}: run {a['run_id'][:8]} ({a['finished'][:19]}) -> {b['run_id'][:8]} ({b['finished'][:19]})")
+    for r in result:
+        if r["key_a"] is None or r["key_b"] is None:
+            say(f"{r['stage']:<22} only in run {'b' if r['key_a'] is None else 'a'}")
+            continue
+        ra, rb = r["rows_a"], r["rows_b"]
+        counts = f"out {ra['out']} -> {rb['out']}, rejected {ra['rejected']} -> {rb['rejected']}"
+        state = "same key" if r["same_key"] else f"changed ({', '.join(r['why'])})"
+        say(f"{r['stage']:<22} {state}  {counts}")
+        for k, (x, y) in r["params"].items():
+            say(f"{'':<24}{k}: {x!r} -> {y!r}")
+
+
+@app.command()
+def show(pipeline: str, stage: str, store: Path = STORE,
+         head: int = typer.Option(10, "--head", help="rows to print"),
+         id_: Optional[str] = typer.Option(None, "--id", help="print this row only"),
+         rejected: bool = typer.Option(False, "--rejected", help="the stage's rejected rows instead"),
+         as_json: bool = typer.Option(False, "--json", help="print JSON Lines")) -> None:
+    """Print rows of the latest run's artifact of a stage."""
+    from csk.runs import stage_rows
+    from csk.runtime import Store
+
+    try:
+        df = stage_rows(Store(store), pipeline, stage, rejected=rejected, head=head, row_id=id_)
+    except CskError as exc:
+        _fail(exc)
+    if as_json:
+        for rec in df.to_dict("records"):
+            print(json.dumps(rec, ensure_ascii=False, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
+        return
+    if df.empty:
+        console.print(f"{pipeline} {stage}: no {'rejected ' if rejected else ''}rows", highlight=False)
+        return
+    with pd_options():
+        console.print(escape(df.to_string(max_colwidth=60)), highlight=False, soft_wrap=True)
+
+
+def pd_options():
+    import pandas as pd
+
+    return pd.option_context("display.width", 200, "display.max_columns", 20)
+
+
+@app.command()
 def validate(parquet: Path, contract: str = typer.Option(..., "--contract",
                                                          help="qualified contract name, e.g. cicero.Dialogues")) -> None:
     """Check any Parquet file against a data contract."""

@@ -139,4 +139,4 @@ class Correlation(Contract):
 
     @pa.dataframe_check(name="interval_is_ordered")
     def interval(cls, df):
-        return df["r"].isna() | (df["ci_low"] <= df["ci_high"])
+        return df["r"].isna() | df["ci_low"].isna() | (df["ci_low"] <= df["ci_high"])

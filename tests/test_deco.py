@@ -303,3 +303,10 @@ def test_every_stage_meets_its_contract_whatever_the_sources(given):
     scores = compatibility(chosen, tuples, comet="off").data
     validate_contract("compatibility", "deco.Scores", scores)
     validate_contract("correlation", "deco.Correlation", correlation(scores).data)
+
+
+def test_correlation_interval_survives_degenerate_resamples():
+    scores = pd.DataFrame({"id": list("abcde"), "score": [0.5, 0.5, 0.5, 0.5, 0.9],
+                           "event_cs": [1.0, 2.0, 3.0, 4.0, 5.0], "general_cs": np.nan, "split": "test"})
+    row = correlation(scores, n_resamples=200).data.set_index("id").loc["all:event_cs:pearson"]
+    assert row["ci_low"] <= row["ci_high"] and "resamples whose correlation is defined" in row["note"]

@@ -68,3 +68,19 @@ def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     assert evidence[0]["file"].endswith("train_self_original.txt") and evidence[0]["text"].count("</UTT>") == 4
     again = _csk("run", "deco", "--config", config_copy, "--store", store, *sets)
     assert again.exit_code == 0 and all(s["reused"] for s in _artifacts(store).values())
+
+    # csk runs lists the three runs and says what changed between two; csk show prints rows
+    listed = json.loads(_csk("runs", "deco", "--store", store, "--json").output)
+    assert [r["computed"] for r in listed] == [7, 2, 0]
+    changed = json.loads(_csk("runs", "deco", "--store", store, "--diff", "-3", "--diff", "-2", "--json").output)
+    by_stage = {s["stage"]: s for s in changed["stages"]}
+    assert by_stage["sample"]["same_key"] and not by_stage["compatibility"]["same_key"]
+    assert by_stage["compatibility"]["params"]["comet"] == ["off", str(comet)]
+    assert by_stage["compatibility"]["why"] == ["params", "input files or models"] and by_stage["correlation"]["why"] == ["input data"]
+    text = _csk("runs", "deco", "--store", store, "--diff", "-3", "--diff", "-2").output
+    assert "compatibility          changed (params, input files or models)" in text and "comet: 'off' ->" in text
+    shown = _csk("show", "deco", "response_filter", "--store", store, "--rejected", "--json").output.splitlines()
+    assert len(shown) == 10 and all(json.loads(x)["reason_code"] for x in shown)
+    one = _csk("show", "deco", "compatibility", "--store", store, "--id", row).output
+    assert row in one and "accent:comet@" in one
+    assert _csk("show", "deco", "nothing", "--store", store).exit_code != 0

@@ -13,6 +13,8 @@ SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "</s>"]
 
 
 def tokenizer(out: Path):
+    """The shared tokenizer; also seeds torch, so every model built after it has the same weights."""
+    import torch
     from tokenizers import Tokenizer, models, pre_tokenizers, normalizers, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -26,6 +28,7 @@ def tokenizer(out: Path):
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
                                    sep_token="[SEP]", mask_token="[MASK]", eos_token="</s>")
     fast.save_pretrained(out)
+    torch.manual_seed(0)
     return fast
 
 

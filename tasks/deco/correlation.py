@@ -18,12 +18,25 @@ MIN_PAIRS = 3  # a correlation of fewer pairs says nothing
 
 
 def _interval(x: np.ndarray, y: np.ndarray, method: str, n_resamples: int, confidence: float,
-              seed: int) -> tuple[float, float]:
+              seed: int) -> tuple[float, float, int]:
+    """Percentile interval over scipy's paired resamples. On few samples some resamples hold one
+    distinct score (their correlation is undefined, scipy makes the whole interval NaN): the interval
+    is taken over the defined ones and their number is returned."""
     fn = METHODS[method]
-    res = stats.bootstrap((x, y), lambda a, b: fn(a, b).statistic, paired=True, vectorized=False,
-                          n_resamples=n_resamples, confidence_level=confidence, method="percentile",
-                          random_state=compute.rng(seed, "deco-bootstrap", method))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+    def statistic(a, b):
+        return fn(a, b).statistic if np.ptp(a) > 0 and np.ptp(b) > 0 else np.nan
+
+    with np.errstate(invalid="ignore"):
+        res = stats.bootstrap((x, y), statistic, paired=True, vectorized=False, n_resamples=n_resamples,
+                              confidence_level=confidence, method="percentile",
+                              random_state=compute.rng(seed, "deco-bootstrap", method))
+    dist = res.bootstrap_distribution[~np.isnan(res.bootstrap_distribution)]
+    if not len(dist):
+        return np.nan, np.nan, 0
+    alpha = (1 - confidence) / 2
+    low, high = np.percentile(dist, [100 * alpha, 100 * (1 - alpha)])
+    return float(low), float(high), int(len(dist))
 
 
 def correlation(scores: pd.DataFrame, *, ratings: list[str] = ["event_cs", "general_cs"], n_resamples: int = 1000,
@@ -53,8 +66,11 @@ def correlation(scores: pd.DataFrame, *, ratings: list[str] = ["event_cs", "gene
                     row["note"] = "constant scores or ratings: the correlation is undefined"
                 else:
                     res = fn(x, y)
-                    low, high = _interval(x, y, method, n_resamples, confidence, seed)
+                    low, high, defined = _interval(x, y, method, n_resamples, confidence, seed)
                     row.update(r=float(res.statistic), p_value=float(res.pvalue), ci_low=low, ci_high=high)
+                    if defined < n_resamples:
+                        row["note"] = (f"interval over the {defined} of {n_resamples} resamples whose "
+                                       "correlation is defined")
                 rows.append(row)
     data = pd.DataFrame(rows).astype({"r": float, "p_value": float, "ci_low": float, "ci_high": float})
     files = {"scatter.png": _scatter(scored, ratings)}

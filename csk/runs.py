@@ -1,0 +1,115 @@
+"""Past runs of a pipeline (the run records in `<store>/<pipeline>/_runs/`): list them, diff two
+(params, keys, counts per stage), and show an artifact's rows. The run records and manifests are
+the lineage of record, so everything here reads them, nothing else."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from csk.errors import CskError
+from csk.runtime import Store, read_parquet
+
+
+def run_records(store: Store, pipeline: str) -> list[dict]:
+    """Every recorded run, oldest first (by finish time, then id)."""
+    d = store.runs_dir(pipeline)
+    runs = [json.loads(p.read_text()) for p in d.glob("*.json") if p.name != "latest.json"] if d.is_dir() else []
+    if not runs:
+        raise CskError(f"no finished run of {pipeline!r} in {store.root} (run `csk run {pipeline}` first)")
+    return sorted(runs, key=lambda r: (r["finished"], r["run_id"]))
+
+
+def find_run(runs: list[dict], ref: str) -> dict:
+    """A run by id, unique id prefix, `latest`, or a negative index (-1 the latest, -2 the one before)."""
+    if ref == "latest":
+        return runs[-1]
+    if ref.lstrip("-").isdigit() and ref.startswith("-"):
+        k = int(ref)
+        if -len(runs) <= k:
+            return runs[k]
+        raise CskError(f"there are only {len(runs)} runs; {ref} names none")
+    hits = [r for r in runs if r["run_id"].startswith(ref)]
+    if len(hits) != 1:
+        known = ", ".join(r["run_id"][:8] for r in runs[-5:])
+        raise CskError(f"run {ref!r} names {'no' if not hits else 'more than one'} run; recent: {known}")
+    return hits[0]
+
+
+def summary(run: dict) -> dict:
+    stages = run["stages"]
+    return {"run_id": run["run_id"], "finished": run["finished"], "stages": len(stages),
+            "computed": sum(not s["reused"] for s in stages), "reused": sum(bool(s["reused"]) for s in stages),
+            "rows_out": {s["stage"]: s["rows"]["out"] for s in stages}}
+
+
+def _manifest(path: str) -> dict:
+    manifest = Path(path) / "manifest.json"
+    return json.loads(manifest.read_text()) if manifest.exists() else {}
+
+
+def _why(ma: dict, mb: dict, params: dict) -> list[str]:
+    """What moved a stage's key: its parameters, its code (or version), its input data, its input files or models."""
+    if not ma or not mb:
+        return ["unknown: a manifest is gone"]
+    why = ["params"] if params else []
+    if (ma.get("stage_code"), ma.get("stage_version")) != (mb.get("stage_code"), mb.get("stage_version")):
+        why.append("code")
+    if [i.get("data_sha256") for i in ma.get("inputs", [])] != [i.get("data_sha256") for i in mb.get("inputs", [])]:
+        why.append("input data")
+    if ma.get("files") != mb.get("files") or [m.get("sha256") for m in ma.get("models", [])] != \
+            [m.get("sha256") for m in mb.get("models", [])]:
+        why.append("input files or models")
+    return why
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def diff(a: dict, b: dict) -> list[dict]:
+    """Per stage of either run: whether its key changed, the parameters that differ (from the
+    manifests) and the row counts of both."""
+    sa, sb = {s["stage"]: s for s in a["stages"]}, {s["stage"]: s for s in b["stages"]}
+    order = list(sa) + [s for s in sb if s not in sa]
+    out = []
+    for name in order:
+        x, y = sa.get(name), sb.get(name)
+        row = {"stage": name, "key_a": x and x["key"], "key_b": y and y["key"],
+               "same_key": bool(x and y and x["key"] == y["key"]),
+               "rows_a": x and x["rows"], "rows_b": y and y["rows"], "params": {}, "why": []}
+        if x and y and not row["same_key"]:
+            ma, mb = _manifest(x["path"]), _manifest(y["path"])
+            pa, pb = _flat(ma.get("params", {})), _flat(mb.get("params", {}))
+            row["params"] = {k: [pa.get(k), pb.get(k)] for k in sorted(set(pa) | set(pb)) if pa.get(k) != pb.get(k)}
+            row["why"] = _why(ma, mb, row["params"])
+        out.append(row)
+    return out
+
+
+def stage_rows(store: Store, pipeline: str, stage: str, *, rejected: bool = False, head: int = 10,
+               row_id: str | None = None) -> pd.DataFrame:
+    """Rows of the latest run's artifact of `stage` (or its rejected rows): the first `head`, or the one `row_id`."""
+    run = store.latest_run(pipeline)
+    entry = next((s for s in run["stages"] if s["stage"] == stage), None)
+    if entry is None:
+        raise CskError(f"the latest {pipeline} run has no stage {stage!r}; it has "
+                       f"{', '.join(s['stage'] for s in run['stages'])}")
+    path = Path(entry["path"]) / ("rejected.parquet" if rejected else "data.parquet")
+    if not path.exists():
+        return pd.DataFrame()
+    df = read_parquet(path)
+    if row_id is not None:
+        df = df[df["id"].astype(str) == row_id]
+        if df.empty:
+            raise CskError(f"no row {row_id!r} in {path}")
+        return df
+    return df.head(head)
