@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from csk.compute import sha256_file
+from csk.progress import stage_label
 from csk.errors import ConservationError, ContractError, CskError, InputError
 
 if TYPE_CHECKING:
@@ -389,7 +390,8 @@ class Store:
         kwargs = {name: getattr(plan.params, name) for name in type(plan.params).model_fields}
         if "ctx" in inspect.signature(plan.stage.fn).parameters:
             kwargs["ctx"] = ctx
-        out = plan.stage.fn(*frames, **kwargs)
+        with stage_label(plan.stage.name):
+            out = plan.stage.fn(*frames, **kwargs)
         if not isinstance(out, StageOutput):
             raise TypeError(f"stage {plan.stage.name!r} must return a StageOutput, got {type(out).__name__}")
         data = out.data.reset_index(drop=True)

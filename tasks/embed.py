@@ -23,6 +23,7 @@ import pandas as pd
 from csk import compute
 from csk.models import model_identity, resolve_model
 from csk.params import ModelDir, Params
+from csk.progress import progress
 from csk.runtime import StageContext, StageOutput
 
 PROBE_SIZE = 32
@@ -88,6 +89,18 @@ class Embedder:
                                     normalize_embeddings=True, show_progress_bar=progress)
         return emb.float().cpu().numpy().astype(np.float32)
 
+    def _encode_chunks(self, texts: list[str]) -> np.ndarray:
+        """Encode in chunks of 16 batches, with a progress bar labelled with the stage (sentence-
+        transformers' own bar says only "Batches")."""
+        chunk = 16 * self.batch_size
+        parts = []
+        with progress(len(texts), f"encode ({Path(self.spec.model).name}, {self.precision})", unit="texts",
+                      disable=not self.progress or len(texts) <= chunk) as bar:
+            for start in range(0, len(texts), chunk):
+                parts.append(self._encode_raw(texts[start:start + chunk], self.precision))
+                bar.update(len(parts[-1]))
+        return np.concatenate(parts)
+
     def _agreement(self, texts: list[str]) -> float:
         """Min cosine between bf16 and fp32 embeddings of a probe evenly spaced over the length-sorted
         texts, so long inputs are probed too."""
@@ -132,7 +145,7 @@ class Embedder:
                         vectors[k] = np.frombuffer(raw, dtype=np.float32)
         missing = [t for t, k in zip(unique, keys) if k not in vectors]
         if missing:
-            fresh = self._encode_raw(missing, self.precision, progress=self.progress and len(missing) > 256)
+            fresh = self._encode_chunks(missing)
             new = {text_key(t): v for t, v in zip(missing, fresh)}
             vectors.update(new)
             if env is not None:

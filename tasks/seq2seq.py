@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from csk import compute
 from csk.models import resolve_model
+from csk.progress import progress, track
 
 
 @lru_cache(maxsize=4)
@@ -32,7 +33,6 @@ def generate(texts: Sequence[str], path: str | Path, *, num_return: int = 1, num
     """`num_return` decoded outputs for each text, best first. `kwargs` go to `model.generate`
     (max_length or max_new_tokens, no_repeat_ngram_size, do_sample, top_p, early_stopping ...)."""
     import torch
-    from tqdm.auto import tqdm
 
     dev = compute.device(device)
     tok, model = load_seq2seq(str(path), dev)
@@ -41,7 +41,8 @@ def generate(texts: Sequence[str], path: str | Path, *, num_return: int = 1, num
     kwargs = {"num_return_sequences": num_return, **kwargs}
     if not kwargs.get("do_sample"):
         kwargs["num_beams"] = max(num_beams, num_return)
-    for start in tqdm(range(0, len(texts), batch_size), desc=desc, disable=len(texts) <= 4 * batch_size):
+    for start in track(range(0, len(texts), batch_size), len(texts), desc, unit="texts", step=batch_size,
+                       disable=len(texts) <= 4 * batch_size):
         batch = list(texts[start:start + batch_size])
         enc = tok(batch, return_tensors="pt", padding=True, truncation=True, max_length=max_input_length).to(dev)
         with torch.inference_mode(), compute.autocast(precision, dev):
@@ -58,7 +59,6 @@ def fine_tune(base: str | Path, out: str | Path, pairs: Sequence[tuple[str, str]
     """Teacher-forced cross-entropy on (source, target) pairs with AdamW, shuffled each epoch by a
     seeded generator; saves model + tokenizer + `csk_training.json` (what it was trained on) to `out`."""
     import torch
-    from tqdm.auto import tqdm
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     path = resolve_model(str(base), "base model", "--base")
@@ -72,7 +72,7 @@ def fine_tune(base: str | Path, out: str | Path, pairs: Sequence[tuple[str, str]
     autocast = compute.autocast("bf16" if device == "cuda" else "fp32", device)
     step, loss_value = 0, float("nan")
     model.train()
-    with tqdm(total=total, desc=desc) as bar:
+    with progress(total, desc, unit="steps") as bar:
         for epoch in range(epochs):
             order = compute.rng(seed, "fine-tune", epoch).permutation(len(pairs))
             for s in range(0, len(pairs), batch_size):
@@ -91,8 +91,7 @@ def fine_tune(base: str | Path, out: str | Path, pairs: Sequence[tuple[str, str]
                 opt.zero_grad()
                 loss_value = float(loss.detach())
                 step += 1
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss_value:.4f}")
+                bar.update(1, epoch=f"{epoch + 1} of {epochs}", loss=f"{loss_value:.4f}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)

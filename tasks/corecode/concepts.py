@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 import pandas as pd
-from tqdm.auto import tqdm
+from csk.progress import track
 
 from csk.runtime import StageOutput
 
@@ -29,7 +29,7 @@ def tag(texts: list[str], pos: tuple[str, ...], stop: frozenset[str], hmm: bool)
 
     jieba.setLogLevel(logging.WARNING)
     out = []
-    for text in tqdm(texts, desc="concepts: jieba posseg", unit=" utt", mininterval=5, disable=len(texts) < 20000):
+    for text in track(texts, len(texts), "jieba posseg", unit="utterances", disable=len(texts) < 20000):
         seen: dict[str, str] = {}
         for word, flag in pseg.cut(text, HMM=hmm):
             w = word.strip()

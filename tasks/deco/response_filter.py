@@ -16,6 +16,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from csk.progress import track
 from csk.runtime import StageContext, StageOutput
 from tasks.embed import EmbedSpec, open_embedder
 from tasks.english import PIPELINE, english
@@ -85,7 +86,8 @@ def response_filter(samples: pd.DataFrame, *, min_words: int = 5, courtesies: li
         embed: the sentence embedder of the courtesy check
     """
     responses = samples["response"].astype(str).tolist()
-    docs = list(english().pipe(responses, batch_size=256))
+    docs = list(track(english().pipe(responses, batch_size=256), len(responses), "spaCy sentences",
+                      unit="responses", disable=len(responses) < 2000))
     statements = [[s.text.strip() for s in doc.sents if s.text.strip() and not is_question(s)
                    and WORD.search(s.text)] for doc in docs]
     listed = {_norm(c) for c in courtesies}

@@ -106,7 +106,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
                         "swaps": swaps, "swaps_allowed": allowed, "train_instances": len(train),
                         "held_out_instances": len(held)})
         if log:
-            log(f"AF iteration {it + 1}: held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f}, {swaps} swaps")
+            log(f"AF iteration {it + 1} of at most {max_iterations}: held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f}, {swaps} swaps")
         recent = [h["held_out_accuracy"] for h in history[-window:]]
         if len(history) >= window and max(recent) - min(recent) < epsilon:
             history[-1]["stop"] = f"held-out accuracy within {epsilon} over {window} iterations"

@@ -32,10 +32,10 @@ def predictability(contexts: list[str], choices: list[list[str]], gold: list[int
     size = min(max(size, 2), n - 1)
     right = np.zeros(n)
     seen = np.zeros(n)
-    from tqdm.auto import tqdm
+    from csk.progress import track
 
     rng = compute.rng(seed, "aflite-subsets")
-    for _ in tqdm(range(m), desc="AF-Lite classifiers", disable=n < 2000):
+    for _ in track(range(m), m, "AF-Lite classifiers", unit="classifiers", disable=n < 2000):
         train = rng.choice(n, size, replace=False)
         held = np.setdiff1d(np.arange(n), train)
         probe = LinearProbe(vector, seed=seed).fit([contexts[i] for i in train], [choices[i] for i in train],

@@ -31,8 +31,9 @@ def contradiction_label(id2label: dict) -> int:
 def nli_scores(premises: list[str], hypotheses: list[str], path, batch_size: int = 32) -> tuple[np.ndarray, list[str]]:
     """P(contradiction) and the argmax label for each (premise, hypothesis) pair."""
     import torch
-    from tqdm.auto import tqdm
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoModelForSequenceClassification
+
+    from csk.progress import track, AutoTokenizer
 
     device = compute.device()
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
@@ -41,7 +42,8 @@ def nli_scores(premises: list[str], hypotheses: list[str], path, batch_size: int
     contra = contradiction_label(id2label)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
     probs, labels = [], []
-    for s in tqdm(range(0, len(premises), batch_size), desc="NLI", disable=len(premises) < 8 * batch_size):
+    for s in track(range(0, len(premises), batch_size), len(premises), "NLI", unit="pairs", step=batch_size,
+                   disable=len(premises) < 8 * batch_size):
         enc = tok(premises[s:s + batch_size], hypotheses[s:s + batch_size], return_tensors="pt", padding=True,
                   truncation=True, max_length=256).to(device)
         with torch.inference_mode(), autocast:

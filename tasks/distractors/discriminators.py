@@ -92,7 +92,6 @@ class TransformerMC:
 
     def fit(self, contexts: list[str], choices: list[list[str]], gold: list[int]) -> "TransformerMC":
         import torch
-        from tqdm.auto import tqdm
         from transformers import AutoModelForMultipleChoice, AutoTokenizer, get_linear_schedule_with_warmup
 
         torch.manual_seed(self.seed + self.fits)
@@ -106,7 +105,9 @@ class TransformerMC:
         sched = get_linear_schedule_with_warmup(opt, int(self.warmup * steps), max(steps, 1))
         rng = compute.rng(self.seed, "mc-batches", self.fits)
         self.model.train()
-        bar = tqdm(total=steps, desc="AF discriminator", disable=steps < 50)
+        from csk.progress import Progress
+
+        bar = Progress(steps, f"AF discriminator (fit {self.fits})", unit="steps", disable=steps < 50)
         for _ in range(self.epochs):
             order = rng.permutation(len(contexts))
             for s in range(0, len(order), self.batch_size):

@@ -1,0 +1,109 @@
+"""Progress of long work, labelled with the stage it belongs to: a tqdm bar in the terminal
+("embed: encode 1,204/28,000 texts") and, inside a Prefect task run, a Prefect progress artifact
+that the UI shows moving (created once, updated at most every `PREFECT_EVERY` seconds).
+
+The runtime says which stage is running (`stage_label`); code in `tasks/` only says what it counts:
+
+    with progress(len(texts), "encode", unit="texts") as bar:
+        ...; bar.update(len(batch))
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from contextlib import contextmanager
+from typing import Iterable, Iterator, TypeVar
+
+T = TypeVar("T")
+PREFECT_EVERY = 2.0  # seconds between two updates of a Prefect progress artifact
+_STAGE: contextvars.ContextVar[str | None] = contextvars.ContextVar("csk_stage", default=None)
+
+
+@contextmanager
+def stage_label(name: str) -> Iterator[None]:
+    """Label every bar opened inside with the stage's name (the runtime wraps each stage's compute)."""
+    token = _STAGE.set(name)
+    try:
+        yield
+    finally:
+        _STAGE.reset(token)
+
+
+def label(desc: str) -> str:
+    stage = _STAGE.get()
+    return f"{stage}: {desc}" if stage and not desc.startswith(f"{stage}:") else desc
+
+
+def _in_prefect_task() -> bool:
+    try:
+        from prefect.context import TaskRunContext
+
+        return TaskRunContext.get() is not None
+    except Exception:  # noqa: BLE001 - no Prefect, no artifact
+        return False
+
+
+class Progress:
+    """A tqdm bar plus, in a Prefect task, a progress artifact; `disable` (short work) turns both off."""
+
+    def __init__(self, total: int | None, desc: str, unit: str = "it", disable: bool = False):
+        from tqdm.auto import tqdm
+
+        self.desc = label(desc)
+        self.total = total
+        self.bar = tqdm(total=total, desc=self.desc, unit=f" {unit}" if unit != "it" else unit, disable=disable,
+                        mininterval=1.0, dynamic_ncols=True)
+        self.n = 0
+        self._artifact = None
+        self._last = 0.0
+        if total and not disable and _in_prefect_task():  # long work only: small runs make no artifact
+            try:
+                from prefect.artifacts import create_progress_artifact
+
+                self._artifact = create_progress_artifact(0.0, description=self.desc)
+            except Exception:  # noqa: BLE001 - progress must never fail a stage
+                self._artifact = None
+
+    def update(self, n: int = 1, **postfix) -> None:
+        self.n += n
+        self.bar.update(n)
+        if postfix:
+            self.bar.set_postfix(**postfix)
+        now = time.monotonic()
+        if self._artifact is not None and (now - self._last >= PREFECT_EVERY or self.n >= (self.total or 0)):
+            self._last = now
+            self._push()
+
+    def _push(self) -> None:
+        try:
+            from prefect.artifacts import update_progress_artifact
+
+            update_progress_artifact(self._artifact, 100.0 * min(self.n, self.total) / self.total,
+                                     description=self.desc)
+        except Exception:  # noqa: BLE001
+            self._artifact = None
+
+    def close(self) -> None:
+        if self._artifact is not None and self.total:
+            self.n = self.total if self.n >= self.total else self.n
+            self._push()
+        self.bar.close()
+
+
+@contextmanager
+def progress(total: int | None, desc: str, unit: str = "it", disable: bool = False) -> Iterator[Progress]:
+    bar = Progress(total, desc, unit, disable)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def track(items: Iterable[T], total: int, desc: str, unit: str = "it", step: int = 1,
+          disable: bool = False) -> Iterator[T]:
+    """Iterate with progress; each item counts `step` (e.g. a batch start in range(0, n, batch))."""
+    with progress(total, desc, unit, disable) as bar:
+        for item in items:
+            yield item
+            bar.update(min(step, max(0, total - bar.n)))

@@ -1,0 +1,40 @@
+"""Progress is labelled with the stage that runs, and shows in Prefect as a progress artifact."""
+
+from __future__ import annotations
+
+import pytest
+
+from csk.progress import label, progress, stage_label, track
+
+
+def test_bars_are_labelled_with_the_running_stage():
+    assert label("encode") == "encode"
+    with stage_label("embed"):
+        assert label("encode") == "embed: encode" and label("embed: encode") == "embed: encode"
+        with progress(3, "encode", unit="texts", disable=True) as bar:
+            bar.update(3)
+        assert bar.desc == "embed: encode" and bar.n == 3
+    assert list(track(range(0, 10, 4), 10, "batches", step=4, disable=True)) == [0, 4, 8]
+
+
+@pytest.mark.flow
+def test_a_task_shows_its_progress_in_prefect(prefect_harness):
+    from prefect import flow, task
+    from prefect.client.orchestration import get_client
+
+    @task
+    def work():
+        with stage_label("targets"):
+            with progress(8, "TextRank", unit="dialogues") as bar:
+                for _ in range(8):
+                    bar.update(1)
+        return bar.desc
+
+    @flow
+    def steps():
+        return work()
+
+    assert steps() == "targets: TextRank"
+    with get_client(sync_client=True) as client:
+        arts = [a for a in client.read_artifacts() if a.type == "progress" and a.description == "targets: TextRank"]
+    assert arts and float(arts[0].data) == 100.0
