@@ -34,7 +34,11 @@ def test_a_task_shows_its_progress_in_prefect(prefect_harness):
     def steps():
         return work()
 
-    assert steps() == "targets: TextRank"
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    state = steps(return_state=True)
+    assert state.result() == "targets: TextRank"
     with get_client(sync_client=True) as client:
-        arts = [a for a in client.read_artifacts() if a.type == "progress" and a.description == "targets: TextRank"]
-    assert arts and float(arts[0].data) == 100.0
+        mine = ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id]))
+        arts = [a for a in client.read_artifacts(artifact_filter=mine) if a.type == "progress"]
+    assert len(arts) == 1 and arts[0].description == "targets: TextRank" and float(arts[0].data) == 100.0

@@ -31,9 +31,9 @@ def contradiction_label(id2label: dict) -> int:
 def nli_scores(premises: list[str], hypotheses: list[str], path, batch_size: int = 32) -> tuple[np.ndarray, list[str]]:
     """P(contradiction) and the argmax label for each (premise, hypothesis) pair."""
     import torch
-    from transformers import AutoModelForSequenceClassification
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from csk.progress import track, AutoTokenizer
+    from csk.progress import track
 
     device = compute.device()
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
