@@ -341,6 +341,39 @@ def pd_options():
     return pd.option_context("display.width", 200, "display.max_columns", 20)
 
 
+@app.command("card")
+def card_command(pipeline: str, store: Path = STORE,
+                 out: Optional[Path] = typer.Option(None, "--out", help="write the card here (default: print it)")) -> None:
+    """Write the dataset card (Hugging Face layout) of the latest run, from its manifests."""
+    from csk.release import card
+    from csk.runtime import Store
+
+    try:
+        text = card(Store(store), pipeline)
+    except CskError as exc:
+        _fail(exc)
+    if out is None:
+        print(text)
+    else:
+        out.write_text(text, encoding="utf-8")
+        console.print(f"dataset card written to {out}", highlight=False)
+
+
+@app.command("export")
+def export_command(pipeline: str, to: Path = typer.Option(..., "--to", help="an empty or new directory"),
+                   store: Path = STORE) -> None:
+    """Write a release of the latest run: Parquet splits (datasets / DuckDB read them), the released
+    file formats, the card and SHA256SUMS."""
+    from csk.release import export
+    from csk.runtime import Store
+
+    try:
+        sums = export(Store(store), pipeline, to)
+    except CskError as exc:
+        _fail(exc)
+    console.print(f"{len(sums)} files written to {to} (checksums in {to / 'SHA256SUMS'})", highlight=False)
+
+
 @app.command()
 def validate(parquet: Path, contract: str = typer.Option(..., "--contract",
                                                          help="qualified contract name, e.g. cicero.Dialogues")) -> None:

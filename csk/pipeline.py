@@ -89,6 +89,7 @@ class Pipeline:
     commands: tuple[Callable, ...] = ()  # extra `csk` commands (typer functions)
     doc: str = ""
     units: dict[str, str] = field(default_factory=dict)  # stage -> what its rows are (dialogues, targets ...)
+    release: Any = None  # csk.release.Release: what `csk card` / `csk export` publish
 
     def __post_init__(self):
         names = [s.name for s in self.stages]

@@ -14,6 +14,7 @@ import typer
 from csk.errors import CskError
 from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
+from csk.release import Release
 from tasks.cicero.annotation import annotation_tasks, annotations, release_instances
 from tasks.cicero.experiments import experiments
 from tasks.cicero.fidelity import fidelity
@@ -163,8 +164,22 @@ rebuild_distractors_command.command_name = "rebuild-distractors"
 train_generator_command.command_name = "train-generator"
 
 
+RELEASE = Release(
+    table="quality_check", split_stage="splits", files=("quality_check", "nlg", "mcq", "experiments"),
+    pretty_name="CICERO (rebuilt)", task_categories=("question-answering", "text-generation"),
+    licences={"dailydialog": "CC BY-NC-SA 4.0"},
+    deviations=(
+        "Near-duplicates are found with all-MiniLM-L6-v2 at cosine 0.87 (the paper's threshold was set for its own "
+        "embedder); set cicero.embed.model to change the model.",
+        "The counterfactual pool defaults to rule-based rewrites and retrieval; the paper's T5 generator runs when "
+        "cicero.counterfactuals.generators includes t5 with a model directory.",
+        "Adversarial filtering defaults to a linear probe on sentence embeddings; the paper's RoBERTa "
+        "discriminator runs with adversarial_filter.discriminator = transformer (GPU).",
+    ))
+
 PIPELINE = Pipeline(
     name="cicero",
+    release=RELEASE,
     doc="CICERO: contextualized commonsense inference in dialogues (Ghosal et al. 2022)",
     stages=STAGES,
     flows=(cicero, rebuild_distractors),

@@ -10,6 +10,7 @@ import logging
 
 from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
+from csk.release import Release
 from tasks.conceptnet import conceptnet
 from tasks.corequisite.annotation import annotation_tasks, annotations
 from tasks.corequisite.answer_quality import answer_quality, answer_rules
@@ -76,8 +77,20 @@ def corequisite(run: PipelineRun) -> None:
     run.stage("statistics", sampled, facts, checked, kept, nli, gen, instances, mcqa)
 
 
+RELEASE = Release(
+    table="answer_quality", split_stage="splits", files=("annotation_tasks", "p_nli", "p_g", "p_mcqa"),
+    pretty_name="CoreQuisite / PaCo (rebuilt)", task_categories=("text-classification", "multiple-choice",
+                                                                  "text-generation"),
+    licences={"dump": "CC BY-SA 4.0 (ConceptNet 5)"},
+    deviations=(
+        "Without a masked-LM directory, templates are scored by an offline spaCy grammar scorer instead of "
+        "RoBERTa (corequisite.lexicalize.masked_lm).",
+        "Zhang et al.'s two negative-sampling methods are read as the `similar` and `shuffled` variants.",
+    ))
+
 PIPELINE = Pipeline(
     name="corequisite",
+    release=RELEASE,
     doc="CoreQuisite / PaCo: preconditions of commonsense facts (Qasemi et al. 2022)",
     stages=STAGES,
     flows=(corequisite,),

@@ -14,6 +14,7 @@ import typer
 
 from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
+from csk.release import Release
 from tasks.deco.compatibility import compatibility
 from tasks.deco.correlation import correlation
 from tasks.deco.extract import extract, extraction_tasks
@@ -75,8 +76,20 @@ def train_extractor_command(
 
 train_extractor_command.command_name = "train-extractor"
 
+RELEASE = Release(
+    table="sample", files=("sources", "sample", "extraction_tasks"),
+    pretty_name="DECO (rebuilt)", task_categories=("text-classification",),
+    licences={"dailydialog": "CC BY-NC-SA 4.0"},
+    deviations=(
+        "Human ratings and tuples are imported (released files), not collected; built samples without them are "
+        "scored on the extractor's tuples only.",
+        "The compatibility embedder defaults to all-MiniLM-L6-v2 (installed offline); ACCENT used "
+        "paraphrase-MiniLM-L6-v2.",
+    ))
+
 PIPELINE = Pipeline(
     name="deco",
+    release=RELEASE,
     doc="DECO: event commonsense of dialogue responses, scored by ACCENT (Ghazarian et al. 2023)",
     stages=STAGES,
     flows=(deco,),

@@ -310,3 +310,17 @@ def test_correlation_interval_survives_degenerate_resamples():
                            "event_cs": [1.0, 2.0, 3.0, 4.0, 5.0], "general_cs": np.nan, "split": "test"})
     row = correlation(scores, n_resamples=200).data.set_index("id").loc["all:event_cs:pearson"]
     assert row["ci_low"] <= row["ci_high"] and "resamples whose correlation is defined" in row["note"]
+
+
+def test_sample_writes_the_released_layout_read_deco_reads_back(tmp_path):
+    df = _release()
+    out = sample(df)
+    path = tmp_path / "deco_train.json"
+    path.write_bytes(out.files["deco_train.json"])
+    back = pd.DataFrame(read_deco(path).rows).set_index("guid")
+    mine = df.set_index("guid")
+    assert set(back.index) == set(mine.index)
+    for guid, row in back.iterrows():
+        assert join_history(row["history"]) == join_history(mine.loc[guid, "history"])
+        assert row["tuples_single"] == mine.loc[guid, "tuples_single"] and row["event_cs"] == mine.loc[guid, "event_cs"]
+        assert row["for_dev"] == mine.loc[guid, "for_dev"]

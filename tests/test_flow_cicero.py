@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from csk.cli import app
+from tests.release_checks import check_release
 
 pytestmark = pytest.mark.flow
 runner = CliRunner()
@@ -41,6 +42,8 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
                         json.load(open(f"{s['path']}/manifest.json"))["contract"])
         assert validate.exit_code == 0, validate.output
 
+    splits = check_release("cicero", store, tmp_path / "release")
+    assert splits
     second = _csk("run", "cicero", "--config", config_copy, "--store", store)
     assert second.exit_code == 0, second.output
     again = json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)

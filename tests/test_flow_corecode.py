@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from csk.cli import app
+from tests.release_checks import check_release
 from tests.conftest import SAMPLE
 
 pytestmark = pytest.mark.flow
@@ -72,6 +73,8 @@ def test_corecode_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
             if isinstance(r["answer"], list):
                 assert r[r["answer"][0]] == r["answer"][1], name
     assert (tmp_path / "artifacts").rglob("statistics.png")
+    splits = check_release("corecode", store, tmp_path / "release")
+    assert splits
     again = _csk("run", "corecode", "--config", config_copy, "--store", store)
     assert again.exit_code == 0, again.output
     assert all(s["reused"] for s in json.loads(_csk("artifacts", "corecode", "--store", store, "--json").output))

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from csk.cli import app
+from tests.release_checks import check_release
 
 pytestmark = pytest.mark.flow
 runner = CliRunner()
@@ -52,6 +53,8 @@ def test_corequisite_flow_bundled_sample(prefect_harness, tmp_path, config_copy)
     assert {"PaCo_nli_train.csv", "PaCo_Gen_train.csv", "PaCo_mcqa_train.jsonl"} <= files
     split = pd.read_parquet(f"{by['splits']['path']}/data.parquet")
     assert split.groupby("fact_id")["split"].nunique().max() == 1
+    splits = check_release("corequisite", store, tmp_path / "release")
+    assert splits
     again = _csk("run", "corequisite", "--config", config_copy, "--store", store, *fast)
     assert again.exit_code == 0, again.output
     assert all(s["reused"] for s in json.loads(_csk("artifacts", "corequisite", "--store", store, "--json").output))

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from csk.cli import app
 from tests import tiny_models
+from tests.release_checks import check_release
 from tests.conftest import SAMPLE
 
 pytestmark = pytest.mark.flow
@@ -66,6 +67,8 @@ def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     assert steps[-1]["source"]["file"] == str(SAMPLE / "deco" / "responses.csv")
     evidence = next(s["evidence"] for s in steps if s.get("evidence"))
     assert evidence[0]["file"].endswith("train_self_original.txt") and evidence[0]["text"].count("</UTT>") == 4
+    splits = check_release("deco", store, tmp_path / "release")
+    assert splits
     again = _csk("run", "deco", "--config", config_copy, "--store", store, *sets)
     assert again.exit_code == 0 and all(s["reused"] for s in _artifacts(store).values())
 

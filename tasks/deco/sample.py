@@ -4,11 +4,37 @@ release keep the split they were released in."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from csk import compute
 from csk.errors import ConfigError
 from csk.runtime import StageOutput
+from readers.deco import join_history
+
+
+def _num(v):
+    return None if v is None or (isinstance(v, float) and v != v) else v
+
+
+def _guid(g, k: int):
+    g = _num(g)
+    return k if g is None else int(g) if str(g).isdigit() else g
+
+
+def release_json(rows: pd.DataFrame) -> bytes:
+    """Samples in DECO's released JSON layout (what `read_deco` reads back)."""
+    out = []
+    for k, r in enumerate(rows.itertuples()):
+        raw = lambda v: None if v is None or (not hasattr(v, "__len__")) else [float(x) for x in v]  # noqa: E731
+        out.append({"history": join_history(list(r.history)), "response": r.response, "source": r.corpus,
+                    "system": _num(r.system), "GUID": _guid(r.guid, k), "general_cs_raw": raw(r.general_cs_raw),
+                    "event_cs_raw": raw(r.event_cs_raw),
+                    "tuples_single": [list(map(str, t)) for t in r.tuples_single],
+                    "tuples_pair": [list(map(str, t)) for t in r.tuples_pair],
+                    "general_cs": _num(r.general_cs), "event_cs": _num(r.event_cs), "for_dev": bool(r.dev)})
+    return (json.dumps(out, ensure_ascii=False, indent=1) + "\n").encode()
 
 
 def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 40, seed: int = 0) -> StageOutput:
@@ -37,7 +63,7 @@ def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 
     data = data.astype({"dev": bool, "for_dev": bool, "split": "str"}).reset_index(drop=True)
     counts = data.groupby(["split", "dev"]).size()
     return StageOutput(
-        data=data,
+        data=data, files={f"deco_{split}.json": release_json(rows) for split, rows in data.groupby("split")},
         rejected=rest.assign(reason_code="not_sampled", reason=f"not among the {n} samples drawn (seed {seed})"),
         notes={"released": int(released.sum()), "drawn": len(drawn), "candidates": len(pool),
                **({"short": f"only {len(pool)} candidates for n={n}: train/dev scaled to {k_train}/{k_dev}"}
