@@ -200,9 +200,20 @@ def _execute(store_root: str, pipeline: str, stage_name: str, params: dict, inpu
     logger = get_run_logger()
     stage = get_pipeline(pipeline).stage(stage_name)
     store = Store(store_root)
-    result = store.run(pipeline, stage, params, inputs)
+    from prefect.runtime import flow_run
+
+    from csk import lineage_events
+
+    run = str(flow_run.get_id() or "local")
+    lineage_events.start(store.root, run, pipeline, stage.name, inputs)
+    try:
+        result = store.run(pipeline, stage, params, inputs)
+    except Exception as exc:
+        lineage_events.fail(store.root, run, pipeline, stage.name, exc)
+        raise
     ref = result.ref
     manifest = ref.manifest()
+    lineage_events.complete(store.root, run, pipeline, stage.name, manifest, ref.data_path, result.reused)
     rows = manifest["rows"]
     if result.reused:
         logger.info("%s: reused %s (key %s, not recomputed)", stage.name, ref.path, ref.key)

@@ -72,6 +72,9 @@ def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     again = _csk("run", "deco", "--config", config_copy, "--store", store, *sets)
     assert again.exit_code == 0 and all(s["reused"] for s in _artifacts(store).values())
 
+    # every stage run emitted START then COMPLETE; each event rebuilds through the client's typed classes
+    _check_openlineage(store)
+
     # csk runs lists the three runs and says what changed between two; csk show prints rows
     listed = json.loads(_csk("runs", "deco", "--store", store, "--json").output)
     assert [r["computed"] for r in listed] == [7, 2, 0]
@@ -87,3 +90,33 @@ def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     one = _csk("show", "deco", "compatibility", "--store", store, "--id", row).output
     assert row in one and "accent:comet@" in one
     assert _csk("show", "deco", "nothing", "--store", store).exit_code != 0
+
+
+def _check_openlineage(store):
+    from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+
+    events = [json.loads(x) for x in (store / "_lineage" / "events.jsonl").read_text().splitlines()]
+    assert len(events) == 2 * 7 * 3  # three runs of seven stages
+    for e in events:
+        assert e["schemaURL"].startswith("https://openlineage.io/spec/") and e["producer"]
+        RunEvent(eventType=RunState(e["eventType"]), eventTime=e["eventTime"], producer=e["producer"],
+                 run=Run(runId=e["run"]["runId"]), job=Job(namespace=e["job"]["namespace"], name=e["job"]["name"]),
+                 inputs=[InputDataset(namespace=i["namespace"], name=i["name"]) for i in e["inputs"]],
+                 outputs=[OutputDataset(namespace=o["namespace"], name=o["name"]) for o in e["outputs"]])
+    by_run = {}
+    for e in events:
+        by_run.setdefault(e["run"]["runId"], []).append(e["eventType"])
+    assert all(types == ["START", "COMPLETE"] for types in by_run.values())
+    latest = {s["stage"]: s for s in _artifacts(store).values()}
+    done = [e for e in events if e["eventType"] == "COMPLETE"][-7:]
+    for e in done:
+        stage = e["job"]["name"].split(".", 1)[1]
+        out = e["outputs"][0]
+        manifest = json.load(open(f"{latest[stage]['path']}/manifest.json"))
+        assert out["name"] == f"deco/{stage}/{manifest['key']}"
+        assert out["outputFacets"]["outputStatistics"]["rowCount"] == manifest["rows"]["out"]
+        assert out["facets"]["version"]["datasetVersion"] == manifest["data_sha256"]
+        columns = pd.read_parquet(f"{latest[stage]['path']}/data.parquet").columns
+        assert [f["name"] for f in out["facets"]["schema"]["fields"]] == list(columns)
+    sources = next(e for e in done if e["job"]["name"] == "deco.sources")
+    assert any(i["namespace"] == "file" and i["name"].endswith("responses.csv") for i in sources["inputs"])
