@@ -72,7 +72,8 @@ class PipelineRun:
             asset_deps=[asset_for(self.store, self.pipeline.name, r.stage) for r in inputs],
             name=stage.name, cache_policy=NONE, persist_result=False,
         )(_execute)
-        info = task(str(self.store.root), self.pipeline.name, stage.name, params, list(inputs))
+        info = task(str(self.store.root), self.pipeline.name, stage.name, params, list(inputs),
+                    return_state=True).result()
         self.stages.append(info)
         return ArtifactRef(self.pipeline.name, stage.name, info["key"], info["path"])
 
@@ -110,9 +111,23 @@ class PipelineRun:
                        if s["stage"] not in mine]
             stages = earlier + self.stages
         path = self.store.record_run(self.pipeline.name, run_id, stages)
+        self._summary_artifact(stages)
         reused = [s["stage"] for s in self.stages if s["reused"]]
         log.info("run recorded in %s; reused: %s", path, ", ".join(reused) or "none")
         return self.stages
+
+    def _summary_artifact(self, stages: list[dict]) -> None:
+        """One table per run: every stage, cached or computed, its rows with their unit, its seconds."""
+        from prefect.artifacts import create_table_artifact
+
+        units = self.pipeline.units
+        create_table_artifact(
+            key=_artifact_key(self.pipeline.name, "run-summary"),
+            table=[{"stage": s["stage"], "status": "cached" if s["reused"] else "computed",
+                    "rows_in": s["rows"]["in"], "rows_out": f"{s['rows']['out']} {units.get(s['stage'], 'rows')}",
+                    "rejected": s["rows"]["rejected"], "seconds": s.get("seconds", 0.0), "key": s["key"]}
+                   for s in stages],
+            description=f"{self.pipeline.name}: what this run did, stage by stage")
 
     # -- dry runs
     def _plan(self, stage: Stage, params: dict, inputs: list) -> ArtifactRef | Pending:
@@ -180,16 +195,17 @@ def _artifact_key(*parts: str) -> str:
 
 
 def asset_for(store: Store, pipeline: str, stage: str):
-    """One Prefect asset per stage of a store (its content key goes in the manifests)."""
+    """One Prefect asset per stage of a store (its content key goes in the manifests), named by the store's
+    directory name, not its absolute path, so the same store gives the same keys on every machine."""
     from prefect.assets import Asset
     from prefect.types.names import MAX_ASSET_KEY_LENGTH, RESTRICTED_ASSET_CHARACTERS
 
-    key = f"file://{store.root.as_posix()}/{pipeline}/{stage}"
+    key = f"csk://{store.root.name or 'store'}/{pipeline}/{stage}"
     for ch in RESTRICTED_ASSET_CHARACTERS:  # e.g. a space in the store path
         key = key.replace(ch, "_")
     if len(key) > MAX_ASSET_KEY_LENGTH:
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-        key = f"file://{digest}/{pipeline}/{stage}"
+        key = f"csk://{digest}/{pipeline}/{stage}"
     return Asset(key=key)
 
 
@@ -240,7 +256,13 @@ def _execute(store_root: str, pipeline: str, stage_name: str, params: dict, inpu
                 parts.append(f"![{p}](data:image/png;base64,{data})\n\n`{Path(ref.path, p)}`")
             create_markdown_artifact(key=_artifact_key(pipeline, stage.name, "plots"), markdown="\n\n".join(parts),
                                      description=f"{pipeline}/{stage.name}: plots")
-    return {"stage": stage.name, "key": ref.key, "path": ref.path, "rows": rows, "reused": result.reused}
+    info = {"stage": stage.name, "key": ref.key, "path": ref.path, "rows": rows, "reused": result.reused,
+            "seconds": manifest.get("seconds", 0.0) if not result.reused else 0.0}
+    if result.reused:  # shown in the Prefect UI as Cached, not as an ordinary completion
+        from prefect.states import Completed
+
+        return Completed(name="Cached", message=f"reused artifact {ref.key} (not recomputed)", data=info)
+    return info
 
 
 # ------------------------------------------------------------------ flows

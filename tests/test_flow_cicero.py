@@ -193,6 +193,8 @@ def test_asset_keys_survive_awkward_store_paths(tmp_path):
 
     store = Store(tmp_path / "my store #1 (100%)")
     key = asset_for(store, "cicero", "dedup").key
-    assert key.startswith("file://") and key.endswith("/cicero/dedup") and " " not in key and "%" not in key
-    deep = tmp_path.joinpath(*(["d" * 200] * 3))  # a long path (each name within the OS limit)
+    assert key.startswith("csk://") and key.endswith("/cicero/dedup") and " " not in key and "%" not in key
+    assert str(tmp_path) not in key  # stable across machines: the store's name, not where it lies
+    assert asset_for(Store(tmp_path / "elsewhere" / "my store #1 (100%)"), "cicero", "dedup").key == key
+    deep = tmp_path.joinpath(*(["d" * 200] * 3))  # a long name (within the OS limit)
     assert asset_for(Store(deep), "cicero", "dedup").key.endswith("/cicero/dedup")

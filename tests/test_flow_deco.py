@@ -71,6 +71,17 @@ def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     assert splits
     again = _csk("run", "deco", "--config", config_copy, "--store", store, *sets)
     assert again.exit_code == 0 and all(s["reused"] for s in _artifacts(store).values())
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:  # the run summary, and reused stages shown as Cached
+        summary = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["deco-run-summary"])),
+                                        limit=1, sort="CREATED_DESC")[0]
+        runs = client.read_flow_runs(limit=1, sort="START_TIME_DESC")
+        states = {t.state_name for t in client.read_task_runs(limit=50) if t.flow_run_id == runs[0].id}
+    table = json.loads(summary.data) if isinstance(summary.data, str) else summary.data
+    assert [r["status"] for r in table] == ["cached"] * 7 and table[0]["rows_out"].endswith(" samples")
+    assert states == {"Cached"}
 
     # every stage run emitted START then COMPLETE; each event rebuilds through the client's typed classes
     _check_openlineage(store)
