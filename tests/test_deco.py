@@ -133,14 +133,23 @@ def test_response_filter_verdicts_on_the_release(real):
 
 
 # ------------------------------------------------------------------ sample
+def _candidates(n: int) -> pd.DataFrame:
+    """Built candidates as the response filter passes them on (no ratings, no tuples)."""
+    return pd.DataFrame({"id": [f"s{i:03d}" for i in range(n)], "split": None, "for_dev": False,
+                         "history": [["", "", "a question ?", "an answer ."]] * n, "response": "a response .",
+                         "corpus": "DailyDialog", "system": "Human", "guid": None, "event_cs_raw": None,
+                         "general_cs_raw": None, "event_cs": float("nan"), "general_cs": float("nan"),
+                         "tuples_single": [[] for _ in range(n)], "tuples_pair": [[] for _ in range(n)]})
+
+
 def test_sample_is_seeded_and_splits_300_200_100_40():
-    pool = pd.DataFrame({"id": [f"s{i:03d}" for i in range(350)], "split": None, "for_dev": False})
+    pool = _candidates(350)
     out = sample(pool, seed=3)
     counts = out.data.groupby(["split", "dev"]).size().to_dict()
     assert counts == {("test", False): 100, ("train", False): 160, ("train", True): 40}
     assert len(out.rejected) == 50 and set(out.rejected["reason_code"]) == {"not_sampled"}
     assert out.data.equals(sample(pool, seed=3).data) and not out.data.equals(sample(pool, seed=4).data)
-    released = pd.DataFrame({"id": ["a", "b"], "split": ["train", "test"], "for_dev": [True, False]})
+    released = _candidates(2).assign(id=["a", "b"], split=["train", "test"], for_dev=[True, False])
     kept = sample(released).data
     assert kept["selection"].tolist() == ["released", "released"] and kept["dev"].tolist() == [True, False]
 
