@@ -92,6 +92,7 @@ def complete(store_root: Path, flow_run: str, pipeline: str, stage: str, manifes
         output_statistics_output_dataset,
         processing_engine_run,
         schema_dataset,
+        tags_run,
     )
 
     version = dataset_version_dataset.DatasetVersionDatasetFacet
@@ -113,11 +114,12 @@ def complete(store_root: Path, flow_run: str, pipeline: str, stage: str, manifes
     run = Run(runId=run_id(flow_run, pipeline, stage), facets={
         "processing_engine": processing_engine_run.ProcessingEngineRunFacet(
             version=manifest.get("packages", {}).get("prefect") or "unknown", name="csk",
-            openlineageAdapterVersion=_client_version())})
+            openlineageAdapterVersion=_client_version()),
+        # a reused artifact was not recomputed: its COMPLETE says so
+        "tags": tags_run.TagsRunFacet(tags=[tags_run.TagsRunFacetFields(
+            key="csk.status", value="reused" if reused else "computed", source="CSK")])})
     _emit(store_root, RunEvent(eventType=RunState.COMPLETE, eventTime=_now(), producer=PRODUCER, run=run,
                                job=_job(pipeline, stage), inputs=inputs, outputs=[output]))
-    if reused:
-        log.debug("%s.%s: reused artifact %s", pipeline, stage, manifest["key"])
 
 
 def fail(store_root: Path, flow_run: str, pipeline: str, stage: str, error: BaseException) -> None:

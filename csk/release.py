@@ -75,7 +75,11 @@ def dataset_table(store: Store, pipeline: str) -> pd.DataFrame:
         if not rel.split_stage or rel.split_stage not in entries:
             raise CskError(f"{pipeline}: {rel.table!r} has no split column and no split stage ran")
         splits = read_parquet(Path(entries[rel.split_stage]["path"]) / "data.parquet")[["id", "split"]]
-        df = df.merge(splits, on="id", how="inner", validate="one_to_one")
+        df = df.merge(splits, on="id", how="left", validate="one_to_one")
+        missing = df["split"].isna()
+        if missing.any():
+            raise CskError(f"{pipeline}: {int(missing.sum())} rows of {rel.table!r} have no split in "
+                           f"{rel.split_stage!r} (e.g. {df.loc[missing, 'id'].head(3).tolist()}); rerun the pipeline")
     return df
 
 

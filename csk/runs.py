@@ -28,7 +28,7 @@ def find_run(runs: list[dict], ref: str) -> dict:
         return runs[-1]
     if ref.lstrip("-").isdigit() and ref.startswith("-"):
         k = int(ref)
-        if -len(runs) <= k:
+        if -len(runs) <= k < 0:
             return runs[k]
         raise CskError(f"there are only {len(runs)} runs; {ref} names none")
     hits = [r for r in runs if r["run_id"].startswith(ref)]

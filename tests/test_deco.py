@@ -333,3 +333,24 @@ def test_sample_writes_the_released_layout_read_deco_reads_back(tmp_path):
         assert join_history(row["history"]) == join_history(mine.loc[guid, "history"])
         assert row["tuples_single"] == mine.loc[guid, "tuples_single"] and row["event_cs"] == mine.loc[guid, "event_cs"]
         assert row["for_dev"] == mine.loc[guid, "for_dev"]
+
+
+def test_bad_tables_are_named_errors_not_tracebacks(tmp_path):
+    from tasks.deco.extract import _read_negatives
+
+    latin = tmp_path / "responses.csv"
+    latin.write_bytes(b"history_id,response,system\ndailydialog-000001@2,caf\xe9 au lait is what I drink,X\n")
+    with pytest.raises(InputError, match="responses.csv.*not a UTF-8 CSV"):
+        sources(dailydialog=str(SAMPLE / "dailydialog" / "dialogues_text.txt"), responses=str(latin))
+    listed = tmp_path / "responses.jsonl"
+    listed.write_text('["not", "an", "object"]\n')
+    out = sources(dailydialog=str(SAMPLE / "dailydialog" / "dialogues_text.txt"), responses=str(listed),
+                  human_responses=False)
+    assert out.rejected["reason_code"].tolist() == ["malformed_record"]
+    none = tmp_path / "none.csv"
+    none.write_text("context,response,relation,setting\nhi</UTT>,r,Likes,single\n")
+    with pytest.raises(InputError, match="none.csv, record line 2: expected ACCENT's none-sample CSV"):
+        _read_negatives(none)
+    none.write_bytes(b"context,response,relation,setting\nhi</UTT>,caf\xe9,xNeed,single\n")
+    with pytest.raises(InputError, match="none.csv"):
+        _read_negatives(none)

@@ -129,5 +129,7 @@ def _check_openlineage(store):
         assert out["facets"]["version"]["datasetVersion"] == manifest["data_sha256"]
         columns = pd.read_parquet(f"{latest[stage]['path']}/data.parquet").columns
         assert [f["name"] for f in out["facets"]["schema"]["fields"]] == list(columns)
+    assert {t["value"] for e in done for t in e["run"]["facets"]["tags"]["tags"] if t["key"] == "csk.status"} \
+        == {"reused"}  # the third run recomputed nothing, and its events say so
     sources = next(e for e in done if e["job"]["name"] == "deco.sources")
     assert any(i["namespace"] == "file" and i["name"].endswith("responses.csv") for i in sources["inputs"])

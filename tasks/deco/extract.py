@@ -3,7 +3,6 @@ that turns them into tuples (ACCENT's T5, fine-tuned with `csk deco train-extrac
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
@@ -19,10 +18,6 @@ from tasks.deco.extraction import NONE, OutputError, none_negatives, parse_outpu
 
 
 TUPLE_COLUMNS = ("id", "task_id", "sample_id", "relation", "head", "tail", "setting", "origin", "output")
-
-
-def _jsonl(rows: list[dict]) -> bytes:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
 
 
 def extraction_tasks(samples: pd.DataFrame, *, none_single: int = 3, none_pair: int = 2,
@@ -48,7 +43,7 @@ def extraction_tasks(samples: pd.DataFrame, *, none_single: int = 3, none_pair: 
     per_relation = {rel: sum(1 for p in pairs if p["relation"] == rel and p["target"] != NONE) for rel in RELATIONS}
     return StageOutput(
         data=data, rows_in=len(samples),
-        files={"extractor_train.jsonl": _jsonl(pairs), **({"extractor_dev.jsonl": _jsonl(dev)} if dev else {})},
+        files={"extractor_train.jsonl": compute.jsonl_bytes(pairs), **({"extractor_dev.jsonl": compute.jsonl_bytes(dev)} if dev else {})},
         notes={"relations": list(RELATIONS), "training_pairs": len(pairs),
                "none_examples": sum(1 for p in pairs if p["target"] == NONE),
                "tuples_per_relation": per_relation,
@@ -155,14 +150,14 @@ def _read_negatives(path: Path) -> list[dict]:
     pairs = []
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
-        for r in reader:
-            try:
+        try:  # a decoding or CSV error surfaces while iterating, so the whole loop is guarded
+            for r in reader:
                 rel = SPELLING.get(r.get("relation") or "", r.get("relation") or "")
                 if rel not in RELATIONS or r.get("setting") not in ("single", "pair"):
                     raise RecordError(f"relation {r.get('relation')!r} / setting {r.get('setting')!r} unknown")
                 pairs.append({"sample_id": None, "relation": rel, "setting": r["setting"], "target": NONE,
-                              "source": model_input(rel, split_history(r["context"]), r["response"])})
-            except (RecordError, KeyError, TypeError, AttributeError) as exc:
-                raise InputError(str(path), f"line {reader.line_num}", "expected ACCENT's none-sample CSV "
-                                 f"(context, response, relation, setting): {exc}") from None
+                              "source": model_input(rel, split_history(r["context"] or ""), r["response"] or "")})
+        except (RecordError, KeyError, TypeError, AttributeError, UnicodeDecodeError, csv.Error) as exc:
+            raise InputError(str(path), f"line {reader.line_num}", "expected ACCENT's none-sample CSV "
+                             f"(context, response, relation, setting): {exc}") from None
     return pairs

@@ -9,10 +9,10 @@ Released samples (DECO JSON, ACCENT's ConTurE subset) come in as they are, tuple
 from __future__ import annotations
 
 import csv
-import json
 
 import pandas as pd
 
+from csk.compute import jsonl_bytes
 from csk.errors import ConfigError, InputError
 from csk.params import InputPath
 from csk.runtime import StageOutput
@@ -50,9 +50,15 @@ def _responses(path: str) -> list[tuple[int, str, dict]]:
     p = require_file(path)
     if p.suffix.lower() in (".jsonl", ".json"):
         return [(n, f"line {n}", obj) for n, obj in iter_json_lines(p)]
+    rows: list[tuple[int, str, dict]] = []
     with open(p, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
-        return [(i + 2, f"line {reader.line_num}", row) for i, row in enumerate(reader)]
+        try:
+            for row in reader:
+                rows.append((reader.line_num, f"line {reader.line_num}", row))
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise InputError(str(p), f"line {reader.line_num + 1}", f"not a UTF-8 CSV table: {exc}") from None
+    return rows
 
 
 def sources(*, dailydialog: InputPath = None, personachat: InputPath = None, topicalchat: InputPath = None,
@@ -103,7 +109,8 @@ def sources(*, dailydialog: InputPath = None, personachat: InputPath = None, top
         for n, locator, obj in table:
             records += 1
             base = {"source_file": str(responses), "source_record": n, "source_locator": locator}
-            hid, text, system = (str((obj or {}).get(k) or "").strip() for k in ("history_id", "response", "system"))
+            obj = obj if isinstance(obj, dict) else {}
+            hid, text, system = (str(obj.get(k) or "").strip() for k in ("history_id", "response", "system"))
             sid = f"{hid}:{system}"
             problem = (("malformed_record", "expected history_id, response and system") if not (hid and system)
                        else ("unknown_history", f"no history {hid!r}: ids are listed in histories.jsonl")
@@ -139,9 +146,9 @@ def sources(*, dailydialog: InputPath = None, personachat: InputPath = None, top
         rejected += [{**r, "reason_code": "duplicate_id", "reason": f"sample id {r['id']!r} appears twice"}
                      for r in data[dup].to_dict("records")]
         data = data[~dup]
-    files = {"histories.jsonl": "".join(
-        json.dumps({"history_id": hid, "corpus": h["corpus"], "history": join_history(h["history"])},
-                   ensure_ascii=False) + "\n" for hid, h in histories.items()).encode()} if histories else {}
+    files = {"histories.jsonl": jsonl_bytes(
+        {"history_id": hid, "corpus": h["corpus"], "history": join_history(h["history"])}
+        for hid, h in histories.items())} if histories else {}
     return StageOutput(data=data.reset_index(drop=True),
                        rejected=pd.DataFrame(rejected) if rejected else None, rows_in=records,
                        notes={"sources": used, "window": window, "separator": UTT}, files=files)
