@@ -95,10 +95,18 @@ def run_flow(pipeline: str, steps, config: Path, store: Path, overrides: list[st
 def run(pipeline: str, config: Path = CONFIG, store: Path = STORE, set_: list[str] = SET,
         strict: Optional[bool] = typer.Option(None, "--strict/--lenient", help="strict: stop at the first malformed "
                                               "source record, naming file and record; lenient (the default): "
-                                              "reject it with its reason and go on")) -> None:
+                                              "reject it with its reason and go on"),
+        runner: Optional[str] = typer.Option(None, "--runner", help="local: shards in this process; dask: on a Dask "
+                                             "cluster (a LocalCluster, or --address); default: [runtime] runner"),
+        address: Optional[str] = typer.Option(None, "--address", help="scheduler of an existing Dask cluster, "
+                                              "e.g. tcp://10.0.0.5:8786")) -> None:
     """Run a pipeline's Prefect flow end to end (finished stages are reused)."""
     if strict is not None:
         set_ = [*set_, f"{pipeline}.sources.lenient={'false' if strict else 'true'}"]
+    if runner is not None:
+        set_ = [*set_, f"runtime.runner={runner}"]
+    if address is not None:
+        set_ = [*set_, f'runtime.address="{address}"', "runtime.runner=dask"]
     try:
         from csk.pipeline import get_pipeline
 

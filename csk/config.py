@@ -13,11 +13,31 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from typing import Literal
+
 from pydantic import BaseModel, ValidationError
 
 from csk.errors import ConfigError
+from csk.params import Params
 
 DEFAULT_CONFIG = "pipelines.toml"
+RUNTIME_TABLE = "runtime"
+
+
+class RuntimeSettings(Params):
+    """Where a flow's sharded work runs (`[runtime]`); never part of an artifact's key: the local and
+    the dask runner give the same bytes."""
+
+    runner: Literal["local", "dask"] = "local"
+    """local: every shard in the flow's process; dask: shards on a Dask cluster through prefect-dask"""
+    address: str = ""
+    """scheduler of an existing Dask cluster (tcp://host:8786); empty: a LocalCluster for the run"""
+    workers: int = 2
+    """worker processes of the LocalCluster"""
+    threads_per_worker: int = 1
+    """shards a LocalCluster worker runs at once (each computes with the flow process's torch threads)"""
+    shard_rows: int = 4096
+    """rows or texts per shard, the unit of distributed work (rounded to a stage's own unit)"""
 
 
 def _parse_value(raw: str) -> Any:
@@ -77,9 +97,10 @@ def _explain(pipeline: str, model: type[BaseModel], err: dict) -> str:
 class Config:
     """The validated configuration: `cfg[name]` / `cfg.name` is a pipeline's settings model."""
 
-    def __init__(self, path: Path, values: dict[str, BaseModel]):
+    def __init__(self, path: Path, values: dict[str, BaseModel], runtime: RuntimeSettings | None = None):
         self.path = path
         self._values = values
+        self.runtime = runtime or RuntimeSettings()
 
     def __getitem__(self, name: str) -> BaseModel:
         return self._values[name]
@@ -108,11 +129,17 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     for assignment in overrides:
         apply_override(data, assignment)
     pipelines = discover()
+    runtime_table = data.pop(RUNTIME_TABLE, {})
     unknown = sorted(set(data) - set(pipelines))
     if unknown:
         raise ConfigError(f"{cfg_path}: unknown pipeline table(s) {unknown}; registered pipelines: "
-                          f"{', '.join(pipelines)}")
+                          f"{', '.join(pipelines)} (and [{RUNTIME_TABLE}])")
     values, problems = {}, []
+    runtime = None
+    try:
+        runtime = RuntimeSettings.model_validate(runtime_table if isinstance(runtime_table, dict) else {})
+    except ValidationError as exc:
+        problems += [_explain(RUNTIME_TABLE, RuntimeSettings, e) for e in exc.errors()]
     for name, pipeline in pipelines.items():
         table = data.get(name, {})
         if not isinstance(table, dict):
@@ -125,4 +152,4 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
             problems += [_explain(name, model, e) for e in exc.errors()]
     if problems:
         raise ConfigError(f"{cfg_path}: invalid configuration\n" + "\n".join(problems))
-    return Config(cfg_path.resolve(), values)
+    return Config(cfg_path.resolve(), values, runtime)

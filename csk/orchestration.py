@@ -40,11 +40,15 @@ class Pending:
 class PipelineRun:
     """Runs the stages of one pipeline and records the run for `csk artifacts`."""
 
-    def __init__(self, pipeline: Pipeline, config: Any, store_root: str | Path, dry: bool = False):
+    def __init__(self, pipeline: Pipeline, config: Any, store_root: str | Path, dry: bool = False,
+                 shard_rows: int | None = None):
+        from csk.shards import DEFAULT_SHARD_ROWS
+
         self.pipeline = pipeline
         self.config = config
         self.store = Store(store_root)
         self.dry = dry
+        self.shard_rows = shard_rows or DEFAULT_SHARD_ROWS
         self.merge_latest = False  # a partial rerun (e.g. rebuild-distractors) updates the latest run's record
         self.stages: list[dict] = []
         if not dry:
@@ -72,7 +76,7 @@ class PipelineRun:
             asset_deps=[asset_for(self.store, self.pipeline.name, r.stage) for r in inputs],
             name=stage.name, cache_policy=NONE, persist_result=False,
         )(_execute)
-        info = task(str(self.store.root), self.pipeline.name, stage.name, params, list(inputs),
+        info = task(str(self.store.root), self.pipeline.name, stage.name, params, list(inputs), self.shard_rows,
                     return_state=True).result()
         self.stages.append(info)
         return ArtifactRef(self.pipeline.name, stage.name, info["key"], info["path"])
@@ -209,7 +213,8 @@ def asset_for(store: Store, pipeline: str, stage: str):
     return Asset(key=key)
 
 
-def _execute(store_root: str, pipeline: str, stage_name: str, params: dict, inputs: list[ArtifactRef]) -> dict:
+def _execute(store_root: str, pipeline: str, stage_name: str, params: dict, inputs: list[ArtifactRef],
+             shard_rows: int) -> dict:
     from prefect import get_run_logger
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
@@ -222,8 +227,11 @@ def _execute(store_root: str, pipeline: str, stage_name: str, params: dict, inpu
 
     run = str(flow_run.get_id() or "local")
     lineage_events.start(store.root, run, pipeline, stage.name, inputs)
+    from csk.shards import sharding
+
     try:
-        result = store.run(pipeline, stage, params, inputs)
+        with sharding(shard_rows, store.tmp_dir):
+            result = store.run(pipeline, stage, params, inputs)
     except Exception as exc:
         lineage_events.fail(store.root, run, pipeline, stage.name, exc)
         raise
@@ -286,10 +294,14 @@ def prefect_flow(pipeline: Pipeline, steps=None):
 
         def body(config: str = "pipelines.toml", store: str = "artifacts", overrides: list[str] | None = None,
                  options: dict | None = None) -> list[dict]:
-            cfg = load_config(config, overrides or [])[pipeline.name]
-            run = PipelineRun(pipeline, cfg, store)
-            steps(run, **(options or {}))
-            return run.finish()
+            from csk.shards import cluster
+
+            loaded = load_config(config, overrides or [])
+            rt = loaded.runtime
+            with cluster(rt.runner, rt.address, rt.workers, rt.threads_per_worker):
+                run = PipelineRun(pipeline, loaded[pipeline.name], store, shard_rows=rt.shard_rows)
+                steps(run, **(options or {}))
+                return run.finish()
 
         body.__name__ = body.__qualname__ = attr
         name = pipeline.name if steps is pipeline.main else f"{pipeline.name}-{steps.__name__.replace('_', '-')}"

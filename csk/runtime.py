@@ -338,6 +338,11 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         self._tmp = self.root / ".tmp"
 
+    @property
+    def tmp_dir(self) -> Path:
+        """Work in progress (`<pid>-<id>` directories, removed by the next run once that pid is gone)."""
+        return self._tmp
+
     def artifact_dir(self, pipeline: str, stage: str, key: str) -> Path:
         return self.root / pipeline / stage / key
 

@@ -18,6 +18,7 @@ import pandas as pd
 from csk import compute
 from csk.errors import CskError
 from csk.runtime import StageOutput
+from csk.shards import map_shards, shard_rows
 
 # bf16 keeps 8 mantissa bits: for unit vectors the dot-product error stays well below this.
 BF16_MARGIN = 0.02
@@ -29,22 +30,39 @@ def exact_pairs(x: np.ndarray, threshold: float, block_size: int = 2048, col_blo
 
     Only upper-triangle tiles are computed, into one preallocated tile buffer (memory stays
     block_size x col_block whatever n is). A tile is scanned for hits only when its maximum
-    reaches the screening cut, so the elementwise work is one reduction per tile.
+    reaches the screening cut, so the elementwise work is one reduction per tile. On a Dask
+    cluster the row blocks are shards (each screens its tiles); candidates are re-scored here in
+    fp32 and sorted, so the pairs are the same whichever shard found them.
     """
-    import torch
-
     n = len(x)
     if n < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
-    xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    blocks = [(r0, min(r0 + block_size, n)) for r0 in range(0, n, block_size)]
+    per_shard = max(1, shard_rows() // block_size)
+    shards = [pd.DataFrame({"r0": [a for a, _ in blocks[k:k + per_shard]], "r1": [b for _, b in blocks[k:k + per_shard]]})
+              for k in range(0, len(blocks), per_shard)]
+    found = map_shards(screen_tiles, shards, arrays={"x": x}, threshold=float(threshold), col_block=int(col_block),
+                       screen_bf16=bool(screen_bf16))
+    i = np.concatenate([f["i"].to_numpy(np.int64) for f in found])
+    j = np.concatenate([f["j"].to_numpy(np.int64) for f in found])
+    return _rescore(x, i, j, threshold)
+
+
+def screen_tiles(blocks: pd.DataFrame, *, x: np.ndarray, threshold: float, col_block: int,
+                 screen_bf16: bool) -> pd.DataFrame:
+    """Candidate pairs (i < j) of the row blocks [r0, r1) against every column at or after r0."""
+    import torch
+
+    n = len(x)
+    xt = torch.from_numpy(np.array(x, dtype=np.float32))  # a copy: shards read a read-only memory map
     xs = xt.to(torch.bfloat16) if screen_bf16 else xt
     xs_t = xs.T.contiguous()
     cut = threshold - (BF16_MARGIN if screen_bf16 else 0.0)
-    tile = torch.empty(block_size, col_block, dtype=xs.dtype)
-    rows, cols = [], []
+    height = int((blocks["r1"] - blocks["r0"]).max()) if len(blocks) else 0
+    tile = torch.empty(height, col_block, dtype=xs.dtype)
+    rows, cols = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     with torch.inference_mode():
-        for r0 in range(0, n, block_size):
-            r1 = min(r0 + block_size, n)
+        for r0, r1 in zip(blocks["r0"].tolist(), blocks["r1"].tolist()):
             for c0 in range(r0, n, col_block):
                 c1 = min(c0 + col_block, n)
                 out = tile[: r1 - r0, : c1 - c0]
@@ -54,13 +72,9 @@ def exact_pairs(x: np.ndarray, threshold: float, block_size: int = 2048, col_blo
                 r, c = torch.nonzero(out >= cut, as_tuple=True)
                 r, c = r + r0, c + c0
                 keep = c > r
-                rows.append(r[keep].numpy())
-                cols.append(c[keep].numpy())
-    if not rows:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
-    i = np.concatenate(rows).astype(np.int64)
-    j = np.concatenate(cols).astype(np.int64)
-    return _rescore(x, i, j, threshold)
+                rows.append(r[keep].numpy().astype(np.int64))
+                cols.append(c[keep].numpy().astype(np.int64))
+    return pd.DataFrame({"i": np.concatenate(rows), "j": np.concatenate(cols)})
 
 
 def approximate_pairs(x: np.ndarray, threshold: float, nlist: int = 256, nprobe: int = 16,

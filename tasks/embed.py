@@ -25,6 +25,7 @@ from csk.models import model_identity, resolve_model
 from csk.params import ModelDir, Params
 from csk.progress import progress
 from csk.runtime import StageContext, StageOutput
+from csk.shards import map_shards, spans
 
 PROBE_SIZE = 32
 _MODELS: dict[tuple[str, str], object] = {}
@@ -59,6 +60,26 @@ def load_sentence_model(path: Path, device: str):
     return _MODELS[key]
 
 
+def encode_raw(model, texts: list[str], batch_size: int, precision: str, device: str,
+               progress: bool = False) -> np.ndarray:
+    import torch
+
+    with torch.inference_mode(), compute.autocast(precision, device):
+        emb = model.encode(texts, batch_size=batch_size, convert_to_tensor=True,
+                           normalize_embeddings=True, show_progress_bar=progress)
+    return emb.float().cpu().numpy().astype(np.float32)
+
+
+def encode_shard(frame: pd.DataFrame, *, model: str, device: str, batch_size: int, precision: str) -> pd.DataFrame:
+    """A shard of whole 16-batch chunks, on a worker (the model loaded once per worker process)."""
+    st = load_sentence_model(Path(model), device)
+    texts = frame["text"].astype(str).tolist()
+    chunk = 16 * batch_size
+    parts = [encode_raw(st, texts[a:a + chunk], batch_size, precision, device) for a in range(0, len(texts), chunk)]
+    vectors = np.concatenate(parts) if parts else np.zeros((0, st.get_embedding_dimension()), np.float32)
+    return pd.DataFrame({"embedding": list(vectors)})
+
+
 class Embedder:
     """Normalised sentence embeddings with an on-disk cache; `encode(texts) -> float32 [n, d]`."""
 
@@ -82,17 +103,19 @@ class Embedder:
 
     # -- raw encoding
     def _encode_raw(self, texts: list[str], precision: str, progress: bool = False) -> np.ndarray:
-        import torch
-
-        with torch.inference_mode(), compute.autocast(precision, self.device):
-            emb = self.model.encode(texts, batch_size=self.batch_size, convert_to_tensor=True,
-                                    normalize_embeddings=True, show_progress_bar=progress)
-        return emb.float().cpu().numpy().astype(np.float32)
+        return encode_raw(self.model, texts, self.batch_size, precision, self.device, progress)
 
     def _encode_chunks(self, texts: list[str]) -> np.ndarray:
         """Encode in chunks of 16 batches, with a progress bar labelled with the stage (sentence-
-        transformers' own bar says only "Batches")."""
+        transformers' own bar says only "Batches"). On a Dask cluster, shards of whole chunks go to
+        the workers: each chunk is encoded alone either way, so the vectors are the same bytes."""
         chunk = 16 * self.batch_size
+        shards = spans(len(texts), align=chunk)
+        if len(shards) > 1:
+            frames = [pd.DataFrame({"text": texts[a:b]}) for a, b in shards]
+            out = map_shards(encode_shard, frames, model=str(self.path), device=self.device,
+                             batch_size=self.batch_size, precision=self.precision)
+            return np.concatenate([np.stack(f["embedding"].to_numpy()).astype(np.float32) for f in out])
         parts = []
         with progress(len(texts), f"encode ({Path(self.spec.model).name}, {self.precision})", unit="texts",
                       disable=not self.progress or len(texts) <= chunk) as bar:

@@ -12,9 +12,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
+import pandas as pd
+
 from csk import compute
 from csk.models import resolve_model
 from csk.progress import progress, track
+from csk.shards import map_shards, spans
 
 
 @lru_cache(maxsize=4)
@@ -31,21 +34,41 @@ def generate(texts: Sequence[str], path: str | Path, *, num_return: int = 1, num
              batch_size: int = 16, max_input_length: int = 512, precision: str = "fp32", device: str = "auto",
              seed: int = 0, desc: str = "generate", **kwargs: Any) -> list[list[str]]:
     """`num_return` decoded outputs for each text, best first. `kwargs` go to `model.generate`
-    (max_length or max_new_tokens, no_repeat_ngram_size, do_sample, top_p, early_stopping ...)."""
+    (max_length or max_new_tokens, no_repeat_ngram_size, do_sample, top_p, early_stopping ...).
+    Each batch is seeded by its position, so its outputs do not depend on the batches before it:
+    on a Dask cluster, shards of whole batches give the same outputs."""
+    dev = compute.device(device)
+    settings = {"path": str(path), "num_return": num_return, "num_beams": num_beams, "batch_size": batch_size,
+                "max_input_length": max_input_length, "precision": precision, "device": dev, "seed": seed,
+                "kwargs": kwargs}
+    shards = spans(len(texts), align=batch_size)
+    if len(shards) > 1:
+        frames = [pd.DataFrame({"text": list(texts[a:b]), "position": range(a, b)}) for a, b in shards]
+        return [list(o) for f in map_shards(generate_shard, frames, **settings) for o in f["outputs"]]
+    return _generate(list(texts), 0, desc=desc, **settings)
+
+
+def generate_shard(frame: pd.DataFrame, **settings: Any) -> pd.DataFrame:
+    """A shard of whole batches, on a worker (the model loaded once per worker process)."""
+    start = int(frame["position"].iloc[0]) if len(frame) else 0
+    return pd.DataFrame({"outputs": _generate(frame["text"].astype(str).tolist(), start, desc="generate", **settings)})
+
+
+def _generate(texts: list[str], offset: int, *, path: str, num_return: int, num_beams: int, batch_size: int,
+              max_input_length: int, precision: str, device: str, seed: int, kwargs: dict, desc: str) -> list[list[str]]:
     import torch
 
-    dev = compute.device(device)
-    tok, model = load_seq2seq(str(path), dev)
-    torch.manual_seed(seed)
+    tok, model = load_seq2seq(path, device)
     out: list[list[str]] = []
     kwargs = {"num_return_sequences": num_return, **kwargs}
     if not kwargs.get("do_sample"):
         kwargs["num_beams"] = max(num_beams, num_return)
     for start in track(range(0, len(texts), batch_size), len(texts), desc, unit="texts", step=batch_size,
                        disable=len(texts) <= 4 * batch_size):
-        batch = list(texts[start:start + batch_size])
-        enc = tok(batch, return_tensors="pt", padding=True, truncation=True, max_length=max_input_length).to(dev)
-        with torch.inference_mode(), compute.autocast(precision, dev):
+        torch.manual_seed(seed * 1_000_003 + offset + start)  # the batch's own seed (sampling only)
+        batch = texts[start:start + batch_size]
+        enc = tok(batch, return_tensors="pt", padding=True, truncation=True, max_length=max_input_length).to(device)
+        with torch.inference_mode(), compute.autocast(precision, device):
             gen = model.generate(**enc, **kwargs)
         decoded = tok.batch_decode(gen, skip_special_tokens=True, clean_up_tokenization_spaces=True)
         out.extend([d.strip() for d in decoded[i * num_return:(i + 1) * num_return]] for i in range(len(batch)))

@@ -12,6 +12,7 @@ import pandas as pd
 
 from csk import conceptnet as cn
 from csk.runtime import StageOutput
+from csk.shards import map_shards, spans
 from tasks.conceptnet import open_database
 
 
@@ -38,6 +39,18 @@ def dialogue_matches(concept_sets: list[list[str]], index: dict) -> list[tuple[i
     return out
 
 
+def match_shard(frame: pd.DataFrame, *, database: str, language: str, relations: list[str]) -> pd.DataFrame:
+    """The matches of a shard of dialogues (each concept of the shard looked up once), and the
+    concepts of each dialogue that have edges; on a worker, the database is opened there."""
+    cn.connect(database)
+    sets = [[list(c) for c in cs] for cs in frame["concept_sets"]]
+    index = one_hop_index({c for cs in sets for u in cs for c in u}, language, relations)
+    keys = ("head", "relation", "tail", "edge_uri", "edge_id")
+    matches = [[{"utterance": i, **{k: e[k] for k in keys}} for i, e in dialogue_matches(cs, index)] for cs in sets]
+    heads = [sorted({c for u in cs for c in u if c in index}) for cs in sets]
+    return pd.DataFrame({"matches": matches, "heads": heads})
+
+
 def screening(dialogues: pd.DataFrame, concepts: pd.DataFrame, conceptnet: pd.DataFrame, *, min_matches: int = 4,
               language: str = "zh", relations: list[str] = []) -> StageOutput:
     """Dialogues with at least `min_matches` one-hop matches between consecutive utterances.
@@ -48,22 +61,28 @@ def screening(dialogues: pd.DataFrame, concepts: pd.DataFrame, conceptnet: pd.Da
         relations: count only these relations (e.g. ["RelatedTo", "Causes"]); empty: every relation
     """
     db = open_database(conceptnet)
-    index = one_hop_index({c for cs in concepts["concepts"] for c in cs}, language, relations)
     per_dialogue = {d: list(g.sort_values("utterance")["concepts"].map(list))
                     for d, g in concepts.groupby("dialogue_id", sort=False)}
+    ids = dialogues["id"].tolist()
+    frames = [pd.DataFrame({"dialogue_id": ids[a:b], "concept_sets": [per_dialogue.get(d, []) for d in ids[a:b]]})
+              for a, b in spans(len(ids))]
+    found = map_shards(match_shard, frames, database=str(db["database"]), language=language,
+                       relations=list(relations))
+    matches = pd.concat(found, ignore_index=True) if found else pd.DataFrame({"matches": [], "heads": []})
     lines = db["lines"]
     counts, evidence = [], []
-    for d in dialogues["id"]:
-        found = dialogue_matches(per_dialogue.get(d, []), index)
-        counts.append(len(found))
+    for edges in matches["matches"]:
+        counts.append(len(edges))
         items = []
-        for i, e in found:
-            line = int(lines[e["edge_id"] - 1]) if lines is not None else e["edge_id"]
+        for e in edges:
+            i = int(e["utterance"])
+            line = int(lines[e["edge_id"] - 1]) if lines is not None else int(e["edge_id"])
             items.append({"text": f"utterance {i} -> {i + 1}: {e['head']} -[{e['relation']}]-> {e['tail']}",
                           "utterance": i, "e1": e["head"], "relation": e["relation"], "e2": e["tail"],
                           "edge_uri": e["edge_uri"], "source_file": db["source_file"], "source_record": line,
                           "source_locator": f"line {line}"})
         evidence.append(items)
+    with_edges = {h for heads in matches["heads"] for h in heads}
     out = dialogues.assign(matches=counts, evidence=evidence, dump_sha256=db["dump_sha256"])
     keep = out["matches"] >= min_matches
     rejected = out[~keep].drop(columns=["evidence"]).assign(
@@ -71,7 +90,7 @@ def screening(dialogues: pd.DataFrame, concepts: pd.DataFrame, conceptnet: pd.Da
         reason=[f"{n} one-hop ConceptNet match{'es' if n != 1 else ''} between consecutive utterances, fewer than "
                 f"{min_matches}" for n in out.loc[~keep, "matches"]])
     notes = {"concepts_looked_up": len({c for cs in concepts["concepts"] for c in cs}),
-             "concepts_with_edges": len(index), "kept": int(keep.sum()), "screened_out": int((~keep).sum()),
+             "concepts_with_edges": len(with_edges), "kept": int(keep.sum()), "screened_out": int((~keep).sum()),
              "matches_per_kept_dialogue": round(float(out.loc[keep, "matches"].mean()), 2) if keep.any() else 0.0,
              "dump": db["source_file"], "dump_sha256": db["dump_sha256"]}
     return StageOutput(data=out[keep], rejected=rejected, notes=notes,
