@@ -12,7 +12,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 export PREFECT_HOME ?= $(CURDIR)/.prefect
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test bench clean install
+.PHONY: run test bench clean install postgres
 
 install: $(STAMP)
 
@@ -29,6 +29,12 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_embed_dedup.py
+
+# The PostgreSQL server tests/test_server.py starts for Prefect (Debian's package; it skips without it).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
+	  { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q && \
+	    $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -q --no-install-recommends postgresql; }
 
 clean:
 	rm -rf artifacts .prefect

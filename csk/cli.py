@@ -402,15 +402,30 @@ def validate(parquet: Path, contract: str = typer.Option(..., "--contract",
 
 
 @app.command()
-def schedule(pipeline: str, config: Path = CONFIG, store: Path = STORE, set_: list[str] = SET) -> None:
-    """Serve the pipeline's flow on the cron schedule in pipelines.toml (needs `prefect server start`)."""
+def schedule(pipeline: Optional[str] = typer.Argument(None, help="the pipeline; none: every pipeline whose "
+                                                                   "schedule is set in the config"),
+             config: Path = CONFIG, store: Path = STORE, set_: list[str] = SET) -> None:
+    """Serve a pipeline's flow (or every scheduled pipeline's) on its cron schedule in pipelines.toml
+    (needs a Prefect server: PREFECT_API_URL)."""
     try:
-        deployment = scheduled_deployment(pipeline, config, store, set_)
+        if pipeline is None:
+            from csk.config import load_config
+
+            cfg = load_config(config, set_)
+            from csk.pipeline import discover
+
+            names = [n for n in discover() if cfg[n].schedule]
+            if not names:
+                raise CskError(f"no pipeline has a schedule in {config}")
+        else:
+            names = [pipeline]
+        deployments = [scheduled_deployment(n, config, store, set_) for n in names]
     except CskError as exc:
         _fail(exc)
     from prefect import serve
 
-    serve(deployment)
+    print(f"serving {', '.join(names)} on their schedules")
+    serve(*deployments)
 
 
 def scheduled_deployment(pipeline: str, config: Path, store: Path, overrides: list[str] | None = None):

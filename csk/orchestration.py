@@ -298,7 +298,7 @@ def prefect_flow(pipeline: Pipeline, steps=None):
 
             loaded = load_config(config, overrides or [])
             rt = loaded.runtime
-            with cluster(rt.runner, rt.address, rt.workers, rt.threads_per_worker):
+            with cluster(rt.runner, rt.address, rt.workers, rt.threads_per_worker, rt.worker_threads):
                 run = PipelineRun(pipeline, loaded[pipeline.name], store, shard_rows=rt.shard_rows)
                 steps(run, **(options or {}))
                 return run.finish()

@@ -66,9 +66,11 @@ _RUNNER: contextvars.ContextVar[Any] = contextvars.ContextVar("csk_dask_runner",
 
 
 @contextmanager
-def cluster(runner: str = "local", address: str = "", workers: int = 2, threads_per_worker: int = 1) -> Iterator[Any]:
+def cluster(runner: str = "local", address: str = "", workers: int = 2, threads_per_worker: int = 1,
+            worker_threads: int = 0) -> Iterator[Any]:
     """For the length of a flow run: prefect-dask's DaskTaskRunner on the scheduler at `address`, or
-    on a LocalCluster of `workers` processes; nothing for the local runner."""
+    on a LocalCluster of `workers` processes; nothing for the local runner. `worker_threads`: torch
+    intra-op threads of a shard (0: the flow process's count, see `_set_torch_threads`)."""
     if runner != "dask":
         yield None
         return
@@ -78,7 +80,8 @@ def cluster(runner: str = "local", address: str = "", workers: int = 2, threads_
         task_runner = DaskTaskRunner(address=address)
     else:
         task_runner = DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": threads_per_worker,
-                                                     "processes": True, "dashboard_address": None})
+                                                     "processes": True, "dashboard_address": ":0"})
+    task_runner.csk_worker_threads = worker_threads
     with task_runner:
         token = _RUNNER.set(task_runner)
         try:
@@ -134,7 +137,7 @@ def _map_dask(runner, fn, frames, arrays, params) -> list[pd.DataFrame]:
             np.save(shared[name], np.ascontiguousarray(arr), allow_pickle=False)
         shard = task(name=f"shard:{fn.__name__}", cache_policy=NONE, persist_result=False)(run_shard)
         log.info("%s: %d shards of %s on the Dask cluster", _stage(), len(frames), fn.__name__)
-        threads = _torch_threads()
+        threads = getattr(runner, "csk_worker_threads", 0) or _torch_threads()
         futures = []
         for i, frame in enumerate(frames):
             src = work / f"in-{i:05d}.parquet"
@@ -177,10 +180,11 @@ def _torch_threads() -> int:
 
 
 def _set_torch_threads(n: int) -> None:
-    """Workers compute with the flow process's intra-op thread count: on some CPUs (seen on an AMD
-    EPYC) 1 and 2 threads give float results differing in the last bit, and the dask runner must
-    give the local runner's bytes. Two workers of two threads on two cores share the cores (the
-    throughput of one process); on a cluster of bigger machines give the flow process more threads."""
+    """By default workers compute with the flow process's intra-op thread count: on some CPUs (seen
+    on an AMD EPYC) 1 and 2 threads give float results differing in the last bit, and the dask
+    runner must give the local runner's bytes. The price on a small machine: two workers of two
+    threads on two cores oversubscribe them (measured 0.36x of local on encode, 0.72x with one
+    thread each: bench/bench_dask.py); `[runtime] worker_threads` trades the identity for that."""
     import torch
 
     if n > 0 and torch.get_num_threads() != n:

@@ -167,7 +167,9 @@ train_generator_command.command_name = "train-generator"
 RELEASE = Release(
     table="quality_check", split_stage="splits", files=("quality_check", "nlg", "mcq", "experiments"),
     pretty_name="CICERO (rebuilt)", task_categories=("question-answering", "text-generation"),
-    licences={"dailydialog": "CC BY-NC-SA 4.0"},
+    licences={"dailydialog": "CC BY-NC-SA 4.0", "mutual": "no licence stated (Nealcly/MuTual): check before redistributing",
+              "dream": "DREAM's license.txt (nlpdata/dream): check before redistributing",
+              "cicero": "CICERO's release terms (declare-lab/CICERO)", "release": "CICERO's release terms (declare-lab/CICERO)"},
     deviations=(
         "Near-duplicates are found with all-MiniLM-L6-v2 at cosine 0.87 (the paper's threshold was set for its own "
         "embedder); set cicero.embed.model to change the model.",

@@ -73,7 +73,9 @@ RELEASE = Release(
     table="annotations", split_stage="splits", files=TASK_STAGES + ("perturbations",),
     pretty_name="CORECODE (rebuilt)", language=("zh",),
     task_categories=("multiple-choice", "text-generation", "token-classification"),
-    licences={"dump": "CC BY-SA 4.0 (ConceptNet 5)"},
+    licences={"dump": "CC BY-SA 4.0 (ConceptNet 5)", "naturalconv": "NaturalConv's license.pdf (research use): check before redistributing",
+              "dulemon": "DuLeMon's release terms (PaddlePaddle/Research): check before redistributing",
+              "release": "CORECODE's release terms"},
     deviations=(
         "Splits are drawn by dialogue, 60/20/20; the release splits per annotation and lets dialogues cross splits.",
         "36 slots: the paper counts 37, the 37th is not public.",

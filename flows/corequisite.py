@@ -81,7 +81,7 @@ RELEASE = Release(
     table="answer_quality", split_stage="splits", files=("annotation_tasks", "p_nli", "p_g", "p_mcqa"),
     pretty_name="CoreQuisite / PaCo (rebuilt)", task_categories=("text-classification", "multiple-choice",
                                                                   "text-generation"),
-    licences={"dump": "CC BY-SA 4.0 (ConceptNet 5)"},
+    licences={"dump": "CC BY-SA 4.0 (ConceptNet 5)", "release": "PaCo's release terms: check before redistributing"},
     deviations=(
         "Without a masked-LM directory, templates are scored by an offline spaCy grammar scorer instead of "
         "RoBERTa (corequisite.lexicalize.masked_lm).",

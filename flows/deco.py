@@ -79,7 +79,9 @@ train_extractor_command.command_name = "train-extractor"
 RELEASE = Release(
     table="sample", files=("sources", "sample", "extraction_tasks"),
     pretty_name="DECO (rebuilt)", task_categories=("text-classification",),
-    licences={"dailydialog": "CC BY-NC-SA 4.0"},
+    licences={"dailydialog": "CC BY-NC-SA 4.0", "personachat": "the ParlAI release's terms (facebookresearch/ParlAI)",
+              "topicalchat": "CDLA-Sharing-1.0 (alexa/Topical-Chat)",
+              "release": "DECO / ACCENT release terms (PlusLabNLP/ACCENT)"},
     deviations=(
         "Human ratings and tuples are imported (released files), not collected; built samples without them are "
         "scored on the extractor's tuples only.",
