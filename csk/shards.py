@@ -145,7 +145,16 @@ def _map_dask(runner, fn, frames, arrays, params) -> list[pd.DataFrame]:
             futures.append(runner.submit(shard, {"fn_ref": _ref(fn), "src": str(src), "shared": shared,
                                                  "out": str(work / f"out-{i:05d}.parquet"), "params": params,
                                                  "threads": threads}))
-        return [read_parquet(f.result()) for f in futures]
+        out = []
+        for i, f in enumerate(futures):
+            try:
+                out.append(read_parquet(f.result()))
+            except Exception as exc:  # named, not a worker's bare traceback
+                from csk.errors import CskError
+
+                raise CskError(f"{_stage()}: shard {i + 1} of {len(futures)} ({fn.__name__}) failed on the Dask "
+                               f"cluster: {type(exc).__name__}: {exc}") from exc
+        return out
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
