@@ -12,7 +12,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 export PREFECT_HOME ?= $(CURDIR)/.prefect
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test bench clean install postgres
+.PHONY: run test test-all bench faults clean install postgres
 
 install: $(STAMP)
 
@@ -24,8 +24,18 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(BIN)/csk run cicero
 
+# The default suite (under 10 minutes on 2 cores): every rule, every reader against the bad-input
+# corpus, an end-to-end flow per pipeline, a seeded subset of the fault trials. `test-all` adds the
+# tests marked slow (real-sample flows, CICERO on a Dask cluster, the cron scheduler).
 test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-all: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# Fault injection at every stage of DECO and CORECODE (kill -9, exceptions, full disk, lost and damaged artifacts).
+faults: $(STAMP)
+	$(BIN)/python bench/faults.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_embed_dedup.py

@@ -44,8 +44,9 @@ def _quiet_user_errors() -> None:
 
     def factory(*args, **kwargs):
         record = make_record(*args, **kwargs)
-        if record.exc_info and isinstance(record.exc_info[1], CskError):
-            record.exc_info = None
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, CskError) and (exc.__cause__ is None or isinstance(exc.__cause__, CskError)):
+            record.exc_info = None  # a user error: its one line says it all (a bug's traceback is kept)
         return record
 
     factory.csk_quiet = True
@@ -99,7 +100,9 @@ def run(pipeline: str, config: Path = CONFIG, store: Path = STORE, set_: list[st
         runner: Optional[str] = typer.Option(None, "--runner", help="local: shards in this process; dask: on a Dask "
                                              "cluster (a LocalCluster, or --address); default: [runtime] runner"),
         address: Optional[str] = typer.Option(None, "--address", help="scheduler of an existing Dask cluster, "
-                                              "e.g. tcp://10.0.0.5:8786")) -> None:
+                                              "e.g. tcp://10.0.0.5:8786"),
+        verify: bool = typer.Option(False, "--verify", help="check the sha256 of every reused artifact's files "
+                                    "(sizes are always checked)")) -> None:
     """Run a pipeline's Prefect flow end to end (finished stages are reused)."""
     if strict is not None:
         set_ = [*set_, f"{pipeline}.sources.lenient={'false' if strict else 'true'}"]
@@ -107,6 +110,8 @@ def run(pipeline: str, config: Path = CONFIG, store: Path = STORE, set_: list[st
         set_ = [*set_, f"runtime.runner={runner}"]
     if address is not None:
         set_ = [*set_, f'runtime.address="{address}"', "runtime.runner=dask"]
+    if verify:
+        set_ = [*set_, "runtime.verify=true"]
     try:
         from csk.pipeline import get_pipeline
 
@@ -399,6 +404,71 @@ def validate(parquet: Path, contract: str = typer.Option(..., "--contract",
     except CskError as exc:
         _fail(exc)
     console.print(f"{parquet}: {len(df)} rows satisfy {contract}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def verify(pipeline: Optional[str] = typer.Argument(None, help="the pipeline; none: every pipeline in the store"),
+           store: Path = STORE,
+           repair: bool = typer.Option(False, "--repair", help="move damaged artifacts to <store>/_quarantine so "
+                                       "the next run recomputes them"),
+           lineage: bool = typer.Option(True, "--lineage/--no-lineage", help="check every row's parent ids "
+                                        "(reads the id columns)")) -> None:
+    """Check a store: every file's sha256 against its manifest, rows in = out + rejected, every input
+    and lineage parent present, every run record's artifacts present. Exits 1 naming each damaged file."""
+    from csk.runtime import Store
+    from csk.verify import repair as repair_store, verify_store
+
+    if not store.is_dir():
+        _fail(CskError(f"{store}: no such store"))
+    if pipeline is not None:
+        from csk.pipeline import get_pipeline
+
+        try:
+            get_pipeline(pipeline)
+        except CskError as exc:
+            _fail(exc)
+    s = Store(store)
+    report = verify_store(s, pipeline, lineage)
+    for _, line in report.problems:
+        err.print(f"[bold red]DAMAGED[/] {escape(line)}", highlight=False, soft_wrap=True)
+    bad = {d for d, _ in report.problems}
+    console.print(f"{report.artifacts} artifacts checked, {len(bad)} with problems "
+                  f"({len(report.problems)} problems)", highlight=False)
+    if repair:
+        for src, dst in repair_store(s, report):
+            console.print(f"moved {src} -> {dst}", highlight=False, soft_wrap=True)
+        if report.damaged:
+            console.print("rerun the pipeline to recompute the moved artifacts", highlight=False)
+    if report.problems:
+        raise typer.Exit(1)
+
+
+@app.command()
+def gc(store: Path = STORE,
+       apply: bool = typer.Option(False, "--apply", help="remove them (default: only list them)"),
+       keep_minutes: float = typer.Option(60.0, "--keep-minutes", help="never remove artifacts younger than this "
+                                          "(a run in progress records itself only when it ends)")) -> None:
+    """Artifacts no run record references (directly or as an input), and temporary directories of
+    dead processes: listed (dry run, the default) or removed with --apply."""
+    from csk.runtime import Store
+    from csk.verify import collect, find_garbage, size_of
+
+    if not store.is_dir():
+        _fail(CskError(f"{store}: no such store"))
+    s = Store(store)
+    g = find_garbage(s, keep_minutes)
+    total = 0
+    for d in g.paths:
+        n = size_of(d)
+        total += n
+        console.print(f"{'removing' if apply else 'would remove'} {d} ({n / 1e6:.1f} MB)", highlight=False,
+                      soft_wrap=True)
+    if apply:
+        collect(s, g)
+    verb = "removed" if apply else "unreferenced (dry run: --apply removes them)"
+    console.print(f"{len(g.artifacts)} artifacts and {len(g.tmp)} temporary directories {verb}, "
+                  f"{total / 1e6:.1f} MB; {g.kept_recent} unreferenced but younger than {keep_minutes:g} min kept",
+                  highlight=False)
 
 
 @app.command()

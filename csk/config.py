@@ -41,6 +41,9 @@ class RuntimeSettings(Params):
     runner's (another count can change float results in the last bit on some CPUs)"""
     shard_rows: int = 4096
     """rows or texts per shard, the unit of distributed work (rounded to a stage's own unit)"""
+    verify: bool = False
+    """check the sha256 of every reused artifact's files (sizes are always checked; sources always
+    get the full check)"""
 
 
 def _parse_value(raw: str) -> Any:

@@ -32,3 +32,19 @@ class ModelError(CskError):
 
 class ConservationError(CskError):
     """A stage lost rows: rows in != rows out + rows rejected."""
+
+
+class StageError(CskError):
+    """A stage failed on something that is not the user's input (a bug, a full disk, a killed worker):
+    the message names the stage and the cause; the cause's traceback stays in the log."""
+
+
+class IntegrityError(CskError):
+    """A stored artifact's files do not match the checksums its manifest recorded."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("damaged artifact files (the manifest's checksums do not match):\n"
+                         + "\n".join(f"  {p}" for p in self.problems)
+                         + "\nrun `csk verify PIPELINE --repair` to move damaged artifacts aside, then rerun to "
+                           "recompute them")

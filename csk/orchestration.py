@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from csk.errors import CskError
+from csk.errors import CskError, StageError
 from csk.pipeline import Pipeline, Stage, get_pipeline
 from csk.runtime import ArtifactRef, Store
 
@@ -41,12 +41,12 @@ class PipelineRun:
     """Runs the stages of one pipeline and records the run for `csk artifacts`."""
 
     def __init__(self, pipeline: Pipeline, config: Any, store_root: str | Path, dry: bool = False,
-                 shard_rows: int | None = None):
+                 shard_rows: int | None = None, verify: bool = False):
         from csk.shards import DEFAULT_SHARD_ROWS
 
         self.pipeline = pipeline
         self.config = config
-        self.store = Store(store_root)
+        self.store = Store(store_root, verify=verify)
         self.dry = dry
         self.shard_rows = shard_rows or DEFAULT_SHARD_ROWS
         self.merge_latest = False  # a partial rerun (e.g. rebuild-distractors) updates the latest run's record
@@ -77,7 +77,7 @@ class PipelineRun:
             name=stage.name, cache_policy=NONE, persist_result=False,
         )(_execute)
         info = task(str(self.store.root), self.pipeline.name, stage.name, params, list(inputs), self.shard_rows,
-                    return_state=True).result()
+                    self.store.verify, return_state=True).result()
         self.stages.append(info)
         return ArtifactRef(self.pipeline.name, stage.name, info["key"], info["path"])
 
@@ -214,13 +214,13 @@ def asset_for(store: Store, pipeline: str, stage: str):
 
 
 def _execute(store_root: str, pipeline: str, stage_name: str, params: dict, inputs: list[ArtifactRef],
-             shard_rows: int) -> dict:
+             shard_rows: int, verify: bool = False) -> dict:
     from prefect import get_run_logger
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
     logger = get_run_logger()
     stage = get_pipeline(pipeline).stage(stage_name)
-    store = Store(store_root)
+    store = Store(store_root, verify=verify)
     from prefect.runtime import flow_run
 
     from csk import lineage_events
@@ -234,7 +234,11 @@ def _execute(store_root: str, pipeline: str, stage_name: str, params: dict, inpu
             result = store.run(pipeline, stage, params, inputs)
     except Exception as exc:
         lineage_events.fail(store.root, run, pipeline, stage.name, exc)
-        raise
+        if isinstance(exc, CskError) and str(exc).startswith(f"stage {stage.name!r}"):
+            raise
+        # Whatever failed, the user is told which stage and why (a traceback alone names neither).
+        cause = str(exc) if isinstance(exc, CskError) else f"{type(exc).__name__}: {exc}"
+        raise StageError(f"stage {stage.name!r} failed: {cause}") from exc
     ref = result.ref
     manifest = ref.manifest()
     lineage_events.complete(store.root, run, pipeline, stage.name, manifest, ref.data_path, result.reused)
@@ -299,7 +303,7 @@ def prefect_flow(pipeline: Pipeline, steps=None):
             loaded = load_config(config, overrides or [])
             rt = loaded.runtime
             with cluster(rt.runner, rt.address, rt.workers, rt.threads_per_worker, rt.worker_threads):
-                run = PipelineRun(pipeline, loaded[pipeline.name], store, shard_rows=rt.shard_rows)
+                run = PipelineRun(pipeline, loaded[pipeline.name], store, shard_rows=rt.shard_rows, verify=rt.verify)
                 steps(run, **(options or {}))
                 return run.finish()
 

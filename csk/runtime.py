@@ -14,6 +14,12 @@ lives here, in three steps a run takes in order (`Store.run`):
   lineage links;
 * write: data.parquet, rejected.parquet, extra files and manifest.json, atomically (a temp
   directory renamed into place: an artifact appears complete or not at all).
+
+Integrity: the manifest records the size and sha256 of every file of its artifact and a sha256
+of itself, so a changed byte in any file is found (`check_artifact`). Reuse checks sizes always
+and content for sources or with `verify`; a stage reading its inputs checks their sha256 on the
+bytes it parses. One writer per key: two runs sharing a store take a file lock per key, so the
+second waits for the first and reuses its artifact instead of computing it again.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ import pyarrow.parquet as pq
 
 from csk.compute import sha256_file
 from csk.progress import stage_label
-from csk.errors import ConservationError, ContractError, CskError, InputError
+from csk.errors import ConservationError, ContractError, CskError, InputError, IntegrityError
 
 if TYPE_CHECKING:
     from csk.pipeline import Stage
@@ -55,9 +61,10 @@ KEY_PACKAGES = (
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PACKAGES = {"csk", "readers", "tasks", "data_contracts"}
 REJECTED_LEAD = ["id", "parent_id", "reason_code", "reason"]
+MANIFEST = "manifest.json"
 
 __all__ = ["StageOutput", "ArtifactRef", "StageContext", "Store", "read_parquet", "to_parquet_bytes",
-           "validate_contract", "sha256_file"]
+           "validate_contract", "sha256_file", "check_artifact", "manifest_bytes"]
 
 
 # ------------------------------------------------------------------ data types
@@ -89,15 +96,25 @@ class ArtifactRef:
         return Path(self.path) / "rejected.parquet"
 
     def manifest(self) -> dict:
-        return json.loads((Path(self.path) / "manifest.json").read_text())
+        return json.loads((Path(self.path) / MANIFEST).read_text())
 
     @property
     def data_sha256(self) -> str:
         """Content hash of the data (what downstream stages read): the early cut-off's key material."""
         return self.manifest().get("data_sha256") or sha256_file(self.data_path)
 
-    def load(self) -> pd.DataFrame:
-        return read_parquet(self.data_path)
+    def load(self, verify: bool = False) -> pd.DataFrame:
+        """The data; with `verify`, its sha256 is checked on the very bytes parsed (a stage never
+        computes from a damaged input)."""
+        if not verify:
+            return read_parquet(self.data_path)
+        raw = self.data_path.read_bytes()
+        expected = self.manifest().get("data_sha256")
+        found = hashlib.sha256(raw).hexdigest()
+        if found != expected:
+            raise IntegrityError([f"{self.data_path}: sha256 {found[:12]} differs from the manifest's "
+                                  f"{str(expected)[:12]} (read as an input)"])
+        return pq.read_table(pa.BufferReader(raw)).to_pandas()
 
     def load_rejected(self) -> pd.DataFrame:
         p = self.rejected_path
@@ -163,6 +180,65 @@ def canonical_json(obj: Any) -> str:
 
 def read_parquet(path: str | Path) -> pd.DataFrame:
     return pq.read_table(path).to_pandas()
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode()
+
+
+def manifest_bytes(manifest: dict) -> bytes:
+    """The manifest as written: sorted, indented JSON carrying `manifest_sha256`, the sha256 of the
+    same JSON without that field, so a changed byte anywhere in the manifest is found too."""
+    body = json.loads(_json_bytes({k: v for k, v in manifest.items() if k != "manifest_sha256"}))
+    return _json_bytes({**body, "manifest_sha256": hashlib.sha256(_json_bytes(body)).hexdigest()})
+
+
+def parse_manifest(raw: bytes) -> tuple[dict | None, str | None]:
+    """(manifest, None), or (None, what is wrong with it)."""
+    try:
+        m = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, f"not valid JSON ({exc})"
+    if not isinstance(m, dict):
+        return None, "not a JSON object"
+    if "manifest_sha256" not in m:
+        return None, "no manifest_sha256 (written by an older csk: cannot be verified; rerun to recompute)"
+    if manifest_bytes(m) != raw:
+        return None, "its content does not match its manifest_sha256 (edited or damaged)"
+    return m, None
+
+
+def check_artifact(path: str | Path, content: bool = True) -> list[str]:
+    """What is wrong with an artifact directory, one line per damaged file naming it (empty: intact).
+    Sizes are always compared with the manifest's record; sha256 too with `content`."""
+    d = Path(path)
+    try:
+        raw = (d / MANIFEST).read_bytes()
+    except OSError as exc:
+        return [f"{d / MANIFEST}: cannot be read ({exc.strerror or exc})"]
+    m, problem = parse_manifest(raw)
+    if problem:
+        return [f"{d / MANIFEST}: {problem}"]
+    checksums = m.get("checksums") or {}
+    problems = []
+    for name, rec in sorted(checksums.items()):
+        f = d / name
+        try:
+            size = f.stat().st_size
+        except OSError:
+            problems.append(f"{f}: missing")
+            continue
+        if size != rec["bytes"]:
+            problems.append(f"{f}: {size} bytes, the manifest recorded {rec['bytes']}")
+        elif content:
+            found = sha256_file(f)
+            if found != rec["sha256"]:
+                problems.append(f"{f}: sha256 {found[:12]} differs from the manifest's {rec['sha256'][:12]}")
+    if content:
+        extra = sorted(str(f.relative_to(d)) for f in d.rglob("*")
+                       if f.is_file() and f.name != MANIFEST and str(f.relative_to(d)) not in checksums)
+        problems += [f"{d / name}: not a file of this artifact (not in its manifest)" for name in extra]
+    return problems
 
 
 def to_parquet_bytes(df: pd.DataFrame) -> bytes:
@@ -333,10 +409,11 @@ def check_columns(what: str, df: pd.DataFrame) -> None:
 class Store:
     """Artifact store: `<root>/<pipeline>/<stage>/<key>/{data,rejected}.parquet + manifest.json`."""
 
-    def __init__(self, root: str | Path = "artifacts"):
+    def __init__(self, root: str | Path = "artifacts", verify: bool = False):
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self._tmp = self.root / ".tmp"
+        self.verify = verify  # content-check every reused artifact, not only its sizes
 
     @property
     def tmp_dir(self) -> Path:
@@ -348,9 +425,37 @@ class Store:
 
     def find(self, pipeline: str, stage: str, key: str) -> ArtifactRef | None:
         d = self.artifact_dir(pipeline, stage, key)
-        if (d / "manifest.json").exists():
+        if (d / MANIFEST).exists():
             return ArtifactRef(pipeline, stage, key, str(d))
         return None
+
+    def reusable(self, plan: Plan) -> ArtifactRef | None:
+        """The plan's artifact if the store has it, checked against its manifest: sizes always, content
+        (sha256) for a source stage (its bytes were never read by a run) or when `verify` is set."""
+        found = self.find(plan.pipeline, plan.stage.name, plan.key)
+        if found is not None:
+            problems = check_artifact(found.path, content=self.verify or not plan.inputs)
+            if problems:
+                raise IntegrityError([f"stage {plan.stage.name!r}: {p}" for p in problems])
+        return found
+
+    def lock(self, pipeline: str, stage: str, key: str):
+        """The per-key lock a run holds while it computes and writes that key."""
+        from filelock import FileLock
+
+        path = self.root / ".locks" / pipeline / stage / f"{key}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(path)
+
+    def quarantine(self, path: str | Path) -> Path:
+        """Move a damaged artifact directory aside (`_quarantine/...`), so a rerun recomputes its key."""
+        src = Path(path)
+        rel = src.relative_to(self.root)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        dst = self.root / "_quarantine" / rel.parent / f"{rel.name}-{stamp}"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(src, dst)
+        return dst
 
     def clean_stale_tmp(self) -> None:
         """Remove temporary directories left by killed runs (their pid is gone)."""
@@ -390,7 +495,10 @@ class Store:
     def compute(self, plan: Plan) -> Computed:
         started = datetime.now(timezone.utc)
         t0 = time.perf_counter()
-        frames = [r.load() for r in plan.inputs]
+        try:
+            frames = [r.load(verify=True) for r in plan.inputs]
+        except IntegrityError as exc:
+            raise IntegrityError([f"stage {plan.stage.name!r}: {p}" for p in exc.problems]) from None
         ctx = StageContext(self, plan.pipeline, plan.stage.name)
         kwargs = {name: getattr(plan.params, name) for name in type(plan.params).model_fields}
         if "ctx" in inspect.signature(plan.stage.fn).parameters:
@@ -491,21 +599,37 @@ class Store:
         if n_rejected:
             files["rejected.parquet"] = to_parquet_bytes(c.rejected)
         files.update(c.out.files)
-        files["manifest.json"] = (json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n").encode()
+        manifest["checksums"] = {name: {"bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
+                                 for name, payload in sorted(files.items())}
+        files[MANIFEST] = manifest_bytes(manifest)
         return self._commit(plan.pipeline, plan.stage.name, plan.key, files)
 
     # -- all steps
     def run(self, pipeline: str, stage: "Stage", params: dict, inputs: list[ArtifactRef]) -> StageRun:
-        """Reuse the stage's artifact when its key exists; else compute, check and write it."""
+        """Reuse the stage's artifact when its key exists; else compute, check and write it, holding the
+        key's lock (another run computing the same key is waited for, then its artifact reused)."""
+        from filelock import Timeout
+
         plan = self.plan(pipeline, stage, params, inputs)
-        found = self.find(pipeline, stage.name, plan.key)
-        if found is not None:
-            log.debug("%s/%s: reused artifact %s", pipeline, stage.name, plan.key)
-            return StageRun(found, True)
-        computed = self.compute(plan)
-        self.check(plan, computed)
-        ref = self.write(plan, computed)
-        return StageRun(ref, False, computed.out.tables)
+        found = self.reusable(plan)
+        if found is None:
+            lock = self.lock(pipeline, stage.name, plan.key)
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                log.info("%s/%s: another run is computing key %s; waiting for it", pipeline, stage.name, plan.key)
+                lock.acquire()
+            try:
+                found = self.reusable(plan)
+                if found is None:
+                    computed = self.compute(plan)
+                    self.check(plan, computed)
+                    ref = self.write(plan, computed)
+                    return StageRun(ref, False, computed.out.tables)
+            finally:
+                lock.release()
+        log.debug("%s/%s: reused artifact %s", pipeline, stage.name, plan.key)
+        return StageRun(found, True)
 
     def _commit(self, pipeline: str, stage: str, key: str, files: dict[str, bytes]) -> ArtifactRef:
         final = self.artifact_dir(pipeline, stage, key)
@@ -517,10 +641,13 @@ class Store:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 _write_file(target, payload)
             final.parent.mkdir(parents=True, exist_ok=True)
+            if final.exists() and not (final / MANIFEST).exists():
+                moved = self.quarantine(final)  # not written by csk (renames are atomic): keep it for a look
+                log.warning("%s/%s: %s had no manifest; moved to %s", pipeline, stage, final, moved)
             try:
                 os.rename(tmp, final)  # atomic on one filesystem; the manifest is inside
             except OSError:
-                if not (final / "manifest.json").exists():
+                if not (final / MANIFEST).exists():
                     raise
                 shutil.rmtree(tmp, ignore_errors=True)  # another run wrote the same key first
         except BaseException:

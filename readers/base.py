@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import csv
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,19 +27,67 @@ class RecordError(ValueError):
     """Raised inside a reader for one bad record; turned into InputError or a rejected row."""
 
 
+# What parsing one record may raise when its values have unexpected types or shapes (a number where
+# a list was expected, a list too short): the record is malformed, named with the cause, never a traceback.
+RECORD_ERRORS = (RecordError, TypeError, AttributeError, KeyError, IndexError, ValueError)
+
+
+def record_problem(exc: BaseException | str) -> str:
+    if isinstance(exc, (RecordError, str)):
+        return str(exc)
+    return f"unexpected record structure ({type(exc).__name__}: {exc})"
+
+
+# One record (a line, a file of a one-record-per-file corpus) larger than this is malformed: no release
+# has one, and reading it whole would only move the failure to a later stage or out of memory.
+MAX_RECORD_BYTES = 16 * 2**20
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark (Windows editors write one): skipped
+
+
 def require_file(path: str | Path) -> Path:
+    """The path, if it is a non-empty regular file; else an InputError saying what it is instead."""
     p = Path(path)
-    if not p.exists():
-        raise InputError(str(p), None, "file not found")
-    if not p.is_file():
+    try:
+        st = p.stat()
+    except OSError as exc:
+        if p.is_symlink():
+            raise InputError(str(p), None, f"a broken or looping symbolic link ({exc.strerror})") from None
+        raise InputError(str(p), None, "file not found") from None
+    if p.is_dir():
         raise InputError(str(p), None, "expected a file, found a directory")
+    if not p.is_file():
+        raise InputError(str(p), None, "expected a regular file")
+    if st.st_size == 0:
+        raise InputError(str(p), None, "empty file (no records): was the download cut short?")
     return p
 
 
+def check_member(path: Path) -> None:
+    """A RecordError when one file of a corpus directory is not a non-empty regular file: that file is
+    one bad record of the corpus (rejected when lenient), not a reason to stop reading the others."""
+    try:
+        require_file(path)
+    except InputError as exc:
+        raise RecordError(exc.message) from None
+
+
 def iter_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
-    """(1-based line number, text or None, decode error or None), line by line, strict UTF-8."""
+    """(1-based line number, text or None, problem or None), line by line, strict UTF-8; a leading
+    byte order mark and CRLF line ends are accepted; a line over MAX_RECORD_BYTES is a problem, read
+    past in chunks, never held whole."""
     with open(path, "rb") as f:
-        for n, raw in enumerate(f, start=1):
+        n = 0
+        while raw := f.readline(MAX_RECORD_BYTES + 1):
+            n += 1
+            if len(raw) > MAX_RECORD_BYTES and not raw.endswith(b"\n"):
+                size = len(raw)
+                while raw and not raw.endswith(b"\n"):
+                    raw = f.readline(1 << 20)
+                    size += len(raw)
+                yield n, None, f"a line of {size} bytes, more than the {MAX_RECORD_BYTES >> 20} MiB a record may have"
+                continue
+            if n == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM):]
             try:
                 yield n, raw.decode("utf-8").rstrip("\r\n"), None
             except UnicodeDecodeError as exc:
@@ -65,15 +115,65 @@ def json_line_records(path: Path, result: ReadResult, lenient: bool, source: str
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise RecordError(f"malformed JSON: {exc.msg}") from None
-        except RecordError as exc:
-            handle_bad(result, lenient, path, n, locator, source, str(exc))
+        except RECORD_ERRORS as exc:
+            handle_bad(result, lenient, path, n, locator, source, exc)
             continue
         yield n, locator, obj
 
 
-def load_json(path: Path) -> Any:
+csv.field_size_limit(MAX_RECORD_BYTES)  # csv's own limit (128 KiB) is below a long but legal field
+
+
+def csv_rows(path: str | Path, delimiter: str = ",") -> tuple[list[str], Iterator[tuple[int, dict | None, str | None]]]:
+    """(header, rows) of a CSV table with a header line: each row is (line number, {column: value}, None),
+    or (line number, None, what is wrong) for a row with invalid UTF-8, a field over MAX_RECORD_BYTES, or
+    another number of fields than the header. A leading byte order mark and CRLF are accepted; quoted
+    fields may span lines. An empty file or one without a header is an InputError."""
+    path = require_file(path)
+    # surrogateescape: a bad byte spoils only the row it is in, found below, not the whole table
+    text = path.read_bytes().decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
-        text = path.read_bytes().decode("utf-8")
+        header = next(reader)
+    except (StopIteration, csv.Error) as exc:
+        raise InputError(str(path), "line 1", f"no header row ({exc or 'empty'})") from None
+    if any(_has_bad_bytes(h) for h in header):
+        raise InputError(str(path), "line 1", "invalid UTF-8 in the header")
+
+    def rows() -> Iterator[tuple[int, dict | None, str | None]]:
+        start = reader.line_num + 1
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                yield start, None, f"not a CSV row: {exc}"
+                start = reader.line_num + 1
+                continue
+            n, start = start, reader.line_num + 1
+            if not row:
+                continue  # a blank line
+            if any(_has_bad_bytes(v) for v in row):
+                yield n, None, "invalid UTF-8"
+            elif len(row) != len(header):
+                more = "more" if len(row) > len(header) else "fewer"
+                yield n, None, f"{more} columns than the header ({len(row)}, the header has {len(header)})"
+            else:
+                yield n, dict(zip(header, row)), None
+
+    return header, rows()
+
+
+def _has_bad_bytes(value: str) -> bool:
+    return any("\udc80" <= ch <= "\udcff" for ch in value)
+
+
+def load_json(path: Path) -> Any:
+    """A whole-file JSON document (a leading byte order mark accepted)."""
+    path = require_file(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(str(path), None, f"invalid UTF-8 at byte {exc.start}") from None
     try:
@@ -117,7 +217,8 @@ def dialogue_row(dialogue_id: str, source: str, speakers: list[str] | None, text
 
 
 def handle_bad(result: ReadResult, lenient: bool, path: Path, record: int, locator: str, source: str,
-               message: str) -> None:
+               message: str | BaseException) -> None:
+    message = record_problem(message)
     if not lenient:
         raise InputError(str(path), locator, message)
     result.rejected.append({
@@ -147,7 +248,7 @@ def json_list_records(path: Path, result: ReadResult, lenient: bool, source: str
             missing = [k for k in required if k not in obj]
             if missing:
                 raise RecordError(f"missing keys {missing}")
-        except RecordError as exc:
-            handle_bad(result, lenient, path, i, locator, source, str(exc))
+        except RECORD_ERRORS as exc:
+            handle_bad(result, lenient, path, i, locator, source, exc)
             continue
         yield i, locator, obj

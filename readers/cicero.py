@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from readers.base import ReadResult, RecordError, handle_bad, json_line_records, require_file
+from readers.base import ReadResult, RECORD_ERRORS, RecordError, handle_bad, json_line_records, require_file
 
 REQUIRED = ("ID", "Dialogue", "Target", "Question", "Choices", "Correct Answers")
 
@@ -63,8 +63,8 @@ def read_cicero_release(path: str | Path, lenient: bool = False) -> ReadResult:
             row.update({"id": f"cicero-{path.stem}-{n:06d}", "source_file": str(path), "source_record": n,
                         "source_locator": locator})
             result.rows.append(row)
-        except RecordError as exc:
-            handle_bad(result, lenient, path, n, locator, "cicero", str(exc))
+        except RECORD_ERRORS as exc:
+            handle_bad(result, lenient, path, n, locator, "cicero", exc)
     return result
 
 

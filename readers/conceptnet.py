@@ -9,7 +9,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from readers.base import ReadResult, RecordError, handle_bad, require_file
+from readers.base import ReadResult, RECORD_ERRORS, RecordError, handle_bad, require_file
 
 
 def concept_text(uri: str) -> tuple[str, str]:
@@ -57,8 +57,8 @@ def read_conceptnet_assertions(path: str | Path, relations: list[str] | None = N
                                     "start_uri": start, "end_uri": end, "weight": float(meta.get("weight", 1.0)),
                                     "dataset": str(meta.get("dataset", "")), "source_file": str(path),
                                     "source_record": n, "source_locator": locator})
-            except RecordError as exc:
+            except RECORD_ERRORS as exc:
                 result.records += 1
-                handle_bad(result, lenient, path, n, locator, "conceptnet", str(exc))
+                handle_bad(result, lenient, path, n, locator, "conceptnet", exc)
     result.skipped = dict(skipped)
     return result

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from readers.base import (
     ReadResult,
+    RECORD_ERRORS,
     RecordError,
     handle_bad,
     json_line_records,
@@ -62,8 +63,8 @@ def read_corecode(path: str | Path, lenient: bool = False) -> ReadResult:
                 "options": [options[k] for k in labels], "option_labels": labels,
                 "answer_label": answer_label, "answer": answer_text,
                 "source_file": str(path), "source_record": n, "source_locator": locator})
-        except RecordError as exc:
-            handle_bad(result, lenient, path, n, locator, "corecode", str(exc))
+        except RECORD_ERRORS as exc:
+            handle_bad(result, lenient, path, n, locator, "corecode", exc)
     return result
 
 
@@ -126,6 +127,6 @@ def read_corecode_annotations(path: str | Path, lenient: bool = False) -> ReadRe
             row.update(id=str(obj.get("id") or f"{obj['dialogue_id']}/k{n}"), phrases=phrases,
                        source_file=str(path), source_record=n, source_locator=locator)
             result.rows.append(row)
-        except RecordError as exc:
-            handle_bad(result, lenient, path, n, locator, "corecode_annotations", str(exc))
+        except RECORD_ERRORS as exc:
+            handle_bad(result, lenient, path, n, locator, "corecode_annotations", exc)
     return result

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from readers.base import ReadResult, RecordError, dialogue_row, handle_bad, iter_lines, require_file
+from readers.base import ReadResult, RECORD_ERRORS, RecordError, dialogue_row, handle_bad, iter_lines, require_file
 
 EOU = "__eou__"
 
@@ -38,6 +38,6 @@ def read_dailydialog(path: str | Path, lenient: bool = False) -> ReadResult:
             speakers = ["A" if i % 2 == 0 else "B" for i in range(len(utterances))]
             result.rows.append(dialogue_row(f"dailydialog-{n:06d}", "dailydialog", speakers, utterances,
                                             speakers, path, n, locator))
-        except RecordError as exc:
-            handle_bad(result, lenient, path, n, locator, "dailydialog", str(exc))
+        except RECORD_ERRORS as exc:
+            handle_bad(result, lenient, path, n, locator, "dailydialog", exc)
     return result

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from readers.base import ReadResult, RecordError, handle_bad, json_list_records, require_file
+from readers.base import ReadResult, RECORD_ERRORS, RecordError, handle_bad, json_list_records, require_file
 
 UTT = "</UTT>"
 WINDOW = 4  # utterances of history in a DECO sample
@@ -86,8 +86,8 @@ def read_deco(path: str | Path, lenient: bool = False, corpus: str | None = None
                 "tuples_pair": _tuples(obj.get("tuples_pair", []), "tuples_pair"),
                 "for_dev": bool(obj.get("for_dev", False)), "split": split,
                 "source_file": str(path), "source_record": i, "source_locator": locator})
-        except RecordError as exc:
-            handle_bad(result, lenient, path, i, locator, prefix, str(exc))
+        except RECORD_ERRORS as exc:
+            handle_bad(result, lenient, path, i, locator, prefix, exc)
     return result
 
 

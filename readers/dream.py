@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from csk.errors import InputError
-from readers.base import ReadResult, RecordError, dialogue_row, handle_bad, load_json, require_file
+from readers.base import ReadResult, RECORD_ERRORS, RecordError, dialogue_row, handle_bad, load_json, require_file
 
 TURN = re.compile(r"^\s*([A-Za-z][\w .'-]{0,30}?)\s*:\s*(.*)$", re.S)
 
@@ -43,6 +43,6 @@ def read_dream(path: str | Path, lenient: bool = False) -> ReadResult:
                 raise RecordError(f"duplicate id {item[2]!r}")
             seen.add(did)
             result.rows.append(dialogue_row(did, "dream", None, texts, raw, path, i, locator))
-        except RecordError as exc:
-            handle_bad(result, lenient, path, i, locator, "dream", str(exc))
+        except RECORD_ERRORS as exc:
+            handle_bad(result, lenient, path, i, locator, "dream", exc)
     return result

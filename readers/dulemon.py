@@ -14,7 +14,9 @@ from pathlib import Path
 from csk.errors import InputError
 from readers.base import (
     ReadResult,
+    RECORD_ERRORS,
     RecordError,
+    check_member,
     dialogue_row,
     handle_bad,
     json_line_records,
@@ -33,7 +35,7 @@ def _files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in {".json", ".jsonl"})
+        files = sorted(p for p in path.rglob("*") if p.suffix in {".json", ".jsonl"} and (p.is_file() or p.is_symlink()))
         if files:
             return files
         raise InputError(str(path), None, "no .json / .jsonl files in this DuLeMon directory")
@@ -45,6 +47,12 @@ def read_dulemon(path: str | Path, lenient: bool = False) -> ReadResult:
     result = ReadResult()
     for file in _files(Path(path)):
         tag = f"{file.parent.name}-{file.stem}"
+        try:
+            check_member(file)
+        except RecordError as exc:
+            result.records += 1
+            handle_bad(result, lenient, file, 0, "file", "dulemon", exc)
+            continue
         for n, locator, obj in json_line_records(file, result, lenient, "dulemon"):
             try:
                 if not isinstance(obj, dict) or not isinstance(obj.get("conversation"), list):
@@ -57,6 +65,6 @@ def read_dulemon(path: str | Path, lenient: bool = False) -> ReadResult:
                     raw.append(m.group(1))
                     texts.append(despace(m.group(2).split("\t")[0]))  # after a tab: persona ids (U1, B2)
                 result.rows.append(dialogue_row(f"dulemon-{tag}-{n}", "dulemon", None, texts, raw, file, n, locator))
-            except RecordError as exc:
-                handle_bad(result, lenient, file, n, locator, "dulemon", str(exc))
+            except RECORD_ERRORS as exc:
+                handle_bad(result, lenient, file, n, locator, "dulemon", exc)
     return result

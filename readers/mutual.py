@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from csk.errors import InputError
-from readers.base import ReadResult, RecordError, dialogue_row, handle_bad
+from readers.base import ReadResult, RECORD_ERRORS, RecordError, check_member, dialogue_row, handle_bad
 
 TURN = re.compile(r"(?:^|(?<=\s))([mf]) : ")
 AMBIGUOUS = re.compile(r"(?:^|\s)([mf]\s*;\s*[mf])\s*:")  # e.g. train_234: "m ; f : ..." names two speakers
@@ -78,8 +78,9 @@ def read_mutual(path: str | Path, lenient: bool = False) -> ReadResult:
         result.records += 1
         locator = "file"
         try:
+            check_member(f)
             try:
-                obj = json.loads(f.read_bytes().decode("utf-8"))
+                obj = json.loads(f.read_bytes().decode("utf-8-sig"))
             except UnicodeDecodeError as exc:
                 raise RecordError(f"invalid UTF-8 at byte {exc.start}") from None
             except json.JSONDecodeError as exc:
@@ -92,6 +93,6 @@ def read_mutual(path: str | Path, lenient: bool = False) -> ReadResult:
                 raise RecordError(f"duplicate id {obj['id']!r} (also in {seen[did]})")
             seen[did] = f
             result.rows.append(dialogue_row(did, "mutual", letters, texts, raw, f, 1, locator))
-        except RecordError as exc:
-            handle_bad(result, lenient, f, 1, locator, "mutual", str(exc))
+        except RECORD_ERRORS as exc:
+            handle_bad(result, lenient, f, 1, locator, "mutual", exc)
     return result

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from readers.base import ReadResult, RecordError, dialogue_row, handle_bad, json_list_records, require_file
+from readers.base import ReadResult, RECORD_ERRORS, RecordError, dialogue_row, handle_bad, json_list_records, require_file
 
 
 def read_naturalconv(path: str | Path, lenient: bool = False) -> ReadResult:
@@ -22,6 +22,6 @@ def read_naturalconv(path: str | Path, lenient: bool = False) -> ReadResult:
                                path, n, locator)
             row["document_id"] = str(obj.get("document_id", ""))
             result.rows.append(row)
-        except RecordError as exc:
-            handle_bad(result, lenient, path, n, locator, "naturalconv", str(exc))
+        except RECORD_ERRORS as exc:
+            handle_bad(result, lenient, path, n, locator, "naturalconv", exc)
     return result

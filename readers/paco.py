@@ -8,42 +8,31 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 from csk.errors import InputError
-from readers.base import ReadResult, RecordError, handle_bad, require_file
+from readers.base import ReadResult, RECORD_ERRORS, RecordError, csv_rows, handle_bad, require_file
 
 QUESTIONS = {"What makes this possible?": "enabling", "What makes this impossible?": "disabling"}
 
 
 def _csv_rows(path: Path, columns: tuple[str, ...]):
-    """(line number, row dict) with strict UTF-8 and the header checked."""
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise InputError(str(path), f"line {line}", f"invalid UTF-8 at byte {exc.start}") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    if tuple(reader.fieldnames or ()) [: len(columns)] != columns:
-        raise InputError(str(path), "line 1", f"expected the header {','.join(columns)}, got {reader.fieldnames}")
-    start = 2
-    for row in reader:
-        yield start, row
-        start = reader.line_num + 1
+    """(line number, row dict or None, problem or None) with the header checked."""
+    header, rows = csv_rows(path)
+    if tuple(header[: len(columns)]) != columns:
+        raise InputError(str(path), "line 1", f"expected the header {','.join(columns)}, got {header}")
+    return rows
 
 
 def read_paco_nli(path: str | Path, lenient: bool = False) -> ReadResult:
     path = require_file(path)
     result = ReadResult()
-    for n, row in _csv_rows(path, ("context", "question", "label")):
+    for n, row, problem in _csv_rows(path, ("context", "question", "label")):
         result.records += 1
         locator = f"line {n}"
         try:
-            if None in row or None in row.values():
-                raise RecordError("wrong number of columns")
+            if problem:
+                raise RecordError(problem)
             if row["label"].strip() not in {"0", "1"}:
                 raise RecordError(f"label must be 0 or 1, got {row['label']!r}")
             if not row["context"].strip() or not row["question"].strip():
@@ -54,20 +43,20 @@ def read_paco_nli(path: str | Path, lenient: bool = False) -> ReadResult:
                                 "statement": row["question"], "label": label,
                                 "polarity": "enabling" if label == 1 else "disabling",
                                 "source_file": str(path), "source_record": n, "source_locator": locator})
-        except RecordError as exc:
-            handle_bad(result, lenient, path, n, locator, "paco", str(exc))
+        except RECORD_ERRORS as exc:
+            handle_bad(result, lenient, path, n, locator, "paco", exc)
     return result
 
 
 def read_paco_gen(path: str | Path, lenient: bool = False) -> ReadResult:
     path = require_file(path)
     result = ReadResult()
-    for n, row in _csv_rows(path, ("prompt", "refs_0")):
+    for n, row, problem in _csv_rows(path, ("prompt", "refs_0")):
         result.records += 1
         locator = f"line {n}"
         try:
-            if None in row:
-                raise RecordError(f"more columns than the header ({len(row[None])} extra)")
+            if problem:
+                raise RecordError(problem)
             prompt = row.get("prompt") or ""  # as released: "<fact> What makes this possible? "
             question = next((q for q in QUESTIONS if prompt.rstrip().endswith(q)), None)
             if question is None:
@@ -79,6 +68,6 @@ def read_paco_gen(path: str | Path, lenient: bool = False) -> ReadResult:
                                 "statement": prompt.rstrip()[: -len(question)].strip(), "question": question,
                                 "polarity": QUESTIONS[question], "references": refs,
                                 "source_file": str(path), "source_record": n, "source_locator": locator})
-        except RecordError as exc:
-            handle_bad(result, lenient, path, n, locator, "paco", str(exc))
+        except RECORD_ERRORS as exc:
+            handle_bad(result, lenient, path, n, locator, "paco", exc)
     return result

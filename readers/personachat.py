@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from readers.base import ReadResult, RecordError, dialogue_row, handle_bad, iter_lines, require_file
+from readers.base import ReadResult, RECORD_ERRORS, RecordError, dialogue_row, handle_bad, iter_lines, require_file
 
 SILENCE = "__SILENCE__"
 PERSONA = re.compile(r"^(your|partner's) persona:\s*")
@@ -76,6 +76,6 @@ def read_personachat(path: str | Path, lenient: bool = False) -> ReadResult:
                                locator)
             row["persona"] = persona
             result.rows.append(row)
-        except RecordError as exc:
-            handle_bad(result, lenient, path, start, locator, "personachat", str(exc))
+        except RECORD_ERRORS as exc:
+            handle_bad(result, lenient, path, start, locator, "personachat", exc)
     return result

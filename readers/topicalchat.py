@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from csk.errors import InputError
-from readers.base import ReadResult, RecordError, dialogue_row, handle_bad, load_json
+from readers.base import ReadResult, RECORD_ERRORS, RecordError, dialogue_row, handle_bad, load_json
 
 
 def _files(path: Path) -> list[Path]:
@@ -33,10 +33,18 @@ def _message(turn) -> tuple[str, str]:
 
 def read_topicalchat(path: str | Path, lenient: bool = False) -> ReadResult:
     result = ReadResult()
+    directory = Path(path).is_dir()
     for file in _files(Path(path)):
-        data = load_json(file)
-        if not isinstance(data, dict):
-            raise InputError(str(file), None, "expected a JSON object keyed by conversation id (Topical-Chat)")
+        try:
+            data = load_json(file)
+            if not isinstance(data, dict):
+                raise InputError(str(file), None, "expected a JSON object keyed by conversation id (Topical-Chat)")
+        except InputError as exc:
+            if not (lenient and directory):
+                raise
+            result.records += 1  # one file of the directory is unusable: rejected, the others read
+            handle_bad(result, lenient, file, 0, "file", "topicalchat", exc.message)
+            continue
         for i, (conv_id, conv) in enumerate(data.items()):
             result.records += 1
             locator = f"conversation {conv_id}"
@@ -46,6 +54,6 @@ def read_topicalchat(path: str | Path, lenient: bool = False) -> ReadResult:
                 texts, agents = zip(*(_message(t) for t in conv["content"])) if conv["content"] else ((), ())
                 result.rows.append(dialogue_row(f"topicalchat-{file.stem}-{conv_id}", "topicalchat", None,
                                                 list(texts), list(agents), file, i, locator))
-            except RecordError as exc:
-                handle_bad(result, lenient, file, i, locator, "topicalchat", str(exc))
+            except RECORD_ERRORS as exc:
+                handle_bad(result, lenient, file, i, locator, "topicalchat", exc)
     return result

@@ -93,6 +93,7 @@ def _files(store: Path) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow  # over a minute on 2 cores: `make test-all`
 def test_cicero_on_a_2_worker_cluster_gives_the_local_runs_bytes(prefect_harness, tmp_path, config_copy, caplog):
     runner = CliRunner()
     local, dask = tmp_path / "local", tmp_path / "dask"

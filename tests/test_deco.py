@@ -340,8 +340,11 @@ def test_bad_tables_are_named_errors_not_tracebacks(tmp_path):
 
     latin = tmp_path / "responses.csv"
     latin.write_bytes(b"history_id,response,system\ndailydialog-000001@2,caf\xe9 au lait is what I drink,X\n")
-    with pytest.raises(InputError, match="responses.csv.*not a UTF-8 CSV"):
-        sources(dailydialog=str(SAMPLE / "dailydialog" / "dialogues_text.txt"), responses=str(latin))
+    with pytest.raises(InputError, match="responses.csv, record line 2: invalid UTF-8"):
+        sources(dailydialog=str(SAMPLE / "dailydialog" / "dialogues_text.txt"), responses=str(latin), lenient=False)
+    out = sources(dailydialog=str(SAMPLE / "dailydialog" / "dialogues_text.txt"), responses=str(latin),
+                  human_responses=False)  # lenient: the row with the bad byte is rejected, the table read
+    assert out.rejected["reason"].tolist() == ["invalid UTF-8"]
     listed = tmp_path / "responses.jsonl"
     listed.write_text('["not", "an", "object"]\n')
     out = sources(dailydialog=str(SAMPLE / "dailydialog" / "dialogues_text.txt"), responses=str(listed),

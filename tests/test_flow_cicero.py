@@ -94,6 +94,7 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     assert json.load(open(Path(after["adversarial_filter"]["path"]) / "manifest.json"))["notes"]["iterations"] <= 3
 
 
+@pytest.mark.slow  # over a minute on 2 cores: `make test-all`
 def test_cicero_flow_real_dailydialog(prefect_harness, tmp_path, config_copy, real):
     store = tmp_path / "artifacts"
     dd = real / "dailydialog" / "dialogues_sample.txt"
@@ -146,6 +147,7 @@ def test_bad_config_key_fails_before_running(tmp_path, config_copy):
     assert not (tmp_path / "a" / "cicero").exists()  # nothing ran
 
 
+@pytest.mark.slow  # over a minute on 2 cores: `make test-all`
 def test_rebuild_distractors_from_real_cicero_release(prefect_harness, tmp_path, config_copy, real):
     """CICERO v2 sample alone: rebuild distractors from its correct answers, compare with the published ones."""
     store = tmp_path / "artifacts"

@@ -60,6 +60,7 @@ def test_corequisite_flow_bundled_sample(prefect_harness, tmp_path, config_copy)
     assert all(s["reused"] for s in json.loads(_csk("artifacts", "corequisite", "--store", store, "--json").output))
 
 
+@pytest.mark.slow  # over a minute on 2 cores: `make test-all`
 def test_corequisite_flow_on_a_real_release(prefect_harness, tmp_path, config_copy, real):
     store = tmp_path / "artifacts"
     release = real / "paco" / "PaCo_nli_train_sample.csv"

@@ -108,6 +108,7 @@ def _all_stages_written(store: Path) -> None:
         assert (store / "deco" / s["stage"] / s["key"] / "data.parquet").is_file()
 
 
+@pytest.mark.slow  # over a minute on 2 cores: `make test-all`
 def test_schedule_fires_from_cron_and_runs_to_completion(tmp_path, config_copy):
     with _served(tmp_path, config_copy) as (api, store, server_log, procs, logs):
         dep = _deployment(api, procs, logs)

@@ -9,7 +9,6 @@ lineage to its release record."""
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import re
@@ -22,7 +21,7 @@ from csk.errors import InputError
 from csk.params import InputPath, unused
 from csk.runtime import StageOutput
 from readers import read_paco_gen, read_paco_nli
-from readers.base import require_file
+from readers.base import csv_rows, require_file
 
 QUESTIONS = {"enabling": "What makes this possible?", "disabling": "What makes this impossible?"}
 SKIP_OPTION = "This statement does not make sense."
@@ -52,18 +51,20 @@ def annotation_tasks(facts: pd.DataFrame, *, answers_per_question: int = 3) -> S
 def _answers_table(path: Path, tasks: pd.DataFrame, lenient: bool) -> tuple[list[dict], list[dict]]:
     known = tasks.set_index("id")
     rows, rejected = [], []
-    text = path.read_bytes().decode("utf-8-sig")
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header, records = csv_rows(path)
     need = {"task_id", "answer"}
-    if not need <= set(reader.fieldnames or ()):
-        raise InputError(str(path), "line 1", f"the answers table needs columns {sorted(need)}, "
-                         f"got {reader.fieldnames}")
+    if not need <= set(header):
+        raise InputError(str(path), "line 1", f"the answers table needs columns {sorted(need)}, got {header}")
     seen: dict[str, int] = {}
-    line = 2
-    for rec in reader:
+    for line, rec, malformed in records:
         locator = f"line {line}"
         base = {"source_file": str(path), "source_record": line, "source_locator": locator}
-        line = reader.line_num + 1
+        if malformed:
+            if not lenient:
+                raise InputError(str(path), locator, malformed)
+            rejected.append({"id": f"answers-line-{line}", "parent_id": None, "reason_code": "malformed_record",
+                             "reason": malformed, "answer": "", **base})
+            continue
         task = (rec.get("task_id") or "").strip()
         k = seen.get(task, 0)
         seen[task] = k + 1
@@ -90,7 +91,7 @@ def _answers_table(path: Path, tasks: pd.DataFrame, lenient: bool) -> tuple[list
 
 
 def _release(path: Path, facts: pd.DataFrame, lenient: bool) -> tuple[list[dict], list[dict], dict]:
-    header = path.read_text(encoding="utf-8-sig").split("\n", 1)[0].strip()
+    header = ",".join(csv_rows(path)[0])
     if header.startswith("context,question,label"):
         result = read_paco_nli(path, lenient=lenient)
         items = [(r, r["statement"], r["polarity"], [r["precondition"]]) for r in result.rows]

@@ -18,8 +18,6 @@ invalid. Irrelevant answers and every answer of an invalid fact are removed; tru
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Literal
 
 import pandas as pd
@@ -27,7 +25,7 @@ import pandas as pd
 from csk.errors import InputError
 from csk.params import InputPath, unused
 from csk.runtime import StageOutput
-from readers.base import require_file
+from readers.base import csv_rows
 
 RULES = ("negatives", "object_pronouns")
 OBJECT_PRONOUNS = {"it", "its", "itself"}
@@ -64,12 +62,13 @@ def rule_verdicts(answers: list[str], statements: list[str], negative_words: lis
 
 
 def _expert_labels(path, answer_ids: set[str], fact_ids: set[str]) -> dict[str, str]:
-    path = require_file(path)
-    reader = csv.DictReader(io.StringIO(path.read_bytes().decode("utf-8-sig"), newline=""))
-    if not {"id", "label"} <= set(reader.fieldnames or ()):
-        raise InputError(str(path), "line 1", f"expert labels need columns id,label, got {reader.fieldnames}")
+    header, rows = csv_rows(path)
+    if not {"id", "label"} <= set(header):
+        raise InputError(str(path), "line 1", f"expert labels need columns id,label, got {header}")
     out = {}
-    for n, rec in enumerate(reader, start=2):
+    for n, rec, problem in rows:
+        if problem:
+            raise InputError(str(path), f"line {n}", problem)
         rid, label = (rec["id"] or "").strip(), (rec["label"] or "").strip().lower()
         if label not in LABELS:
             raise InputError(str(path), f"line {n}", f"label must be one of {sorted(LABELS)}, got {label!r}")

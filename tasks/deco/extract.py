@@ -140,24 +140,25 @@ def train_extractor(base: str | Path, out: str | Path, train: list[Path], *, neg
 def _read_negatives(path: Path) -> list[dict]:
     """ACCENT's none_sample_5each.csv (context = the </UTT> history, response, relation, setting) as
     "None" training pairs."""
-    import csv
-
     from csk.errors import InputError
-    from readers.base import RecordError
+    from readers.base import RECORD_ERRORS, RecordError, csv_rows, record_problem
     from readers.deco import SPELLING, split_history
     from tasks.deco.extraction import model_input
 
     pairs = []
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        try:  # a decoding or CSV error surfaces while iterating, so the whole loop is guarded
-            for r in reader:
-                rel = SPELLING.get(r.get("relation") or "", r.get("relation") or "")
-                if rel not in RELATIONS or r.get("setting") not in ("single", "pair"):
-                    raise RecordError(f"relation {r.get('relation')!r} / setting {r.get('setting')!r} unknown")
-                pairs.append({"sample_id": None, "relation": rel, "setting": r["setting"], "target": NONE,
-                              "source": model_input(rel, split_history(r["context"] or ""), r["response"] or "")})
-        except (RecordError, KeyError, TypeError, AttributeError, UnicodeDecodeError, csv.Error) as exc:
-            raise InputError(str(path), f"line {reader.line_num}", "expected ACCENT's none-sample CSV "
-                             f"(context, response, relation, setting): {exc}") from None
+    header, rows = csv_rows(path)
+    if not {"context", "response", "relation", "setting"} <= set(header):
+        raise InputError(str(path), "line 1", f"expected ACCENT's none-sample CSV (context, response, relation, "
+                         f"setting), got the header {header}")
+    for n, r, problem in rows:
+        try:
+            if problem:
+                raise RecordError(problem)
+            rel = SPELLING.get(r["relation"], r["relation"])
+            if rel not in RELATIONS or r["setting"] not in ("single", "pair"):
+                raise RecordError(f"relation {r['relation']!r} / setting {r['setting']!r} unknown")
+            pairs.append({"sample_id": None, "relation": rel, "setting": r["setting"], "target": NONE,
+                          "source": model_input(rel, split_history(r["context"]), r["response"])})
+        except RECORD_ERRORS as exc:
+            raise InputError(str(path), f"line {n}", f"expected ACCENT's none-sample CSV: {record_problem(exc)}") from None
     return pairs

@@ -8,7 +8,6 @@ Released samples (DECO JSON, ACCENT's ConTurE subset) come in as they are, tuple
 
 from __future__ import annotations
 
-import csv
 
 import pandas as pd
 
@@ -17,7 +16,7 @@ from csk.errors import ConfigError, InputError
 from csk.params import InputPath
 from csk.runtime import StageOutput
 from readers import read_conture, read_dailydialog, read_deco, read_personachat, read_topicalchat
-from readers.base import ReadResult, iter_json_lines, require_file
+from readers.base import ReadResult, csv_rows, iter_json_lines, require_file
 from readers.deco import UTT, WINDOW, join_history
 
 DIALOGUE_READERS = {"dailydialog": (read_dailydialog, "DailyDialog"), "personachat": (read_personachat, "PersonaChat"),
@@ -50,15 +49,12 @@ def _responses(path: str) -> list[tuple[int, str, dict]]:
     p = require_file(path)
     if p.suffix.lower() in (".jsonl", ".json"):
         return [(n, f"line {n}", obj) for n, obj in iter_json_lines(p)]
-    rows: list[tuple[int, str, dict]] = []
-    with open(p, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        try:
-            for row in reader:
-                rows.append((reader.line_num, f"line {reader.line_num}", row))
-        except (UnicodeDecodeError, csv.Error) as exc:
-            raise InputError(str(p), f"line {reader.line_num + 1}", f"not a UTF-8 CSV table: {exc}") from None
-    return rows
+    header, records = csv_rows(p)
+    if not {"history_id", "response", "system"} <= set(header):
+        raise InputError(str(p), "line 1", f"a responses table needs the columns history_id, response, system; "
+                         f"got {header}")
+    # a malformed row travels as a record without fields: the caller rejects it (lenient) or stops on it
+    return [(n, f"line {n}", row if row is not None else {"_problem": problem}) for n, row, problem in records]
 
 
 def sources(*, dailydialog: InputPath = None, personachat: InputPath = None, topicalchat: InputPath = None,
@@ -112,7 +108,8 @@ def sources(*, dailydialog: InputPath = None, personachat: InputPath = None, top
             obj = obj if isinstance(obj, dict) else {}
             hid, text, system = (str(obj.get(k) or "").strip() for k in ("history_id", "response", "system"))
             sid = f"{hid}:{system}"
-            problem = (("malformed_record", "expected history_id, response and system") if not (hid and system)
+            problem = (("malformed_record", obj["_problem"]) if "_problem" in obj
+                       else ("malformed_record", "expected history_id, response and system") if not (hid and system)
                        else ("unknown_history", f"no history {hid!r}: ids are listed in histories.jsonl")
                        if hid not in histories
                        else ("empty_response", "the response is empty") if not text

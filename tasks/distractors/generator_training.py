@@ -24,6 +24,8 @@ def read_pairs(snli: list[Path], timetravel: list[Path]) -> list[tuple[str, str,
     for path in snli:
         for n, obj in iter_json_lines(path):
             try:
+                if not isinstance(obj["gold_label"], str):
+                    raise TypeError(f"gold_label is {type(obj['gold_label']).__name__}, not a string")
                 if obj["gold_label"] == "contradiction":
                     pairs.append((obj["sentence1"].strip(), obj["sentence2"].strip(), "snli"))
             except (KeyError, TypeError, AttributeError) as exc:

@@ -1,0 +1,402 @@
+"""Fault injection at every stage, seeded and repeatable: does a pipeline survive it?
+
+For each pipeline, one uninterrupted reference run; then, per stage, these faults, each in a
+store of its own (seeded with copies of the reference's artifacts of the stages before the one
+under test, so every trial recomputes from that stage on):
+
+  kill       SIGKILL to the whole `csk run` process group at a random moment after the stage
+             starts (uniform over 1.2x the stage's reference compute time), N trials per stage
+  exception  an exception raised inside the stage after it computed, before anything is written
+  write      writing the artifact fails part-way with ENOSPC (a full disk)
+  missing    the stage's artifact directory deleted from a finished store
+  corrupt    one byte flipped in one of the stage's artifact files (seeded choice of file, offset)
+  worker     (--runner dask) a Dask worker SIGKILLed while a sharded stage runs, N trials
+
+A fault is survived when: the error the user saw names the stage and the cause (a run that was
+killed says nothing, a damaged file must be named by `csk verify` and by `csk run --verify`);
+a rerun (after `csk verify --repair` for a damaged file) finishes with the reference's key and
+data bytes at every stage; no temporary directory of the dead run is left; `csk verify` passes.
+Rows lost: rows (kept + rejected) of the reference that the rerun's artifacts do not have.
+
+    python bench/faults.py [--pipeline deco] [--trials 3] [--seed 0] [--faults kill,exception,...]
+                           [--stages a,b] [--config pipelines.toml] [--work DIR]
+
+Needs a Prefect API: PREFECT_API_URL, else the bench starts `prefect server start` for its runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from csk.compute import cpu_model, sha256_file  # noqa: E402
+
+FAULTS = ("kill", "exception", "write", "missing", "corrupt", "worker")
+RUN_TIMEOUT = 900
+
+
+@dataclass
+class Trial:
+    pipeline: str
+    stage: str
+    fault: str
+    detail: str = ""
+    survived: bool = False
+    rows_lost: int = 0
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def snapshot(store: Path, pipeline: str) -> dict[str, dict]:
+    """Per stage of the latest run: key, row counts, sha256 of the data and rejected files."""
+    record = json.loads((store / pipeline / "_runs" / "latest.json").read_text())
+    out = {}
+    for s in record["stages"]:
+        d = store / pipeline / s["stage"] / s["key"]
+        m = json.loads((d / "manifest.json").read_text())
+        out[s["stage"]] = {
+            "key": s["key"], "rows": m["rows"], "seconds": m.get("seconds", 0.0),
+            "data": sha256_file(d / "data.parquet"),
+            "rejected": sha256_file(d / "rejected.parquet") if (d / "rejected.parquet").exists() else None}
+    return out
+
+
+def compare(ref: dict, got: dict) -> tuple[list[str], int]:
+    problems, lost = [], 0
+    for stage, r in ref.items():
+        g = got.get(stage)
+        if g is None:
+            problems.append(f"{stage}: missing from the rerun")
+            lost += r["rows"]["out"] + r["rows"]["rejected"]
+            continue
+        lost += max(0, r["rows"]["out"] - g["rows"]["out"]) + max(0, r["rows"]["rejected"] - g["rows"]["rejected"])
+        for what in ("key", "data", "rejected"):
+            if r[what] != g[what]:
+                problems.append(f"{stage}: {what} differs from the uninterrupted run")
+    return problems, lost
+
+
+def lineage_events(store: Path) -> list[dict]:
+    path = store / "_lineage" / "events.jsonl"
+    out = []
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass  # a line cut by the kill
+    return out
+
+
+def started(store: Path, pipeline: str, stage: str) -> bool:
+    return any(e.get("eventType") == "START" and e.get("job", {}).get("name") == f"{pipeline}.{stage}"
+               for e in lineage_events(store))
+
+
+def running_stage(store: Path) -> str:
+    """The stage a killed run was in: the last START without an end."""
+    open_ = {}
+    for e in lineage_events(store):
+        name = e.get("job", {}).get("name", "?").split(".", 1)[-1]
+        if e.get("eventType") == "START":
+            open_[name] = True
+        else:
+            open_.pop(name, None)
+    return ", ".join(open_) or "between stages"
+
+
+def children(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+class Bench:
+    def __init__(self, pipeline: str, config: Path, work: Path, env: dict, seed: int, extra: list[str]):
+        self.pipeline, self.config, self.work, self.env, self.extra = pipeline, config, work, env, extra
+        self.rng = random.Random(seed)
+        self.ref_store = work / "reference"
+        self.ref: dict[str, dict] = {}
+        self.n = 0
+
+    # -- processes
+    def start(self, store: Path, *args: str, fault: dict | None = None, runner: list[str] = ()) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "bench.fault_child", json.dumps(fault or {}), *args, "--store", str(store),
+               "--config", str(self.config), *self.extra, *runner]
+        return subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+
+    def csk(self, store: Path, *args: str, fault: dict | None = None, runner: list[str] = ()) -> tuple[int, str]:
+        p = self.start(store, *args, fault=fault, runner=runner)
+        out, _ = p.communicate(timeout=RUN_TIMEOUT)
+        return p.returncode, out
+
+    def verify(self, store: Path, *args: str) -> tuple[int, str]:
+        cmd = [sys.executable, "-m", "csk.cli", "verify", self.pipeline, "--store", str(store), *args]
+        p = subprocess.run(cmd, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        return p.returncode, p.stdout + p.stderr
+
+    # -- stores
+    def reference(self) -> float:
+        t0 = time.perf_counter()
+        rc, out = self.csk(self.ref_store, "run", self.pipeline)
+        if rc != 0:
+            raise SystemExit(f"the reference run of {self.pipeline} failed:\n{out[-3000:]}")
+        self.ref = snapshot(self.ref_store, self.pipeline)
+        return time.perf_counter() - t0
+
+    def store_before(self, stage: str) -> Path:
+        """A new store holding the reference's artifacts of the stages run before `stage`."""
+        self.n += 1
+        store = self.work / f"trial-{self.n:03d}"
+        order = list(self.ref)
+        for s in order[:order.index(stage)]:
+            src = self.ref_store / self.pipeline / s / self.ref[s]["key"]
+            shutil.copytree(src, store / self.pipeline / s / src.name)
+        store.mkdir(parents=True, exist_ok=True)
+        return store
+
+    def finished_store(self) -> Path:
+        self.n += 1
+        store = self.work / f"trial-{self.n:03d}"
+        shutil.copytree(self.ref_store, store, ignore=shutil.ignore_patterns(".tmp", ".locks"))
+        return store
+
+    # -- the check every trial ends with
+    def rerun_and_check(self, trial: Trial, store: Path) -> None:
+        rc, out = self.csk(store, "run", self.pipeline)
+        if rc != 0:
+            trial.problems.append(f"the rerun failed: {out.strip().splitlines()[-1:]}")
+            trial.rows_lost = sum(r["rows"]["out"] + r["rows"]["rejected"] for r in self.ref.values())
+            return
+        problems, trial.rows_lost = compare(self.ref, snapshot(store, self.pipeline))
+        trial.problems += problems
+        tmp = store / ".tmp"
+        left = [d.name for d in tmp.iterdir()] if tmp.exists() else []
+        if left:
+            trial.problems.append(f"temporary directories left after the rerun: {left}")
+        rc, out = self.verify(store)
+        if rc != 0:
+            trial.problems.append(f"csk verify after the rerun: {out.strip().splitlines()[:3]}")
+
+    def expect_named(self, trial: Trial, out: str, *needles: str) -> None:
+        missing = [n for n in needles if n not in out]
+        if missing:
+            trial.problems.append(f"the error does not name {missing}: {out.strip().splitlines()[-2:]}")
+
+    # -- faults
+    def kill(self, stage: str, runner: list[str] = (), worker: bool = False) -> Trial:
+        trial = Trial(self.pipeline, stage, "worker" if worker else "kill")
+        store = self.store_before(stage)
+        p = self.start(store, "run", self.pipeline, runner=runner)
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while not started(store, self.pipeline, stage) and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        delay = self.rng.uniform(0.0, 1.2 * self.ref[stage]["seconds"] + 0.2)
+        time.sleep(delay)
+        if worker:
+            workers = [c for c in children(p.pid) if c != p.pid]
+            victims = [w for w in workers if _is_dask_worker(w)]
+            if victims and p.poll() is None:
+                os.kill(self.rng.choice(sorted(victims)), signal.SIGKILL)
+                trial.detail = f"worker killed {delay:.2f}s into {stage}"
+            else:
+                trial.detail = "no worker alive to kill (the stage had finished)"
+            out, _ = p.communicate(timeout=RUN_TIMEOUT)
+            if p.returncode != 0:
+                self.expect_named(trial, out, f"stage '{stage}'")
+                trial.detail += "; the run failed, named"
+            else:
+                trial.detail += "; the run finished"
+        else:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+                trial.detail = f"killed {delay:.2f}s after start, in {running_stage(store)}"
+            else:
+                trial.detail = "the run ended before the kill"
+        self.rerun_and_check(trial, store)
+        return trial
+
+    def injected(self, stage: str, kind: str) -> Trial:
+        trial = Trial(self.pipeline, stage, kind)
+        store = self.store_before(stage)
+        rc, out = self.csk(store, "run", self.pipeline, fault={"kind": kind, "stage": stage})
+        if rc == 0:
+            trial.problems.append("the run with the fault succeeded")
+        cause = "injected fault" if kind == "exception" else "No space left on device"
+        self.expect_named(trial, out, f"stage '{stage}'", cause)
+        if (store / self.pipeline / stage).exists() and any((store / self.pipeline / stage).iterdir()):
+            trial.problems.append("an artifact of the failed stage was left in the store")
+        trial.detail = out.strip().splitlines()[-1][:160] if out.strip() else ""
+        self.rerun_and_check(trial, store)
+        return trial
+
+    def missing(self, stage: str) -> Trial:
+        trial = Trial(self.pipeline, stage, "missing")
+        store = self.finished_store()
+        shutil.rmtree(store / self.pipeline / stage / self.ref[stage]["key"])
+        trial.detail = "artifact directory deleted"
+        self.rerun_and_check(trial, store)
+        return trial
+
+    def corrupt(self, stage: str) -> Trial:
+        trial = Trial(self.pipeline, stage, "corrupt")
+        store = self.finished_store()
+        d = store / self.pipeline / stage / self.ref[stage]["key"]
+        files = sorted(f for f in d.rglob("*") if f.is_file())
+        f = self.rng.choice(files)
+        data = bytearray(f.read_bytes())
+        offset = self.rng.randrange(len(data))
+        data[offset] ^= 1 << self.rng.randrange(8)
+        f.write_bytes(bytes(data))
+        trial.detail = f"flipped a bit of {f.relative_to(d)} at byte {offset} of {len(data)}"
+        rc, out = self.verify(store)
+        if rc == 0:
+            trial.problems.append("csk verify did not catch it")
+        self.expect_named(trial, out, str(f))
+        rc, out = self.csk(store, "run", self.pipeline, "--verify")
+        if rc == 0:
+            trial.problems.append("csk run --verify did not catch it")
+        self.expect_named(trial, out, f.name, stage)
+        rc, out = self.verify(store, "--repair")
+        if "_quarantine" not in out:
+            trial.problems.append("csk verify --repair moved nothing")
+        self.rerun_and_check(trial, store)
+        return trial
+
+
+def _is_dask_worker(pid: int) -> bool:
+    import psutil
+
+    try:
+        cmd = " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return False
+    return "multiprocessing" in cmd or "dask" in cmd
+
+
+def prefect_server(home: Path) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    p = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
+                          str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api"
+    import urllib.request
+
+    for _ in range(240):
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=1)
+            return p, url
+        except OSError:
+            time.sleep(0.5)
+    p.kill()
+    raise SystemExit("the Prefect server did not start in 120 s")
+
+
+def run(pipelines: list[str], faults: list[str], trials: int, seed: int, stages: list[str] | None,
+        config: Path, work: Path, extra: list[str], log=print) -> list[Trial]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_HOME": str(work / "prefect-home"),
+           "PYTHONPATH": str(ROOT)}
+    server = None
+    if not env.get("PREFECT_API_URL"):
+        server, env["PREFECT_API_URL"] = prefect_server(work / "prefect-server")
+    results: list[Trial] = []
+    try:
+        for pipeline in pipelines:
+            b = Bench(pipeline, config, work / pipeline, env, seed, extra)
+            seconds = b.reference()
+            log(f"{pipeline}: reference run {seconds:.1f} s, stages {', '.join(b.ref)}")
+            for stage in b.ref:
+                if stages and stage not in stages:
+                    continue
+                plan = []
+                for fault in faults:
+                    plan += [fault] * (trials if fault in ("kill", "worker") else 1)
+                for fault in plan:
+                    t0 = time.perf_counter()
+                    if fault == "kill":
+                        t = b.kill(stage)
+                    elif fault == "worker":
+                        t = b.kill(stage, runner=["--runner", "dask", "--set", "runtime.shard_rows=8"], worker=True)
+                    elif fault in ("exception", "write"):
+                        t = b.injected(stage, fault)
+                    elif fault == "missing":
+                        t = b.missing(stage)
+                    else:
+                        t = b.corrupt(stage)
+                    t.seconds = time.perf_counter() - t0
+                    t.survived = not t.problems and t.rows_lost == 0
+                    results.append(t)
+                    log(f"  {pipeline}/{stage:<20} {fault:<9} {'survived' if t.survived else 'FAILED':<8} "
+                        f"rows lost {t.rows_lost:<4} {t.seconds:5.1f}s  {t.detail}"
+                        + "".join(f"\n      {p}" for p in t.problems))
+    finally:
+        if server is not None:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+    return results
+
+
+def summary(results: list[Trial]) -> str:
+    survived = sum(t.survived for t in results)
+    lost = sum(t.rows_lost for t in results)
+    by = {}
+    for t in results:
+        a = by.setdefault(t.fault, [0, 0])
+        a[0] += 1
+        a[1] += t.survived
+    kinds = ", ".join(f"{k} {s}/{n}" for k, (n, s) in by.items())
+    return f"trials {len(results)}, faults survived {survived}/{len(results)} ({kinds}), rows lost {lost}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pipeline", action="append", help="repeatable; default: deco and corecode")
+    ap.add_argument("--faults", default="kill,exception,write,missing,corrupt")
+    ap.add_argument("--trials", type=int, default=3, help="kill (and worker) trials per stage")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--stages", default="", help="comma-separated; default: every stage")
+    ap.add_argument("--config", type=Path, default=ROOT / "pipelines.toml")
+    ap.add_argument("--work", type=Path, default=None, help="where the stores go (default: a temporary directory)")
+    ap.add_argument("--set", action="append", default=[], dest="overrides")
+    args = ap.parse_args()
+    faults = [f for f in args.faults.split(",") if f]
+    unknown = sorted(set(faults) - set(FAULTS))
+    if unknown:
+        ap.error(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
+    work = args.work or Path(tempfile.mkdtemp(prefix="csk-faults-"))
+    extra = [x for o in args.overrides for x in ("--set", o)]
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; seed {args.seed}; work in {work}")
+    t0 = time.perf_counter()
+    results = run(args.pipeline or ["deco", "corecode"], faults, args.trials, args.seed,
+                  [s for s in args.stages.split(",") if s] or None, args.config.resolve(), work, extra)
+    print(summary(results) + f"; {time.perf_counter() - t0:.0f} s")
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if all(t.survived for t in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

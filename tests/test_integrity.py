@@ -1,0 +1,165 @@
+"""Integrity of a store: checksums in every manifest, checked reuse, `csk verify`, `csk gc`, and one
+writer per key when runs share a store."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from csk.cli import app
+from csk.errors import IntegrityError
+from csk.runtime import MANIFEST, Store, check_artifact
+from csk.verify import find_garbage, verify_store
+from tests.test_runtime import LENGTH, LF, SOURCES, SRC_PARAMS, _run_both
+
+
+def _flip(path, offset=None):
+    data = bytearray(path.read_bytes())
+    i = len(data) // 2 if offset is None else offset
+    data[i] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _files(ref):
+    return sorted(p for p in (ref.path and __import__("pathlib").Path(ref.path)).rglob("*") if p.is_file())
+
+
+def test_manifest_records_every_file_and_itself(tmp_path):
+    a, b = _run_both(Store(tmp_path))
+    m = b.ref.manifest()
+    on_disk = {p.name for p in _files(b.ref)} - {MANIFEST}
+    assert set(m["checksums"]) == on_disk == {"data.parquet", "rejected.parquet"}
+    assert m["checksums"]["data.parquet"]["sha256"] == m["data_sha256"]
+    assert len(m["manifest_sha256"]) == 64
+    assert check_artifact(b.ref.path) == []
+
+
+def test_a_flipped_byte_in_any_file_is_found(tmp_path):
+    """Every byte position class: each artifact file, including the manifest, at its start, middle, end."""
+    store = Store(tmp_path / "s")
+    _, b = _run_both(store)
+    for f in _files(b.ref):
+        size = f.stat().st_size
+        for offset in (0, size // 2, size - 2):
+            original = f.read_bytes()
+            _flip(f, offset)
+            problems = check_artifact(b.ref.path)
+            assert problems and str(f) in problems[0], (f, offset, problems)
+            f.write_bytes(original)
+    assert check_artifact(b.ref.path) == []
+
+
+def test_reuse_checks_sizes_and_sources_content(tmp_path):
+    store = Store(tmp_path)
+    a, b = _run_both(store)
+    # A source's content is always checked on reuse.
+    _flip(a.ref.data_path)
+    with pytest.raises(IntegrityError, match=r"stage 'sources': .*sources/.*/data.parquet: sha256"):
+        _run_both(store)
+    _flip(a.ref.data_path)
+    # Downstream: a truncated file is caught by its size; a flipped byte with verify=True.
+    original = b.ref.rejected_path.read_bytes()
+    b.ref.rejected_path.write_bytes(original[:-10])
+    with pytest.raises(IntegrityError, match=r"rejected.parquet: \d+ bytes, the manifest recorded"):
+        _run_both(store)
+    b.ref.rejected_path.write_bytes(original)
+    _flip(b.ref.data_path)
+    assert _run_both(store)[1].reused  # sizes only: reuse does not read the data
+    with pytest.raises(IntegrityError, match="length_filter.*data.parquet: sha256"):
+        _run_both(Store(tmp_path, verify=True))
+
+
+def test_a_stage_never_computes_from_a_damaged_input(tmp_path):
+    store = Store(tmp_path)
+    a, _ = _run_both(store)
+    _flip(a.ref.data_path)
+    # A new length filter setting recomputes from the sources artifact: its bytes are checked as read.
+    with pytest.raises(IntegrityError, match="stage 'length_filter': .*sources/.*data.parquet: sha256 .*read as an input"):
+        store.run("cicero", LENGTH, {**LF, "min_utterances": 4}, [a.ref])
+
+
+def test_csk_verify_names_damaged_files_and_repair_lets_a_rerun_recompute(tmp_path):
+    store = Store(tmp_path)
+    a, b = _run_both(store)
+    runner = CliRunner()
+    ok = runner.invoke(app, ["verify", "--store", str(tmp_path)])
+    assert ok.exit_code == 0, ok.output
+    assert "2 artifacts checked, 0 with problems" in ok.output
+    before = b.ref.data_path.read_bytes()
+    _flip(b.ref.data_path)
+    res = runner.invoke(app, ["verify", "cicero", "--store", str(tmp_path)])
+    assert res.exit_code == 1 and str(b.ref.data_path) in res.output and "sha256" in res.output
+    res = runner.invoke(app, ["verify", "--store", str(tmp_path), "--repair"])
+    assert res.exit_code == 1 and "_quarantine" in res.output
+    assert not os.path.exists(b.ref.path)
+    _, b2 = _run_both(store)
+    assert not b2.reused and b2.ref.key == b.ref.key and b2.ref.data_path.read_bytes() == before
+    assert runner.invoke(app, ["verify", "--store", str(tmp_path)]).exit_code == 0
+
+
+def test_verify_checks_rows_inputs_and_lineage(tmp_path):
+    from csk.runtime import manifest_bytes
+
+    store = Store(tmp_path)
+    a, b = _run_both(store)
+    # A manifest rewritten consistently (checksums and self-hash valid) but lying about its rows.
+    m = b.ref.manifest()
+    m["rows"]["in"] += 1
+    (b.ref.path and open(os.path.join(b.ref.path, MANIFEST), "wb")).write(manifest_bytes(m))
+    report = verify_store(store)
+    assert any("rows in but" in line for _, line in report.problems)
+    # An input that is no longer in the store.
+    m["rows"]["in"] -= 1
+    open(os.path.join(b.ref.path, MANIFEST), "wb").write(manifest_bytes(m))
+    os.rename(a.ref.path, a.ref.path + "-gone")
+    report = verify_store(store)
+    assert [line for _, line in report.problems] == [
+        f"{b.ref.path}/{MANIFEST}: input sources/{a.ref.key} is not in the store ({a.ref.path})"]
+
+
+def test_gc_lists_then_removes_only_unreferenced(tmp_path):
+    store = Store(tmp_path)
+    a, b = _run_both(store)
+    store.record_run("cicero", "r1", [{"stage": "length_filter", "key": b.ref.key}])
+    _, c = _run_both(store, lf={**LF, "min_utterances": 6})  # not in any run record
+    assert find_garbage(store, keep_minutes=60).artifacts == []  # too recent to touch
+    g = find_garbage(store, keep_minutes=0)
+    assert [str(d) for d in g.artifacts] == [c.ref.path]  # sources kept: an input of a recorded artifact
+    runner = CliRunner()
+    dry = runner.invoke(app, ["gc", "--store", str(tmp_path), "--keep-minutes", "0"])
+    assert dry.exit_code == 0 and "would remove" in dry.output and os.path.exists(c.ref.path)
+    res = runner.invoke(app, ["gc", "--store", str(tmp_path), "--keep-minutes", "0", "--apply"])
+    assert res.exit_code == 0 and not os.path.exists(c.ref.path)
+    assert os.path.exists(a.ref.path) and os.path.exists(b.ref.path)
+    assert verify_store(store).problems == []
+
+
+def test_one_writer_per_key(tmp_path, monkeypatch):
+    """Two runs of the same stage at once: one computes, the other waits and reuses its artifact."""
+    store = Store(tmp_path)
+    a = store.run("cicero", SOURCES, SRC_PARAMS, [])
+    calls = []
+    real = Store.compute
+
+    def slow(self, plan):
+        calls.append(plan.stage.name)
+        time.sleep(1.0)
+        return real(self, plan)
+
+    monkeypatch.setattr(Store, "compute", slow)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(Store(tmp_path).run("cicero", LENGTH, LF, [a.ref])))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == ["length_filter"]
+    assert sorted(r.reused for r in results) == [False, True]
+    assert results[0].ref.key == results[1].ref.key
+    assert json.loads(open(os.path.join(results[0].ref.path, MANIFEST)).read())["rows"]["out"] > 0
