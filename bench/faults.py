@@ -149,7 +149,7 @@ class Bench:
         return p.returncode, out
 
     def verify(self, store: Path, *args: str) -> tuple[int, str]:
-        cmd = [sys.executable, "-m", "csk.cli", "verify", self.pipeline, "--store", str(store), *args]
+        cmd = [sys.executable, "-m", "bench.fault_child", "{}", "verify", self.pipeline, "--store", str(store), *args]
         p = subprocess.run(cmd, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
         return p.returncode, p.stdout + p.stderr
 
@@ -209,23 +209,29 @@ class Bench:
         deadline = time.monotonic() + RUN_TIMEOUT
         while not started(store, self.pipeline, stage) and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
-        delay = self.rng.uniform(0.0, 1.2 * self.ref[stage]["seconds"] + 0.2)
-        time.sleep(delay)
         if worker:
-            workers = [c for c in children(p.pid) if c != p.pid]
-            victims = [w for w in workers if _is_dask_worker(w)]
+            # prefect-dask starts the LocalCluster at the first shard: wait for its workers, then kill one
+            # while they import and run the shards (a few seconds on 2 cores)
+            victims: list[int] = []
+            while not victims and p.poll() is None and time.monotonic() < deadline:
+                victims = [w for w in children(p.pid) if _is_dask_worker(w)]
+                time.sleep(0.05)
+            delay = self.rng.uniform(0.0, 1.0)
+            time.sleep(delay)
             if victims and p.poll() is None:
                 os.kill(self.rng.choice(sorted(victims)), signal.SIGKILL)
-                trial.detail = f"worker killed {delay:.2f}s into {stage}"
+                trial.detail = f"a worker killed {delay:.2f}s after the cluster started, in {stage}"
             else:
                 trial.detail = "no worker alive to kill (the stage had finished)"
             out, _ = p.communicate(timeout=RUN_TIMEOUT)
             if p.returncode != 0:
                 self.expect_named(trial, out, f"stage '{stage}'")
-                trial.detail += "; the run failed, named"
+                trial.detail += f"; the run failed: {(out.strip().splitlines() or [''])[-1][:200]}"
             else:
                 trial.detail += "; the run finished"
         else:
+            delay = self.rng.uniform(0.0, 1.2 * self.ref[stage]["seconds"] + 0.2)
+            time.sleep(delay)
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
@@ -290,7 +296,7 @@ def _is_dask_worker(pid: int) -> bool:
         cmd = " ".join(psutil.Process(pid).cmdline())
     except psutil.Error:
         return False
-    return "multiprocessing" in cmd or "dask" in cmd
+    return "spawn_main" in cmd or "forkserver" in cmd  # a LocalCluster worker (not the resource tracker)
 
 
 def prefect_server(home: Path) -> tuple[subprocess.Popen, str]:
@@ -298,28 +304,35 @@ def prefect_server(home: Path) -> tuple[subprocess.Popen, str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    home.mkdir(parents=True, exist_ok=True)
+    log = open(home / "server.log", "wb")
     p = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
-                          str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+                          str(port)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/api"
     import urllib.request
 
-    for _ in range(240):
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and p.poll() is None:
         try:
-            urllib.request.urlopen(f"{url}/health", timeout=1)
+            urllib.request.urlopen(f"{url}/health", timeout=2)
             return p, url
         except OSError:
             time.sleep(0.5)
     p.kill()
-    raise SystemExit("the Prefect server did not start in 120 s")
+    raise SystemExit(f"the Prefect server did not start (log: {home / 'server.log'})")
 
 
 def run(pipelines: list[str], faults: list[str], trials: int, seed: int, stages: list[str] | None,
-        config: Path, work: Path, extra: list[str], log=print) -> list[Trial]:
+        config: Path, work: Path, extra: list[str], log=print, api_url: str | None = None,
+        pairs: list[tuple[str, str]] | None = None) -> list[Trial]:
+    """Every trial, in order; `api_url`: a Prefect API to use (default: PREFECT_API_URL, else a server
+    started for the bench); `pairs`: only these (fault, stage) trials."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_HOME": str(work / "prefect-home"),
            "PYTHONPATH": str(ROOT)}
     server = None
+    if api_url:
+        env["PREFECT_API_URL"] = api_url
     if not env.get("PREFECT_API_URL"):
         server, env["PREFECT_API_URL"] = prefect_server(work / "prefect-server")
     results: list[Trial] = []
@@ -333,7 +346,8 @@ def run(pipelines: list[str], faults: list[str], trials: int, seed: int, stages:
                     continue
                 plan = []
                 for fault in faults:
-                    plan += [fault] * (trials if fault in ("kill", "worker") else 1)
+                    if pairs is None or (fault, stage) in pairs:
+                        plan += [fault] * (trials if fault in ("kill", "worker") else 1)
                 for fault in plan:
                     t0 = time.perf_counter()
                     if fault == "kill":
