@@ -72,8 +72,9 @@ def prepare(pipeline: str, config: Path, overrides: list[str]):
     from csk.pipeline import get_pipeline
 
     p = get_pipeline(pipeline)
-    cfg = load_config(config, overrides)[p.name]
-    preflight(p, cfg)
+    loaded = load_config(config, overrides)
+    cfg = loaded[p.name]
+    preflight(p, cfg, loaded.path.parent)
     return p, cfg
 
 

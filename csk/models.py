@@ -134,7 +134,37 @@ def resolve_model(spec: str, what: str = "model", setting: str = "", cache: Path
                          "Save one with `model.save_pretrained(DIR)` on a connected machine and copy DIR here")
     if not (path / "config.json").exists():
         raise ModelError(f"{what} {spec!r}{hint}: {path} has no config.json (not a transformers model directory)")
+    if weights_format(path) is None:
+        raise ModelError(f"{what} {spec!r}{hint}: {path} has a config.json but no weights (model.safetensors or "
+                         "pytorch_model.bin): an incomplete copy? Copy the whole directory save_pretrained wrote")
     return path
+
+
+PICKLE_SUFFIXES = {".bin", ".pt", ".pth", ".ckpt"}
+
+
+def weights_format(path: str | Path) -> str | None:
+    """"safetensors" when the directory has safetensors weights, "pickle" when it has only pickled ones
+    (pytorch_model.bin), None when it has none."""
+    files = [f for f in Path(path).rglob("*") if f.is_file()]
+    if any(f.suffix == ".safetensors" for f in files):
+        return "safetensors"
+    if any(f.suffix in PICKLE_SUFFIXES or f.name in WEIGHT_FILES for f in files):
+        return "pickle"
+    return None
+
+
+PICKLE_WARNING = ("the model has pickled weights only (pytorch_model.bin): transformers loads them with torch's "
+                  "weights_only unpickler; save it with safetensors (save_pretrained(DIR, safe_serialization=True))")
+
+
+def pretrained_kwargs(path: str | Path) -> dict:
+    """Keyword arguments of every `from_pretrained` of a model directory: local files only, and the
+    safetensors weights whenever the directory has them (never a pickle when a safe copy exists)."""
+    kw = {"local_files_only": True}
+    if weights_format(path) == "safetensors":
+        kw["use_safetensors"] = True
+    return kw
 
 
 def model_identity(spec: str, setting: str = "", cache: Path | None = None) -> tuple[Path, str]:

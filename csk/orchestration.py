@@ -309,7 +309,8 @@ def prefect_flow(pipeline: Pipeline, steps=None):
 
         body.__name__ = body.__qualname__ = attr
         name = pipeline.name if steps is pipeline.main else f"{pipeline.name}-{steps.__name__.replace('_', '-')}"
-        _FLOWS[attr] = flow(name=name, log_prints=True, description=(steps.__doc__ or "").strip() or None)(body)
+        _FLOWS[attr] = flow(name=name, log_prints=True, persist_result=False,  # only references travel
+                            description=(steps.__doc__ or "").strip() or None)(body)
     return _FLOWS[attr]
 
 
@@ -320,8 +321,10 @@ def status(pipeline: Pipeline, config: Any, store: str | Path, steps=None, **opt
     return run.stages
 
 
-def preflight(pipeline: Pipeline, config: Any) -> None:
-    """What can be checked before Prefect starts: every configured input path and model of every stage."""
+def preflight(pipeline: Pipeline, config: Any, base_dir: Path | None = None) -> None:
+    """What can be checked before Prefect starts: every configured input path and model of every stage
+    (a model directory needs its config.json and weights). `base_dir`: the config file's directory,
+    against which its relative paths were resolved (named in the error, with the likely fix)."""
     from csk.runtime import hash_inputs  # noqa: F401  (same resolution rules as the run)
     from csk.models import resolve_model
     from csk.params import typed_inputs, unused
@@ -340,11 +343,26 @@ def preflight(pipeline: Pipeline, config: Any) -> None:
                 if kind == "model":
                     resolve_model(str(value), "model", where, assemble=False)
                 elif not Path(str(value)).exists():
-                    problems.append(f"  {where}: {value} does not exist")
+                    problems.append(f"  {where}: {value} does not exist{_base_hint(Path(str(value)), base_dir)}")
             except CskError as exc:
                 problems.append(f"  {exc}")
     if problems:
         raise CskError("the configuration names inputs that cannot be used:\n" + "\n".join(dict.fromkeys(problems)))
+
+
+def _base_hint(path: Path, base_dir: Path | None) -> str:
+    """Why a relative path may have missed: it was resolved against the config file's directory."""
+    if base_dir is None:
+        return ""
+    try:
+        rel = path.relative_to(base_dir)
+    except ValueError:
+        return ""  # written as an absolute path
+    here = Path.cwd() / rel
+    if here.exists() and Path.cwd().resolve() != Path(base_dir).resolve():
+        return (f" (relative paths in the config are resolved against its directory {base_dir}; {rel} exists "
+                f"under the working directory: write {here} or move the config)")
+    return f" (resolved against the config file's directory {base_dir})"
 
 
 def __getattr__(name: str):

@@ -334,7 +334,7 @@ def package_versions() -> dict[str, str | None]:
 def hash_inputs(params_model, values: dict, cache: Path | None = None) -> tuple[list[dict], list[dict]]:
     """sha256 of every file behind an InputPath and of every ModelDir's weights, by setting name.
     A configured path that does not exist is an InputError naming the setting."""
-    from csk.models import model_identity
+    from csk.models import PICKLE_WARNING, model_identity, weights_format
     from csk.params import typed_inputs, unused
 
     files, models = [], []
@@ -343,7 +343,12 @@ def hash_inputs(params_model, values: dict, cache: Path | None = None) -> tuple[
             continue
         if kind == "model":
             path, sha = model_identity(str(value), setting, cache)
-            models.append({"param": setting, "spec": str(value), "path": str(path), "sha256": sha})
+            entry = {"param": setting, "spec": str(value), "path": str(path), "sha256": sha}
+            if path.is_dir():  # (a split model not unpacked yet is safetensors: checked when unpacked)
+                entry["weights"] = weights_format(path)
+                if entry["weights"] == "pickle":
+                    entry["warning"] = PICKLE_WARNING
+            models.append(entry)
             continue
         path = Path(str(value))
         if path.is_dir():

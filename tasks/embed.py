@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from csk import compute
-from csk.models import model_identity, resolve_model
+from csk.models import model_identity, pretrained_kwargs, resolve_model
 from csk.params import ModelDir, Params
 from csk.progress import progress
 from csk.runtime import StageContext, StageOutput
@@ -56,7 +56,9 @@ def load_sentence_model(path: Path, device: str):
 
     key = (str(path), device)
     if key not in _MODELS:
-        _MODELS[key] = SentenceTransformer(str(path), device=device, local_files_only=True)
+        _MODELS[key] = SentenceTransformer(str(path), device=device, local_files_only=True,
+                                           model_kwargs={k: v for k, v in pretrained_kwargs(path).items()
+                                                         if k != "local_files_only"})
     return _MODELS[key]
 
 

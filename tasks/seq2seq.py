@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from csk import compute
-from csk.models import resolve_model
+from csk.models import pretrained_kwargs, resolve_model
 from csk.progress import progress, track
 from csk.shards import map_shards, spans
 
@@ -26,7 +26,7 @@ def load_seq2seq(path: str, device: str):
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True).to(device).eval()
+    model = AutoModelForSeq2SeqLM.from_pretrained(path, **pretrained_kwargs(path)).to(device).eval()
     return tok, model
 
 
@@ -88,7 +88,7 @@ def fine_tune(base: str | Path, out: str | Path, pairs: Sequence[tuple[str, str]
     device = compute.device()
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    model = AutoModelForSeq2SeqLM.from_pretrained(str(path), local_files_only=True, dtype=torch.float32).to(device)
+    model = AutoModelForSeq2SeqLM.from_pretrained(str(path), **pretrained_kwargs(path), dtype=torch.float32).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     per_epoch = (len(pairs) + batch_size - 1) // batch_size
     total = min(epochs * per_epoch, max_steps) if max_steps else epochs * per_epoch

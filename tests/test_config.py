@@ -117,3 +117,30 @@ def test_csk_config_prints_valid_toml_with_every_table(pipeline):
     shared = set(p.settings.model_fields)
     tables = {s.config_table for s in p.stages if set(s.params_model.model_fields) - shared}
     assert tables <= set(printed)
+
+
+def test_relative_paths_against_the_wrong_base_are_explained(tmp_path, monkeypatch):
+    """A config copied elsewhere still says data/sample/...: resolved against its own directory, where
+    nothing is; the error names each setting, the path tried and the path that exists."""
+    from csk.cli import prepare
+    from csk.errors import CskError
+
+    cfg = tmp_path / "pipelines.toml"
+    cfg.write_text((ROOT / "pipelines.toml").read_text())
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(CskError) as err:
+        prepare("deco", cfg, [])
+    msg = str(err.value)
+    assert f"deco.sources.dailydialog: {tmp_path}/data/sample/dailydialog/dialogues_text.txt does not exist" in msg
+    assert f"write {ROOT}/data/sample/dailydialog/dialogues_text.txt or move the config" in msg
+
+
+def test_a_model_directory_without_weights_fails_before_the_run(tmp_path, config_copy):
+    from csk.cli import prepare
+    from csk.errors import CskError
+    from tests import tiny_models
+
+    d = tiny_models.nli(tmp_path / "nli")
+    (d / "model.safetensors").unlink()
+    with pytest.raises(CskError, match="cicero.candidate_filter.nli.*no weights"):
+        prepare("cicero", config_copy, [f'cicero.candidate_filter.nli="{d}"'])

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from csk import compute
+from csk.models import pretrained_kwargs
 from csk.params import ModelDir, unused
 from csk.runtime import StageContext, StageOutput
 
@@ -118,8 +119,8 @@ class MaskedLM:
         from transformers import AutoModelForMaskedLM, AutoTokenizer
 
         self.device = compute.device(device)
-        self.tok = AutoTokenizer.from_pretrained(model_dir)
-        self.model = AutoModelForMaskedLM.from_pretrained(model_dir).to(self.device).eval()
+        self.tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+        self.model = AutoModelForMaskedLM.from_pretrained(model_dir, **pretrained_kwargs(model_dir)).to(self.device).eval()
         self.batch_size = batch_size
         self.torch = torch
 

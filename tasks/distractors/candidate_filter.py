@@ -13,7 +13,7 @@ import pandas as pd
 
 from csk import compute
 from csk.errors import ConfigError, ModelError
-from csk.models import resolve_model
+from csk.models import pretrained_kwargs, resolve_model
 from csk.params import OFF, ModelDir
 from csk.runtime import StageContext, StageOutput
 from tasks.embed import EmbedSpec, open_embedder
@@ -37,7 +37,7 @@ def nli_scores(premises: list[str], hypotheses: list[str], path, batch_size: int
 
     device = compute.device()
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    model = AutoModelForSequenceClassification.from_pretrained(str(path), local_files_only=True).to(device).eval()
+    model = AutoModelForSequenceClassification.from_pretrained(str(path), **pretrained_kwargs(path)).to(device).eval()
     id2label = {int(k): v for k, v in model.config.id2label.items()}
     contra = contradiction_label(id2label)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)

@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from csk import compute
+from csk.models import pretrained_kwargs
 
 
 class LinearProbe:
@@ -99,7 +100,7 @@ class TransformerMC:
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
         # A fresh discriminator from the pretrained weights every iteration (Zellers et al. 2018).
         self.model = AutoModelForMultipleChoice.from_pretrained(
-            self.model_dir, local_files_only=True, dtype=torch.float32).to(self.device)  # fp32 master weights
+            self.model_dir, **pretrained_kwargs(self.model_dir), dtype=torch.float32).to(self.device)  # fp32 master weights
         opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         steps = self.epochs * ((len(contexts) + self.batch_size - 1) // self.batch_size)
         sched = get_linear_schedule_with_warmup(opt, int(self.warmup * steps), max(steps, 1))
