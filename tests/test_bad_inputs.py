@@ -90,12 +90,16 @@ READERS = {
 }
 
 
+def _params(sources) -> list:
+    """One test case per (input, variant): `sources` yields (name, valid file, format)."""
+    return [pytest.param(name, vname, kind, id=f"{name}-{vname}")
+            for name, src, fmt in sources for vname, kind, _ in variants(src, fmt)]
+
+
 def _cases():
     tmp = Path(__import__("tempfile").mkdtemp(prefix="csk-bad-inputs-"))
-    for name, (_, seed, fmt, _) in READERS.items():
-        src = _seed(tmp, seed[1:]) if seed.startswith("@") else SAMPLE / seed
-        for vname, kind, _ in variants(src, fmt):
-            yield pytest.param(name, vname, kind, id=f"{name}-{vname}")
+    return _params((name, _seed(tmp, seed[1:]) if seed.startswith("@") else SAMPLE / seed, fmt)
+                   for name, (_, seed, fmt, _) in READERS.items())
 
 
 def _make(tmp_path: Path, name: str, vname: str) -> tuple[Path, Path, Path]:
@@ -122,7 +126,7 @@ def _texts(rows) -> str:
     return json.dumps(rows, ensure_ascii=False, default=str)
 
 
-@pytest.mark.parametrize("name,vname,kind", list(_cases()))
+@pytest.mark.parametrize("name,vname,kind", _cases())
 def test_reader_on_bad_input(tmp_path, name, vname, kind):
     reader = READERS[name][0]
     path, target, original = _make(tmp_path, name, vname)
@@ -205,12 +209,10 @@ def _imports(tmp: Path):
 
 def _import_cases():
     tmp = Path(__import__("tempfile").mkdtemp(prefix="csk-bad-imports-"))
-    for name, (_, src, fmt) in _imports(tmp).items():
-        for vname, kind, _ in variants(src, fmt):
-            yield pytest.param(name, vname, kind, id=f"{name}-{vname}")
+    return _params((name, src, fmt) for name, (_, src, fmt) in _imports(tmp).items())
 
 
-@pytest.mark.parametrize("name,vname,kind", list(_import_cases()))
+@pytest.mark.parametrize("name,vname,kind", _import_cases())
 def test_import_on_bad_input(tmp_path, name, vname, kind):
     """Imports of people's work (verdicts, labels, answers) are strict: a bad line is an error naming it."""
     fn, src, fmt = _imports(tmp_path)[name]
