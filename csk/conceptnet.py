@@ -69,15 +69,17 @@ def build_db(dump: str | Path, db: str | Path, languages: tuple[str, ...] | None
                     out.flush()
                     linemap.flush()
                     state.update(line=n, bytes=out.tell())
-                    ckpt.write_text(_json.dumps(state))
+                    _write_checkpoint(ckpt, state)
                     bar.update(CHECKPOINT_EVERY)
                     _checkpointed(state)
             out.flush()
+            linemap.flush()
             state.update(line=n, bytes=out.tell(), done=True)
-            ckpt.write_text(_json.dumps(state))
+            _write_checkpoint(ckpt, state)
             bar.close()
     tmp = db.with_name(db.name + ".tmp")
-    tmp.unlink(missing_ok=True)
+    for leftover in ("", "-journal", "-wal", "-shm"):  # a killed load's SQLite journal must not roll into a new file
+        Path(str(tmp) + leftover).unlink(missing_ok=True)
     if state["kept"]:
         load_dump_to_db(dump_path=part, db_path=tmp, edge_count=state["kept"], delete_dump=False)
     else:
@@ -86,6 +88,15 @@ def build_db(dump: str | Path, db: str | Path, languages: tuple[str, ...] | None
     part.unlink(missing_ok=True)
     ckpt.unlink(missing_ok=True)
     return db
+
+
+def _write_checkpoint(path: Path, state: dict) -> None:
+    """Atomically: a kill while writing leaves the previous checkpoint, never half a JSON."""
+    import json as _json
+
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_text(_json.dumps(state))
+    tmp.replace(path)
 
 
 def _open_empty(path: Path) -> None:

@@ -53,7 +53,9 @@ def conceptnet(*, dump: InputPath = None, database: InputPath = None, languages:
                  edges=sum(c for _, c in counts), loader="conceptnet_lite.db.load_dump_to_db")
     data = pd.DataFrame({"id": [r for r, _ in counts], "relation": [r for r, _ in counts],
                          "edges": [c for _, c in counts]})
-    data["database"] = str(db)
+    # A database built into the store's cache is named relative to the store: the artifact's bytes do not
+    # depend on where the store lives (a moved or copied store gives the same keys downstream).
+    data["database"] = _store_relative(db, ctx)
     data["dump_sha256"] = sha
     data["source_file"] = source
     data["source_record"] = 0
@@ -61,11 +63,26 @@ def conceptnet(*, dump: InputPath = None, database: InputPath = None, languages:
     return StageOutput(data=data, rows_in=len(data), notes=notes)
 
 
-def open_database(table: pd.DataFrame) -> dict:
-    """Connect to the database a `conceptnet` artifact names; returns where it came from."""
+def _store_relative(db, ctx: StageContext | None) -> str:
+    from pathlib import Path
+
+    db = Path(db)
+    if ctx is not None and db.is_absolute() and db.is_relative_to(ctx.store.root):
+        return db.relative_to(ctx.store.root).as_posix()
+    return str(db)
+
+
+def open_database(table: pd.DataFrame, ctx: StageContext | None = None) -> dict:
+    """Connect to the database a `conceptnet` artifact names (a relative name is in the store `ctx`
+    belongs to); returns where it came from, with the database's absolute path."""
+    from pathlib import Path
+
     if not len(table):
         raise ConfigError("the conceptnet artifact names no database (it has no rows)")
     row = table.iloc[0]
-    cn.connect(row["database"])
-    return {"database": row["database"], "source_file": row["source_file"], "dump_sha256": row["dump_sha256"],
-            "lines": cn.dump_lines(row["database"])}
+    db = Path(row["database"])
+    if not db.is_absolute() and ctx is not None:
+        db = ctx.store.root / db
+    cn.connect(db)
+    return {"database": str(db), "source_file": row["source_file"], "dump_sha256": row["dump_sha256"],
+            "lines": cn.dump_lines(db)}

@@ -163,3 +163,23 @@ def test_one_writer_per_key(tmp_path, monkeypatch):
     assert sorted(r.reused for r in results) == [False, True]
     assert results[0].ref.key == results[1].ref.key
     assert json.loads(open(os.path.join(results[0].ref.path, MANIFEST)).read())["rows"]["out"] > 0
+
+
+def test_bytes_do_not_depend_on_where_the_store_lives(tmp_path):
+    """The ConceptNet database built into a store's cache is named relative to the store, so two stores
+    (or a moved one) hold the same bytes and keys downstream (bench/faults.py found the absolute path)."""
+    from flows.corecode import PIPELINE
+    from tests.conftest import SAMPLE
+
+    stage = PIPELINE.stage("conceptnet")
+    params = {"dump": str(SAMPLE / "corecode" / "conceptnet-assertions-zh-sample.csv"), "database": None,
+              "languages": ["en", "zh"]}
+    refs = [Store(tmp_path / name).run("corecode", stage, params, []).ref for name in ("one", "elsewhere")]
+    assert refs[0].key == refs[1].key
+    assert refs[0].data_path.read_bytes() == refs[1].data_path.read_bytes()
+    assert refs[0].load()["database"].iloc[0].startswith("_cache/conceptnet/")
+    from tasks.conceptnet import open_database
+    from csk.runtime import StageContext
+
+    db = open_database(refs[1].load(), StageContext(Store(tmp_path / "elsewhere"), "corecode", "screening"))
+    assert db["database"].startswith(str(tmp_path / "elsewhere"))

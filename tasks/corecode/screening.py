@@ -11,7 +11,7 @@ from collections import defaultdict
 import pandas as pd
 
 from csk import conceptnet as cn
-from csk.runtime import StageOutput
+from csk.runtime import StageContext, StageOutput
 from csk.shards import map_shards, spans
 from tasks.conceptnet import open_database
 
@@ -52,7 +52,7 @@ def match_shard(frame: pd.DataFrame, *, database: str, language: str, relations:
 
 
 def screening(dialogues: pd.DataFrame, concepts: pd.DataFrame, conceptnet: pd.DataFrame, *, min_matches: int = 4,
-              language: str = "zh", relations: list[str] = []) -> StageOutput:
+              language: str = "zh", relations: list[str] = [], ctx: StageContext | None = None) -> StageOutput:
     """Dialogues with at least `min_matches` one-hop matches between consecutive utterances.
 
     Args:
@@ -60,7 +60,7 @@ def screening(dialogues: pd.DataFrame, concepts: pd.DataFrame, conceptnet: pd.Da
         language: ConceptNet language of both ends of a triple (`/c/zh/...`)
         relations: count only these relations (e.g. ["RelatedTo", "Causes"]); empty: every relation
     """
-    db = open_database(conceptnet)
+    db = open_database(conceptnet, ctx)
     per_dialogue = {d: list(g.sort_values("utterance")["concepts"].map(list))
                     for d, g in concepts.groupby("dialogue_id", sort=False)}
     ids = dialogues["id"].tolist()

@@ -8,14 +8,14 @@ import pandas as pd
 
 from csk import compute
 from csk import conceptnet as cn
-from csk.runtime import StageOutput
+from csk.runtime import StageContext, StageOutput
 from tasks.conceptnet import open_database
 
 SURFACE = re.compile(r"\[\[(.+?)\]\]")
 
 
 def edges(conceptnet: pd.DataFrame, *, relations: list[str] = ["UsedFor"], language: str = "en", n: int = 1000,
-          seed: int = 0) -> StageOutput:
+          seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
     """Every edge of the relations with both ends in the language, then `n` of them uniformly at random.
 
     Args:
@@ -24,7 +24,7 @@ def edges(conceptnet: pd.DataFrame, *, relations: list[str] = ["UsedFor"], langu
         n: edges sampled (the paper: 1,000); all of them when fewer exist
         seed: seed of the sample
     """
-    db = open_database(conceptnet)
+    db = open_database(conceptnet, ctx)
     population = cn.edges(relations, language)
     rng = compute.rng(seed, "edges")
     take = sorted(rng.choice(len(population), size=min(n, len(population)), replace=False).tolist()) \
