@@ -41,6 +41,7 @@ class ConceptNet(Provenance):
     edges: Series[int] = pa.Field(ge=0)
     database: Series[str] = pa.Field(str_length={"min_value": 1})
     dump_sha256: Series[str] = pa.Field(str_matches=r"^[0-9a-f]{64}$")
+    languages: Series[str]  # comma-separated, of a database built here (rebuilt from the dump if the cache loses it)
 
 
 class Embeddings(Contract):

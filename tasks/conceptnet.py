@@ -3,7 +3,9 @@ CORECODE's one-hop screening): a conceptnet-lite database built from a local ass
 conceptnet-lite's own loader, cached in the store by the dump's sha256, or an existing database.
 
 Its rows are the database's relations with their edge counts; each names the database and the dump
-(file and sha256), so downstream stages open the same database and lineage ends at the dump."""
+(file and sha256), so downstream stages open the same database and lineage ends at the dump. A
+database built here is a cache: a store that has lost it (a cleaned `_cache`, artifacts copied to
+another store) rebuilds it from the dump the artifact names, the same bytes, when a stage opens it."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pandas as pd
 
 from csk import conceptnet as cn
 from csk.compute import sha256_file
-from csk.errors import ConfigError
+from csk.errors import ConfigError, InputError
 from csk.params import InputPath, unused
 from csk.runtime import StageContext, StageOutput
 
@@ -42,9 +44,7 @@ def conceptnet(*, dump: InputPath = None, database: InputPath = None, languages:
         sha = sha256_file(dump)
         root = ctx.cache_dir if ctx is not None else __import__("pathlib").Path(".csk-cache")
         db = root / "conceptnet" / f"{sha[:24]}-{'-'.join(languages)}.db"
-        if not db.exists():
-            log.info("building a conceptnet-lite database from %s (languages %s) into %s", dump, languages, db)
-            cn.build_db(dump, db, languages)
+        ensure_database(dump, db, languages)
         source = str(dump)
         notes["built"] = True
     cn.connect(db)
@@ -57,10 +57,25 @@ def conceptnet(*, dump: InputPath = None, database: InputPath = None, languages:
     # depend on where the store lives (a moved or copied store gives the same keys downstream).
     data["database"] = _store_relative(db, ctx)
     data["dump_sha256"] = sha
+    data["languages"] = ",".join(languages) if notes["built"] else ""
     data["source_file"] = source
     data["source_record"] = 0
     data["source_locator"] = "the whole dump"
     return StageOutput(data=data, rows_in=len(data), notes=notes)
+
+
+def ensure_database(dump, db, languages: tuple[str, ...]) -> None:
+    """Build `db` from `dump` unless it exists; one builder at a time (two pipelines can share a database)."""
+    from pathlib import Path
+
+    from filelock import FileLock
+
+    db = Path(db)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(db) + ".lock"):
+        if not db.exists():
+            log.info("building a conceptnet-lite database from %s (languages %s) into %s", dump, languages, db)
+            cn.build_db(dump, db, languages)
 
 
 def _store_relative(db, ctx: StageContext | None) -> str:
@@ -83,6 +98,12 @@ def open_database(table: pd.DataFrame, ctx: StageContext | None = None) -> dict:
     db = Path(row["database"])
     if not db.is_absolute() and ctx is not None:
         db = ctx.store.root / db
+    if not db.exists() and row.get("languages"):  # built by the conceptnet stage: rebuild the lost cache
+        dump = Path(row["source_file"])
+        if not dump.is_file() or sha256_file(dump) != row["dump_sha256"]:
+            raise InputError(str(dump), None, f"the ConceptNet database {db} is gone and this dump, which it was "
+                             "built from, is missing or changed: rerun the conceptnet stage (csk run)")
+        ensure_database(dump, db, tuple(row["languages"].split(",")))
     cn.connect(db)
     return {"database": str(db), "source_file": row["source_file"], "dump_sha256": row["dump_sha256"],
             "lines": cn.dump_lines(db)}

@@ -183,3 +183,26 @@ def test_bytes_do_not_depend_on_where_the_store_lives(tmp_path):
 
     db = open_database(refs[1].load(), StageContext(Store(tmp_path / "elsewhere"), "corecode", "screening"))
     assert db["database"].startswith(str(tmp_path / "elsewhere"))
+
+
+def test_a_lost_conceptnet_cache_is_rebuilt_from_the_dump(tmp_path):
+    """Artifacts copied to a store without its `_cache` (or a cleaned cache): opening the database the
+    conceptnet artifact names rebuilds it from the dump it names, with the same edges."""
+    import shutil
+
+    from csk import conceptnet as cn
+    from csk.runtime import StageContext
+    from flows.corecode import PIPELINE
+    from tasks.conceptnet import open_database
+    from tests.conftest import SAMPLE
+
+    params = {"dump": str(SAMPLE / "corecode" / "conceptnet-assertions-zh-sample.csv"), "database": None,
+              "languages": ["en", "zh"]}
+    store = Store(tmp_path)
+    ref = store.run("corecode", PIPELINE.stage("conceptnet"), params, []).ref
+    ctx = StageContext(store, "corecode", "screening")
+    before = cn.relation_counts() if open_database(ref.load(), ctx) else None
+    shutil.rmtree(tmp_path / "_cache")
+    db = open_database(ref.load(), ctx)
+    assert (tmp_path / ref.load()["database"].iloc[0]).exists() and db["lines"] is not None
+    assert cn.relation_counts() == before
