@@ -124,20 +124,26 @@ def json_line_records(path: Path, result: ReadResult, lenient: bool, source: str
 csv.field_size_limit(MAX_RECORD_BYTES)  # csv's own limit (128 KiB) is below a long but legal field
 
 
-def csv_rows(path: str | Path, delimiter: str = ",") -> tuple[list[str], Iterator[tuple[int, dict | None, str | None]]]:
+def csv_rows(path: str | Path, delimiter: str = ",", pad_short: bool = False
+             ) -> tuple[list[str], Iterator[tuple[int, dict | None, str | None]]]:
     """(header, rows) of a CSV table with a header line: each row is (line number, {column: value}, None),
     or (line number, None, what is wrong) for a row with invalid UTF-8, a field over MAX_RECORD_BYTES, or
-    another number of fields than the header. A leading byte order mark and CRLF are accepted; quoted
-    fields may span lines. An empty file or one without a header is an InputError."""
+    another number of fields than the header (`pad_short`: a shorter row is read with its missing
+    trailing fields empty, for tables whose last columns are optional). A leading byte order mark and
+    CRLF are accepted; quoted fields may span lines. An empty file or one without a header is an InputError."""
     path = require_file(path)
-    # surrogateescape: a bad byte spoils only the row it is in, found below, not the whole table
-    text = path.read_bytes().decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+    raw = path.read_bytes()
+    try:
+        text, clean = raw.decode("utf-8"), True
+    except UnicodeDecodeError:  # surrogateescape: a bad byte spoils only the row it is in, found below
+        text, clean = raw.decode("utf-8", errors="surrogateescape"), False
+    text = text.removeprefix("\ufeff")
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
         header = next(reader)
     except (StopIteration, csv.Error) as exc:
         raise InputError(str(path), "line 1", f"no header row ({exc or 'empty'})") from None
-    if any(_has_bad_bytes(h) for h in header):
+    if not clean and any(_has_bad_bytes(h) for h in header):
         raise InputError(str(path), "line 1", "invalid UTF-8 in the header")
 
     def rows() -> Iterator[tuple[int, dict | None, str | None]]:
@@ -154,7 +160,9 @@ def csv_rows(path: str | Path, delimiter: str = ",") -> tuple[list[str], Iterato
             n, start = start, reader.line_num + 1
             if not row:
                 continue  # a blank line
-            if any(_has_bad_bytes(v) for v in row):
+            if pad_short and len(row) < len(header):
+                row = row + [""] * (len(header) - len(row))
+            if not clean and any(_has_bad_bytes(v) for v in row):
                 yield n, None, "invalid UTF-8"
             elif len(row) != len(header):
                 more = "more" if len(row) > len(header) else "fewer"
@@ -166,7 +174,12 @@ def csv_rows(path: str | Path, delimiter: str = ",") -> tuple[list[str], Iterato
 
 
 def _has_bad_bytes(value: str) -> bool:
-    return any("\udc80" <= ch <= "\udcff" for ch in value)
+    """A field holding bytes that were not UTF-8 (escaped as lone surrogates, which cannot be encoded)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def load_json(path: Path) -> Any:

@@ -16,9 +16,9 @@ from readers.base import ReadResult, RECORD_ERRORS, RecordError, csv_rows, handl
 QUESTIONS = {"What makes this possible?": "enabling", "What makes this impossible?": "disabling"}
 
 
-def _csv_rows(path: Path, columns: tuple[str, ...]):
+def _csv_rows(path: Path, columns: tuple[str, ...], pad_short: bool = False):
     """(line number, row dict or None, problem or None) with the header checked."""
-    header, rows = csv_rows(path)
+    header, rows = csv_rows(path, pad_short=pad_short)
     if tuple(header[: len(columns)]) != columns:
         raise InputError(str(path), "line 1", f"expected the header {','.join(columns)}, got {header}")
     return rows
@@ -51,7 +51,8 @@ def read_paco_nli(path: str | Path, lenient: bool = False) -> ReadResult:
 def read_paco_gen(path: str | Path, lenient: bool = False) -> ReadResult:
     path = require_file(path)
     result = ReadResult()
-    for n, row, problem in _csv_rows(path, ("prompt", "refs_0")):
+    # refs_1, refs_2 may be empty: a row that stops after its last answer is read as released
+    for n, row, problem in _csv_rows(path, ("prompt", "refs_0"), pad_short=True):
         result.records += 1
         locator = f"line {n}"
         try:

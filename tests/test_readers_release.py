@@ -96,3 +96,10 @@ def test_malformed_release_records(tmp_path):
     row = read_corecode(many).rows[0]
     assert row["option_labels"][:3] == ["(1)", "(2)", "(3)"] and row["option_labels"][9] == "(10)"
     assert row["options"][9] == "o10"
+
+
+def test_paco_gen_row_without_its_empty_trailing_refs_is_read(tmp_path):
+    gen = tmp_path / "gen.csv"
+    gen.write_text("prompt,refs_0,refs_1,refs_2\nA fact. What makes this possible?,an answer\n")
+    row = read_paco_gen(gen).rows[0]
+    assert row["references"] == ["an answer"] and row["polarity"] == "enabling"
