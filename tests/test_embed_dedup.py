@@ -32,6 +32,26 @@ def test_cache_means_never_twice(tmp_path, texts):
     e2.close()
 
 
+def test_batches_cover_every_text_once_within_the_token_budget():
+    from tasks.embed import plan_batches
+
+    lengths = np.array([5, 300, 12, 12, 7, 40, 3, 12, 90])
+    batches = plan_batches(lengths, batch_tokens=64, batch_size=3)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+    for b in batches:
+        assert len(b) <= 3 and (len(b) == 1 or len(b) * lengths[b].max() <= 64)
+    assert [lengths[b].max() for b in batches] == sorted((lengths[b].max() for b in batches), reverse=True)
+
+
+def test_length_sorted_batches_embed_as_the_plain_library_call(texts):
+    """Token-budget batching changes which texts share a forward pass, never what each embeds to."""
+    e = Embedder({"model": MODEL, "precision": "fp32", "batch_tokens": 24}, None, progress=False)
+    varied = texts + ["Short .", "A much longer sentence that needs many more tokens than the others do ."]
+    v = e.encode(varied)
+    ref = e.model.encode(varied, normalize_embeddings=True)
+    assert np.sum(v * ref, axis=1).min() > 0.99999
+
+
 def test_auto_precision_is_measured_and_agrees_with_fp32(texts):
     from csk import compute
 
