@@ -12,7 +12,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 export PREFECT_HOME ?= $(CURDIR)/.prefect
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test test-all bench faults clean install postgres
+.PHONY: run test test-all bench bench-scale faults clean install postgres
 
 install: $(STAMP)
 
@@ -39,6 +39,11 @@ faults: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_embed_dedup.py
+
+# Issue 14's figures at the papers' scale (about 75 minutes on 2 cores): CICERO at 1K-28K dialogues vs its
+# compute floor, dedup growth, contention, the candidate filter and AF at 53K instances, GPU when present.
+bench-scale: $(STAMP)
+	$(BIN)/python bench/scale.py
 
 # The PostgreSQL server tests/test_server.py starts for Prefect (Debian's package; it skips without it).
 postgres:

