@@ -231,7 +231,8 @@ class Embedder:
         return dict(zip(unique, self.encode(unique))).__getitem__
 
     def record(self, ctx: StageContext | None = None) -> dict:
-        info = {"precision": self.precision, "precision_decision": self.decision, "device": self.device, **self.stats}
+        info = {"precision": self.precision, "precision_decision": self.decision, "device": self.device,
+                "batch_tokens": self.batch_tokens, "batch_size": self.batch_size, **self.stats}
         if ctx is not None:
             ctx.record_model("sentence-embedder", str(self.path), self.sha256, spec=self.spec.model, **info)
         return info
