@@ -40,7 +40,7 @@ faults: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_embed_dedup.py
 
-# Issue 14's figures at the papers' scale (about 75 minutes on 2 cores): CICERO at 1K-28K dialogues vs its
+# Issue 14's figures at the papers' scale (about 85 minutes on 2 cores): CICERO at 1K-28K dialogues vs its
 # compute floor, dedup growth, contention, the candidate filter and AF at 53K instances, GPU when present.
 bench-scale: $(STAMP)
 	$(BIN)/python bench/scale.py

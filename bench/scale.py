@@ -19,7 +19,8 @@ Sections (each prints as it ends and is saved to --out, so a long run keeps what
 * contention: two flows at once (separate stores and Prefect homes) against one alone.
 * candidates: the candidate filter's embedder (all-mpnet-base-v2) against plain fp32 `encode` of
   the same candidate texts, and the projected time of 53K x 12 candidates on this machine and on
-  one GPU.
+  one GPU; then the stage itself on real pools (`rebuild-distractors` on the real CICERO v2 sample)
+  against plain fp32 `encode` of every text it compares.
 * af: one adversarial-filtering iteration with the linear probe at 5K, 20K and 53K instances
   (pools of 12 candidates; vectors drawn so the gold carries a signal).
 * gpu: the transformer AF discriminator on a RoBERTa-large configuration (MFU from model FLOPs,
