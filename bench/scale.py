@@ -426,7 +426,7 @@ def candidate_texts(n: int) -> list[str]:
     path = real / "cicero" / "cicero_v2_val_sample.jsonl"
     if path.exists():
         rows = read_cicero_release(path, lenient=True).rows
-        pool = sorted({str(c) for r in rows for c in (r.get("choices") or [])} | {str(r.get("answer", "")) for r in rows} - {""})
+        pool = sorted({str(c) for r in rows for c in r["choices"]} - {""})  # answers and their alternatives
     else:
         pool = [u for d in sample_dialogues()["dailydialog"] for u in d]
     vary = Varier(pool, 11)
@@ -571,7 +571,7 @@ def gpu_section(instances: int = 53000, iterations: int = 14) -> dict:
     if not torch.cuda.is_available():
         say("== gpu: not run (no CUDA device here); run this section on a GPU machine: --sections gpu")
         return {"run": False}
-    from bench.af_discriminators import PEAK_BF16_TFLOPS, mfu
+    from bench.af_discriminators import mfu
 
     name = torch.cuda.get_device_name(0)
     out = {"gpu": name, "af": mfu(argparse.Namespace())}
@@ -586,7 +586,6 @@ def gpu_section(instances: int = 53000, iterations: int = 14) -> dict:
     say(f"== gpu {name}: RoBERTa-large MC training {best['tflops']} TFLOP/s = {best['mfu']:.0%} of bf16 peak (goal >= 30%); "
         f"an AF iteration at {instances} instances {per_iter:.0f} s, {iterations} iterations {per_iter * iterations / 60:.0f} min")
     out["t5"] = t5_throughput()
-    _ = PEAK_BF16_TFLOPS
     return out
 
 

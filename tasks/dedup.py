@@ -92,8 +92,7 @@ def approximate_pairs(x: np.ndarray, threshold: float, nlist: int = 0, nprobe: i
 
     x = np.ascontiguousarray(x, dtype=np.float32)
     n, d = x.shape
-    nlist = nlist or int(4 * np.sqrt(n))
-    nlist = max(1, min(nlist, n // 39))  # faiss wants ~39 training points per list
+    nlist = ivf_lists(n, nlist)
     quantizer = faiss.IndexFlatIP(d)
     index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
     index.cp.seed = seed
@@ -106,6 +105,12 @@ def approximate_pairs(x: np.ndarray, threshold: float, nlist: int = 0, nprobe: i
     j = ids.astype(np.int64)
     keep = j > i
     return _rescore(x, i[keep], j[keep], threshold)
+
+
+def ivf_lists(n: int, nlist: int = 0) -> int:
+    """The IVF list count used for n rows: `nlist`, or 4 sqrt(n) when 0; at most n / 39 (faiss wants
+    ~39 training points per list)."""
+    return max(1, min(nlist or int(4 * np.sqrt(n)), n // 39))
 
 
 def _rescore(x, i, j, threshold):
@@ -161,7 +166,8 @@ def dedup(dialogues: pd.DataFrame, embeddings: pd.DataFrame, *, threshold: float
         np.zeros((0, 1), np.float32)
     screen_bf16, rates = compute.bf16_faster("cpu")
     screen = "bf16" if screen_bf16 else "fp32"
-    method = "faiss-ivf-range" if len(x) > approximate_above else f"exact-blocked-{screen}-screen-fp32-rescore"
+    method = (f"faiss-ivf-range (nlist {ivf_lists(len(x), nlist)}, nprobe {nprobe})" if len(x) > approximate_above
+              else f"exact-blocked-{screen}-screen-fp32-rescore")
     if len(x) > approximate_above:
         i, j, sim = approximate_pairs(x, threshold, nlist, nprobe)
     else:

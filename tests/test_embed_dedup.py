@@ -115,6 +115,15 @@ def test_approximate_search_finds_clear_duplicates():
     x = _unit(np.concatenate([base, base[:50] + rng.normal(scale=0.05, size=(50, 32))]))
     i, j, _ = approximate_pairs(x, 0.87, nlist=8, nprobe=8)
     assert _brute(x, 0.87) == set(zip(i.tolist(), j.tolist()))
+    i, j, _ = approximate_pairs(x, 0.87, nprobe=8)  # nlist 0: 4 sqrt(n), capped at n / 39 = 11 here
+    assert _brute(x, 0.87) == set(zip(i.tolist(), j.tolist()))
+
+
+def test_ivf_lists_grow_as_the_square_root():
+    from tasks.dedup import ivf_lists
+
+    assert ivf_lists(1_000_000) == 4000 and ivf_lists(10_000) == 256 and ivf_lists(100_000, 256) == 256
+    assert ivf_lists(450) == 11 and ivf_lists(10) == 1
 
 
 def test_groups_keep_first_and_name_the_link():
