@@ -253,6 +253,58 @@ def model_flops(config, length: int) -> float:
     return layers * (2.0 * length * (4 * h * h + 2 * h * i) + 4.0 * length * length * h)
 
 
+def linear_flops(config, tokens: int) -> float:
+    """FLOPs of the projections and feed-forward alone for `tokens` (padded) tokens."""
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    return layers * 2.0 * tokens * (4 * h * h + 2 * h * i)
+
+
+def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 2.0) -> dict:
+    """What this machine's BLAS allows for this model, at the shapes the embedder really runs: a
+    systematic sample of the stage's own batch plan (every k-th batch, k chosen so the sample is about
+    `budget_tflop` of model FLOPs), each batch timed twice side by side: (a) the embedder's forward pass
+    (`encode_batch`, fp32, as the stage calls it) and (b) only its linear layers (the model's weights,
+    `torch.nn.functional.linear` on activations of the batch's padded shape). Projected to all texts by
+    FLOP share. (b) is the bound no runtime can beat with this BLAS; (a) is the stage with no overhead."""
+    import torch
+
+    from tasks.embed import BATCH_TOKENS, EmbedSpec, encode_batch, plan_batches, token_lengths
+
+    config = model[0].auto_model.config
+    encoder = model[0].auto_model.encoder
+    weights = [(m.weight.detach(), m.bias.detach()) for m in encoder.modules() if isinstance(m, torch.nn.Linear)]
+    out: dict = {}
+    for stage, texts in stage_texts.items():
+        if not texts:
+            continue
+        lengths = token_lengths(model, texts)
+        plan = plan_batches(lengths, BATCH_TOKENS["cpu"], EmbedSpec().batch_size)
+        flops = [sum(model_flops(config, int(lengths[i])) for i in b) for b in plan]
+        k = max(1, int(np.ceil(sum(flops) / (budget_tflop * 1e12))))
+        sample = list(range(k // 2, len(plan), k))
+        t_model = t_linear = 0.0
+        with torch.inference_mode():
+            for j in sample:
+                b = plan[j]
+                t0 = time.perf_counter()
+                encode_batch(model, [texts[i] for i in b], "fp32", "cpu")
+                t_model += time.perf_counter() - t0
+                tokens = len(b) * int(lengths[b].max())
+                acts = {n: torch.randn(tokens, n) for n in {w.shape[1] for w, _ in weights}}
+                t0 = time.perf_counter()
+                for w, bias in weights:
+                    torch.nn.functional.linear(acts[w.shape[1]], w, bias)
+                t_linear += time.perf_counter() - t0
+        share = sum(flops) / sum(flops[j] for j in sample)
+        padded = sum(linear_flops(config, len(plan[j]) * int(lengths[plan[j]].max())) for j in sample)
+        out[stage] = {"batches": len(plan), "sampled": len(sample), "model_s": round(t_model * share, 1),
+                      "linear_s": round(t_linear * share, 1),
+                      "model_gflops": round(sum(flops[j] for j in sample) / t_model / 1e9, 1),
+                      "linear_gflops": round(padded / t_linear / 1e9, 1)}
+    total = {key: round(sum(v[key] for v in out.values()), 1) for key in ("model_s", "linear_s")}
+    return {"stages": out, **total}
+
+
 def floor_section(store: Path, ceiling_gflops: float) -> dict:
     """What the flow must embed: each length-filtered dialogue (the embed stage) and each utterance of
     each deduplicated dialogue (TextRank's graph), once; its FLOPs over the machine's best matmul rate."""
@@ -274,18 +326,19 @@ def floor_section(store: Path, ceiling_gflops: float) -> dict:
     # per stage: the embed stage embeds the dialogues, targets the utterances (each counted where first met)
     per_text = dict(zip(distinct, (model_flops(config, int(n)) for n in lengths)))
     seen: set[str] = set()
-    stage_tflop = {}
+    stage_texts, stage_tflop = {}, {}
     for stage, texts in (("embed", dialogue_texts), ("targets", utterances)):
-        new = [t for t in dict.fromkeys(texts) if t not in seen]
-        seen.update(new)
-        stage_tflop[stage] = round(sum(per_text[t] for t in new) / 1e12, 3)
+        stage_texts[stage] = [t for t in dict.fromkeys(texts) if t not in seen]
+        seen.update(stage_texts[stage])
+        stage_tflop[stage] = round(sum(per_text[t] for t in stage_texts[stage]) / 1e12, 3)
     encoded = {}
     for stage in ("embed", "targets"):
         (m,) = list((store / "cicero" / stage).glob("*/manifest.json"))
         for rec in json.loads(m.read_text()).get("models", []):
             if rec.get("name") == "sentence-embedder":
                 encoded[stage] = rec.get("encoded", 0)
-    return {"texts": len(dialogue_texts) + len(utterances), "distinct_texts": len(distinct),
+    bound = model_bound(model, stage_texts)
+    return {"bound": bound, "texts": len(dialogue_texts) + len(utterances), "distinct_texts": len(distinct),
             "tokens": int(lengths.sum()), "tflop": round(flops / 1e12, 2),
             "floor_s": round(flops / (ceiling_gflops * 1e9), 1), "encoded_by_stage": encoded, "stage_tflop": stage_tflop,
             "embedded_twice": int(sum(encoded.values()) - len(distinct))}
@@ -319,6 +372,11 @@ def flow_section(sizes: list[int], ceiling: dict, work: Path) -> dict:
         results[n]["achieved_gflops"] = achieved
         say("   model FLOPs a second: " + ", ".join(f"{k} {v} GFLOP/s ({floor['stage_tflop'][k]} TFLOP, "
                                                   f"{v / ceiling['best']:.0%} of the best matmul)" for k, v in achieved.items()))
+        b = floor["bound"]
+        say(f"   at the embedder's own batch shapes (a sample of its plan, projected): the forward passes alone "
+            f"{b['model_s']} s = {b['model_s'] / floor['floor_s']:.2f}x the floor, their linear layers alone "
+            f"{b['linear_s']} s = {b['linear_s'] / floor['floor_s']:.2f}x (" + ", ".join(
+                f"{k} {v['model_gflops']} / {v['linear_gflops']} GFLOP/s" for k, v in b["stages"].items()) + ")")
         say(f"   floor: {floor['distinct_texts']} distinct texts to embed, {floor['tokens']} tokens, {floor['tflop']} "
             f"TFLOP / {ceiling['best']} GFLOP/s = {floor['floor_s']} s; rebuild = {results[n]['ratio_to_floor']}x "
             f"the floor (goal <= 1.5x); texts embedded twice: {floor['embedded_twice']} "
