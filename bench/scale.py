@@ -265,10 +265,17 @@ def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 
     `budget_tflop` of model FLOPs), each batch timed twice side by side: (a) the embedder's forward pass
     (`encode_batch`, fp32, as the stage calls it) and (b) only its linear layers (the model's weights,
     `torch.nn.functional.linear` on activations of the batch's padded shape). Projected to all texts by
-    FLOP share. (b) is the bound no runtime can beat with this BLAS; (a) is the stage with no overhead."""
+    FLOP share. (b) is what the model's matrix products take on this BLAS whatever runs around them; (a) is
+    the stage with no overhead of its own."""
     import torch
 
-    from tasks.embed import BATCH_TOKENS, EmbedSpec, encode_batch, plan_batches, token_lengths
+    from tasks.embed import (
+        BATCH_TOKENS,
+        EmbedSpec,
+        encode_batch,
+        plan_batches,
+        token_lengths,
+    )
 
     config = model[0].auto_model.config
     encoder = model[0].auto_model.encoder
