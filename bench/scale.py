@@ -15,7 +15,9 @@ Sections (each prints as it ends and is saved to --out, so a long run keeps what
   repeats, a few percent near-duplicates) run cold through `csk run cicero` up to the annotation
   export. Per stage: seconds, rows, rows/s; the compute floor (model FLOPs of every text the flow
   must embed, truncated as the model truncates, over the best matmul rate) and the ratio to it;
-  a check that no text was embedded twice across stages; a cost-vs-size plot per stage.
+  a check that no text was embedded twice across stages; the bound at the embedder's own batch
+  shapes (a sample of its plan timed as full forward passes and as their linear layers alone,
+  projected to every text); a cost-vs-size plot per stage.
 * contention: two flows at once (separate stores and Prefect homes) against one alone.
 * candidates: the candidate filter's embedder (all-mpnet-base-v2) against plain fp32 `encode` of
   the same candidate texts, and the projected time of 53K x 12 candidates on this machine and on
