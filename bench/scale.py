@@ -269,7 +269,8 @@ def linear_layers(model) -> list[tuple]:
     return [(m.weight.detach(), m.bias.detach()) for m in encoder.modules() if isinstance(m, torch.nn.Linear)]
 
 
-def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 2.0) -> dict:
+def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 2.0,
+                length_of: dict[str, int] | None = None) -> dict:
     """What this machine's BLAS allows for this model, at the shapes the embedder really runs: a
     systematic sample of the stage's own batch plan (every k-th batch, k chosen so the sample is about
     `budget_tflop` of model FLOPs), each batch timed twice side by side: (a) the embedder's forward pass
@@ -293,7 +294,8 @@ def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 
     for stage, texts in stage_texts.items():
         if not texts:
             continue
-        lengths = token_lengths(model, texts)
+        lengths = (np.array([length_of[t] for t in texts], np.int64) if length_of is not None
+                   else token_lengths(model, texts))  # the floor has tokenised them already
         plan = plan_batches(lengths, BATCH_TOKENS["cpu"], EmbedSpec().batch_size)
         flops = [sum(model_flops(config, int(lengths[i])) for i in b) for b in plan]
         k = max(1, int(np.ceil(sum(flops) / (budget_tflop * 1e12))))
@@ -353,7 +355,7 @@ def floor_section(store: Path, ceiling_gflops: float) -> dict:
         for rec in json.loads(m.read_text()).get("models", []):
             if rec.get("name") == "sentence-embedder":
                 encoded[stage] = rec.get("encoded", 0)
-    bound = model_bound(model, stage_texts)
+    bound = model_bound(model, stage_texts, length_of=dict(zip(distinct, lengths.tolist())))
     return {"bound": bound, "texts": len(dialogue_texts) + len(utterances), "distinct_texts": len(distinct),
             "tokens": int(lengths.sum()), "tflop": round(flops / 1e12, 2),
             "floor_s": round(flops / (ceiling_gflops * 1e9), 1), "encoded_by_stage": encoded, "stage_tflop": stage_tflop,
