@@ -322,6 +322,8 @@ def runs(pipeline: str, store: Path = STORE,
         say(f"{r['stage']:<22} {state}  {counts}")
         for k, (x, y) in r["params"].items():
             say(f"{'':<24}{k}: {x!r} -> {y!r}")
+        if r.get("computed_differently"):
+            say(f"{'':<24}different bytes, computed differently: {'; '.join(r['computed_differently'])}")
 
 
 @app.command()
@@ -413,14 +415,27 @@ def verify(pipeline: Optional[str] = typer.Argument(None, help="the pipeline; no
            repair: bool = typer.Option(False, "--repair", help="move damaged artifacts to <store>/_quarantine so "
                                        "the next run recomputes them"),
            lineage: bool = typer.Option(True, "--lineage/--no-lineage", help="check every row's parent ids "
-                                        "(reads the id columns)")) -> None:
+                                        "(reads the id columns)"),
+           against: Optional[Path] = typer.Option(None, "--against", help="another store (e.g. built on another "
+                                                  "machine): every key both hold must have the same bytes; a "
+                                                  "difference is named with its machines and precisions")) -> None:
     """Check a store: every file's sha256 against its manifest, rows in = out + rejected, every input
     and lineage parent present, every run record's artifacts present. Exits 1 naming each damaged file."""
     from csk.runtime import Store
-    from csk.verify import repair as repair_store, verify_store
+    from csk.verify import compare_stores, repair as repair_store, verify_store
 
     if not store.is_dir():
         _fail(CskError(f"{store}: no such store"))
+    if against is not None:
+        if not against.is_dir():
+            _fail(CskError(f"{against}: no such store"))
+        shared, differences = compare_stores(Store(store), Store(against), pipeline)
+        for line in differences:
+            err.print(f"[bold red]DIFFERS[/] {escape(line)}", highlight=False, soft_wrap=True)
+        console.print(f"{shared} keys in both stores, {len(differences)} with different bytes", highlight=False)
+        if differences:
+            raise typer.Exit(1)
+        return
     if pipeline is not None:
         from csk.pipeline import get_pipeline
 
@@ -442,6 +457,34 @@ def verify(pipeline: Optional[str] = typer.Argument(None, help="the pipeline; no
             console.print("rerun the pipeline to recompute the moved artifacts", highlight=False)
     if report.problems:
         raise typer.Exit(1)
+
+
+@app.command("precision")
+def precision_command(device: str = typer.Option("auto", "--device", help="cpu, cuda[:i], or auto (CUDA when visible)"),
+                      refresh: bool = typer.Option(False, "--refresh", help="measure again and replace the cached answer"),
+                      as_json: bool = typer.Option(False, "--json", help="print the cached record as JSON")) -> None:
+    """This machine's precision decision (bf16 or fp32, for every `precision = "auto"` setting): measured
+    once at the embedder's shapes, cached per CPU model, flags, thread count and torch version."""
+    from csk import compute
+    from csk.precision import cache_path, decision
+
+    d = decision(compute.device(device), refresh=refresh)
+    if as_json:
+        print(json.dumps(d, indent=2, sort_keys=True))
+        return
+    fp = d["fingerprint"]
+    console.print(f"[bold]{d['precision']}[/]: {escape(d['why'])}", highlight=False, soft_wrap=True)
+    console.print(f"machine: {escape(fp['cpu'])} ({fp['cpu_capability']}; {', '.join(f for f in fp['flags'] if 'bf16' in f or 'amx' in f or f in ('avx2', 'avx512f')) or 'no AVX2'}), "
+                  f"{fp['threads']} threads, torch {fp['torch']}" + (f", {fp['gpu']}" if fp.get("gpu") else ""),
+                  highlight=False, soft_wrap=True)
+    if "gflops" in d:
+        console.print(f"at the plan's shapes: fp32 {d['gflops']['fp32']} GFLOP/s, bf16 {d['gflops']['bf16']} GFLOP/s; "
+                      f"speed-up per round {d['speedups']} (median {d['speedup']}, needs {d['min_speedup']})",
+                      highlight=False, soft_wrap=True)
+    else:
+        console.print(f"quick screen: bf16 {d['screen_speedup']}x fp32", highlight=False)
+    console.print(f"measured {d['measured']}; cached in {cache_path(fp)} (--refresh measures again)",
+                  highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -3,24 +3,25 @@
 Precision is chosen by measurement on the machine at hand, never by assumption: the CPUs
 this project runs on differ by two orders of magnitude in bf16 (an AMX Xeon ran bf16 matmul
 2.9x faster than fp32; an AVX2-only EPYC ran it 175x slower). `precision("auto", ...)` picks
-bf16 only where it is measured faster AND agrees with fp32 on the caller's probe; the
-decision, the measured rates and the CPU go into the stage's manifest.
+bf16 only where this machine's one decision (`csk.precision`: measured once at real shapes,
+cached) says it is clearly faster AND it agrees with fp32 on the caller's probe; the decision
+and the CPU go into the stage's manifest.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import time
 from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
-# The speed-up bf16 must show before it is used: below this, rounding is not worth it.
-MIN_BF16_SPEEDUP = 1.1
 
 
 def device(requested: str = "auto") -> str:
@@ -44,6 +45,35 @@ def cpu_model() -> str:
 
 
 @lru_cache(maxsize=None)
+def host() -> dict:
+    """Where a stage ran, for every manifest (no torch import): CPU model, vector-ISA flags, usable
+    cores, torch version, and this machine's precision decision when one was taken. Float results
+    may differ in the last bits between CPUs; `csk verify --against` and `csk runs --diff` name it."""
+    from csk.precision import cpu_flags
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count()
+    info: dict[str, Any] = {"cpu": cpu_model(), "flags": cpu_flags(), "cores": cores}
+    try:
+        info["torch"] = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        info["torch"] = None
+    return info
+
+
+def host_record() -> dict:
+    """`host()` with the precision decisions this process took (device kind -> precision, decision id)."""
+    from csk.precision import _DECISIONS
+
+    out = dict(host())
+    if _DECISIONS:
+        out["precision"] = {k: {"precision": d["precision"], "id": d["id"]} for k, d in sorted(_DECISIONS.items())}
+    return out
+
+
+@lru_cache(maxsize=None)
 def machine() -> dict:
     """The CPU (or GPU) facts that decide kernels and precision, for manifests and benchmarks."""
     import torch
@@ -57,10 +87,9 @@ def machine() -> dict:
 
 @lru_cache(maxsize=None)
 def matmul_rates(dev: str = "cpu", m: int = 128, k: int = 384, n: int = 384, budget_s: float = 0.05) -> dict:
-    """Measured GFLOP/s of an (m x k) @ (k x n) matmul in fp32 and bf16 on `dev` (once per process).
-
-    The shape is that of a small transformer's projections; each precision runs for about
-    `budget_s` after a warm-up, so a slow emulated bf16 costs a fraction of a second to find out."""
+    """Measured GFLOP/s of an (m x k) @ (k x n) matmul in fp32 and bf16 on `dev` (once per process), for
+    benchmarks' reports. Not a precision decision: at small shapes it measures call overhead, and two
+    processes read it differently (`csk.precision` decides)."""
     import torch
 
     out = {}
@@ -85,31 +114,37 @@ def matmul_rates(dev: str = "cpu", m: int = 128, k: int = 384, n: int = 384, bud
 
 
 def bf16_faster(dev: str = "cpu") -> tuple[bool, dict]:
-    rates = matmul_rates(dev)
-    return rates["bf16"] >= MIN_BF16_SPEEDUP * rates["fp32"], rates
+    """(bf16 is clearly faster here, the measurement): this machine's one decision (`csk.precision`)."""
+    from csk.precision import decision
+
+    d = decision(dev)
+    return d["precision"] == "bf16", d
 
 
 def precision(requested: str, dev: str, agreement: Callable[[], float] | None = None,
               min_agreement: float = 0.999) -> dict:
-    """Decide fp32 or bf16. `requested` "fp32"/"bf16" is obeyed; "auto" measures: bf16 only when it
-    is faster here and `agreement()` (the caller's probe: min cosine vs fp32) reaches `min_agreement`."""
+    """Decide fp32 or bf16. `requested` "fp32"/"bf16" is obeyed; "auto" takes this machine's decision
+    (`csk.precision.decision`: measured once at the embedder's shapes, cached), and bf16 only when
+    `agreement()` (the caller's probe of its own texts: min cosine vs fp32) also reaches
+    `min_agreement`. The probe is a function of the stage's inputs, which are in its key."""
     if requested in ("fp32", "bf16"):
         return {"precision": requested, "requested": requested, "why": "set in the configuration"}
     if requested != "auto":
         raise ValueError(f"precision must be 'auto', 'fp32' or 'bf16', got {requested!r}")
-    faster, rates = bf16_faster(dev)
-    decision: dict[str, Any] = {"requested": "auto", "matmul_gflops": rates, "device": dev, **machine()}
-    if not faster:
-        return {**decision, "precision": "fp32",
-                "why": f"bf16 matmul is not faster here ({rates['bf16']} vs {rates['fp32']} GFLOP/s fp32)"}
+    from csk.precision import decision as machine_decision
+
+    d = machine_decision(dev)
+    decision: dict[str, Any] = {"requested": "auto", "device": dev, "machine_decision": d["id"],
+                                "speedup": d.get("speedup", d.get("screen_speedup")), **machine()}
+    if d["precision"] != "bf16":
+        return {**decision, "precision": "fp32", "why": d["why"]}
     if agreement is None:
-        return {**decision, "precision": "bf16", "why": "bf16 matmul is faster here"}
+        return {**decision, "precision": "bf16", "why": d["why"]}
     agree = float(agreement())
     decision["bf16_min_cosine_vs_fp32"] = agree
     if agree < min_agreement:
         return {**decision, "precision": "fp32", "why": f"bf16 disagrees with fp32 (cosine {agree:.5f} < {min_agreement})"}
-    return {**decision, "precision": "bf16",
-            "why": f"bf16 is {rates['bf16'] / rates['fp32']:.1f}x faster and agrees (cosine {agree:.5f})"}
+    return {**decision, "precision": "bf16", "why": f"{d['why']}; agrees with fp32 (cosine {agree:.5f})"}
 
 
 def autocast(precision_name: str, dev: str):

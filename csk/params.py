@@ -13,6 +13,13 @@ stage:
 * `InputPath`: a file or a directory of files (sources, releases, candidate files);
 * `ModelDir`: a model directory or `package:NAME` (an installed package shipping one).
 
+Settings whose "auto" is decided by the machine are typed too, and the runtime resolves them
+before it computes the key, so the key says what the stage will run with:
+
+* `Device`: "auto" is CUDA when a GPU is visible, else CPU;
+* `Precision`: "auto" is this machine's one bf16-or-fp32 decision (`csk.precision`), for the
+  `Device` setting beside it.
+
 Relative paths are resolved against the directory of the pipelines.toml they were read
 from. "" / None mean "not used"; a `ModelDir` may also be "off" where a stage documents it.
 """
@@ -23,7 +30,7 @@ import inspect
 import typing
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator
+from typing import Annotated, Any, Callable, Iterator, Literal
 
 import docstring_parser
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, create_model
@@ -62,6 +69,20 @@ InputPath = Annotated[str | None, Input("path"), AfterValidator(_resolve_path)]
 ModelDir = Annotated[str | None, Input("model"), AfterValidator(_resolve_path)]
 
 
+class Resolved:
+    """Marks a setting the runtime resolves on this machine before keying the stage: "device" or "precision"."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"Resolved({self.kind!r})"
+
+
+Device = Annotated[str, Resolved("device")]
+Precision = Annotated[Literal["auto", "fp32", "bf16"], Resolved("precision")]
+
+
 class Params(BaseModel):
     """Base of every parameter model: unknown keys are errors, defaults are validated too."""
 
@@ -93,9 +114,9 @@ def params_model(fn: Callable) -> type[Params]:
 
 
 # ------------------------------------------------------------------ typed inputs
-def _input_kind(field: FieldInfo) -> str | None:
+def _input_kind(field: FieldInfo, marker: type = Input) -> str | None:
     for meta in field.metadata:
-        if isinstance(meta, Input):
+        if isinstance(meta, marker):
             return meta.kind
     return None
 
@@ -110,18 +131,41 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def typed_inputs(model: type[BaseModel], values: dict, prefix: str = "") -> Iterator[tuple[str, str, Any]]:
-    """(dotted setting, kind, value) of every InputPath / ModelDir in `values`, nested models included."""
+def typed_inputs(model: type[BaseModel], values: dict, prefix: str = "", marker: type = Input
+                 ) -> Iterator[tuple[str, str, Any]]:
+    """(dotted setting, kind, value) of every InputPath / ModelDir in `values` (with `marker=Resolved`:
+    every Device / Precision), nested models included."""
     for name, field in model.model_fields.items():
         value = values.get(name) if isinstance(values, dict) else getattr(values, name, None)
-        kind = _input_kind(field)
+        kind = _input_kind(field, marker)
         if kind is not None:
             yield f"{prefix}{name}", kind, value
             continue
         nested = _nested_model(field.annotation)
         if nested is not None and value is not None:
             sub = value if isinstance(value, dict) else value.model_dump()
-            yield from typed_inputs(nested, sub, f"{prefix}{name}.")
+            yield from typed_inputs(nested, sub, f"{prefix}{name}.", marker)
+
+
+def resolve_settings(model: type[BaseModel], values: dict) -> dict[str, str]:
+    """dotted setting -> what it means on this machine, for every Device and Precision setting: the
+    device "auto" names, the precision "auto" decides for the Device setting beside it (CPU when
+    there is none). Part of the stage's key: a different machine decision gives a different key."""
+    from csk import compute
+    from csk.precision import decision
+
+    found = list(typed_inputs(model, values, marker=Resolved))
+    parent = lambda setting: setting.rpartition(".")[0]  # noqa: E731
+    devices = {parent(s): compute.device(str(v)) for s, k, v in found if k == "device"}
+    out = {}
+    for setting, kind, value in found:
+        if kind == "device":
+            out[setting] = devices[parent(setting)]
+        elif value == "auto":
+            out[setting] = decision(devices.get(parent(setting), "cpu"))["precision"]
+        else:
+            out[setting] = str(value)
+    return dict(sorted(out.items()))
 
 
 def describe(model: type[BaseModel], values: BaseModel | None, prefix: str = "") -> Iterator[dict]:

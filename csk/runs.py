@@ -50,11 +50,51 @@ def _manifest(path: str) -> dict:
     return json.loads(manifest.read_text()) if manifest.exists() else {}
 
 
+def _used_precision(m: dict) -> dict[str, str]:
+    """model name -> the precision the stage recorded using it with."""
+    out = {}
+    for entry in m.get("models", []):
+        p = entry.get("precision")
+        p = p.get("precision") if isinstance(p, dict) else p
+        if p:
+            out[str(entry.get("name") or entry.get("param"))] = str(p)
+    return out
+
+
+def compute_differences(ma: dict, mb: dict) -> list[str]:
+    """Where two artifacts of a stage were computed differently, from their manifests: the Device /
+    Precision settings as resolved, the precision each model ran in, and the machine (CPU, vector-ISA
+    flags, cores, torch). Float results may differ in the last bits across any of these."""
+    out = []
+    ra, rb = ma.get("resolved") or {}, mb.get("resolved") or {}
+    out += [f"{k} resolved to {ra.get(k)} vs {rb.get(k)}" for k in sorted(set(ra) | set(rb)) if ra.get(k) != rb.get(k)]
+    ua, ub = _used_precision(ma), _used_precision(mb)
+    out += [f"{k} ran in {ua.get(k)} vs {ub.get(k)}" for k in sorted(set(ua) | set(ub)) if ua.get(k) != ub.get(k)]
+    ha, hb = ma.get("machine") or {}, mb.get("machine") or {}
+    if not ha or not hb:
+        out += ["machine unknown (a manifest written before machines were recorded)"] if ha != hb else []
+        return out
+    for name in ("cpu", "cores", "torch"):
+        if ha.get(name) != hb.get(name):
+            out.append(f"{name} {ha.get(name)!r} vs {hb.get(name)!r}")
+    fa, fb = set(ha.get("flags") or []), set(hb.get("flags") or [])
+    if fa != fb:
+        only = lambda x: ",".join(sorted(x)) or "-"  # noqa: E731
+        out.append(f"CPU flags only in the first: {only(fa - fb)}; only in the second: {only(fb - fa)}")
+    pa, pb = ha.get("precision") or {}, hb.get("precision") or {}
+    if pa != pb:
+        out.append(f"machine precision decision {pa} vs {pb}")
+    return out
+
+
 def _why(ma: dict, mb: dict, params: dict) -> list[str]:
-    """What moved a stage's key: its parameters, its code (or version), its input data, its input files or models."""
+    """What moved a stage's key: its parameters, its code (or version), its input data, its input files
+    or models, the machine's precision/device decision."""
     if not ma or not mb:
         return ["unknown: a manifest is gone"]
     why = ["params"] if params else []
+    if (ma.get("resolved") or {}) != (mb.get("resolved") or {}):
+        why.append("precision/device decision")
     if (ma.get("stage_code"), ma.get("stage_version")) != (mb.get("stage_code"), mb.get("stage_version")):
         why.append("code")
     if [i.get("data_sha256") for i in ma.get("inputs", [])] != [i.get("data_sha256") for i in mb.get("inputs", [])]:
@@ -91,6 +131,8 @@ def diff(a: dict, b: dict) -> list[dict]:
             pa, pb = _flat(ma.get("params", {})), _flat(mb.get("params", {}))
             row["params"] = {k: [pa.get(k), pb.get(k)] for k in sorted(set(pa) | set(pb)) if pa.get(k) != pb.get(k)}
             row["why"] = _why(ma, mb, row["params"])
+            if ma.get("data_sha256") != mb.get("data_sha256"):
+                row["computed_differently"] = compute_differences(ma, mb)
         out.append(row)
     return out
 

@@ -45,7 +45,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from csk.compute import sha256_file
+from csk.compute import host_record, sha256_file
+from csk.params import resolve_settings
 from csk.progress import stage_label
 from csk.errors import ConservationError, ContractError, CskError, InputError, IntegrityError
 
@@ -159,6 +160,7 @@ class Plan:
     files: list[dict]
     models: list[dict]
     key: str
+    resolved: dict = field(default_factory=dict)  # Device / Precision settings as this machine resolves them
 
 
 @dataclass
@@ -490,8 +492,11 @@ class Store:
             "files": [(f["param"], f["path"], f["sha256"]) for f in files],
             "models": [(m["param"], m["sha256"]) for m in models],
         }
+        resolved = resolve_settings(stage.params_model, params_json)
+        if resolved:  # "auto" precision and device as decided here: another decision, another key
+            material["resolved"] = resolved
         key = hashlib.sha256(canonical_json(material).encode()).hexdigest()[:24]
-        return Plan(pipeline, stage, model, params_json, list(inputs), input_hashes, files, models, key)
+        return Plan(pipeline, stage, model, params_json, list(inputs), input_hashes, files, models, key, resolved)
 
     def key(self, pipeline: str, stage: "Stage", params: dict, inputs: list[ArtifactRef]) -> str:
         return self.plan(pipeline, stage, params, inputs).key
@@ -585,6 +590,8 @@ class Store:
             "parent_column": plan.stage.parent_column,
             "parent_inputs": plan.stage.parent_inputs,
             "params": plan.params_json,
+            "resolved": plan.resolved,
+            "machine": host_record(),
             "files": plan.files,
             "models": _merge_models(plan.models, c.ctx.models),
             "code_version": code_version(),

@@ -206,3 +206,26 @@ def collect(store: Store, garbage: Garbage) -> int:
         freed += size_of(d)
         shutil.rmtree(d, ignore_errors=True)
     return freed
+
+
+def compare_stores(a: Store, b: Store, pipeline: str | None = None) -> tuple[int, list[str]]:
+    """Keys both stores hold, and one line per key whose data differs, naming how the two were computed
+    (machine, precision; `csk.runs.compute_differences`). One key must have one content: on the same
+    machine and precision a difference is a nondeterministic stage, and the line says so."""
+    from csk.runs import compute_differences
+
+    theirs = {(p, s, d.name): d for p, s, d in artifact_dirs(b, pipeline)}
+    shared, lines = 0, []
+    for p, s, d in artifact_dirs(a, pipeline):
+        other = theirs.get((p, s, d.name))
+        if other is None or not (d / MANIFEST).exists() or not (other / MANIFEST).exists():
+            continue
+        shared += 1
+        ma, mb = json.loads((d / MANIFEST).read_text()), json.loads((other / MANIFEST).read_text())
+        if ma.get("data_sha256") == mb.get("data_sha256"):
+            continue
+        how = compute_differences(ma, mb)
+        lines.append(f"{p}/{s}/{d.name}: data sha256 {str(ma.get('data_sha256'))[:12]} vs {str(mb.get('data_sha256'))[:12]}: "
+                     + ("computed differently: " + "; ".join(how) if how else
+                        "same machine, precision and inputs: a nondeterministic stage (please report it)"))
+    return shared, lines

@@ -4,7 +4,7 @@ The N x N similarity matrix is never materialised. Exact path: blocked products 
 upper triangle in bf16 (AMX/tensor cores) to find candidate pairs within a safety margin of
 the threshold, each candidate then re-scored exactly in fp32, so the result equals an fp32
 search. Above `approximate_above` rows a faiss IVF index answers range queries instead.
-Whether the screen runs in bf16 is measured (`csk.compute.bf16_faster`): on CPUs without native
+Whether the screen runs in bf16 is this machine's precision decision (`csk.precision`): on CPUs without native
 bf16 it would be far slower than fp32, and the result is the same either way.
 Pairs become a graph; each connected component keeps one dialogue: the first in input order
 (sources in configuration order DailyDialog, MuTual, DREAM, then file order).
@@ -164,7 +164,7 @@ def dedup(dialogues: pd.DataFrame, embeddings: pd.DataFrame, *, threshold: float
         raise CskError(f"dedup: {len(missing)} dialogues have no embedding, e.g. {sorted(missing)[:3]}")
     x = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in dialogues["id"]]) if len(dialogues) else \
         np.zeros((0, 1), np.float32)
-    screen_bf16, rates = compute.bf16_faster("cpu")
+    screen_bf16, machine = compute.bf16_faster("cpu")
     screen = "bf16" if screen_bf16 else "fp32"
     method = (f"faiss-ivf-range (nlist {ivf_lists(len(x), nlist)}, nprobe {nprobe})" if len(x) > approximate_above
               else f"exact-blocked-{screen}-screen-fp32-rescore")
@@ -184,4 +184,4 @@ def dedup(dialogues: pd.DataFrame, embeddings: pd.DataFrame, *, threshold: float
         + f" (cosine {d['similarity']:.4f} >= {threshold})" for d in losers]
     kept = dialogues.iloc[[k for k in range(len(ids)) if k not in drop]]
     return StageOutput(data=kept, rejected=rejected,
-                       notes={"method": method, "matmul_gflops": rates, **compute.machine(), "pairs_above_threshold": int(len(i)), "groups": len({d["kept"] for d in losers})})
+                       notes={"method": method, "screen": machine["why"], **compute.machine(), "pairs_above_threshold": int(len(i)), "groups": len({d["kept"] for d in losers})})

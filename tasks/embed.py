@@ -2,9 +2,10 @@
 
 The cache is an LMDB database in the artifact store (`_cache/embeddings/<model>-<precision>`),
 so a text is embedded once across stages and runs. Precision "auto" is decided by
-`csk.compute.precision`: bf16 autocast only where bf16 matmul is measured faster on this
-machine AND a length-spread probe of the actual texts agrees with fp32 to cosine >=
-`min_agreement`; the decision, the measured rates and the agreement go into the manifest.
+`csk.compute.precision`: bf16 autocast only where this machine's one decision takes it
+(`csk.precision`: measured once at this embedder's batch shapes, cached, resolved into the
+stage's key) AND a length-spread probe of the actual texts agrees with fp32 to cosine >=
+`min_agreement`; the decision and the agreement go into the manifest.
 
 Use it as a context manager: `with open_embedder(spec, ctx) as emb: vectors = emb.encode(texts)`.
 """
@@ -15,14 +16,14 @@ import hashlib
 import json
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
 
 from csk import compute
 from csk.models import model_identity, pretrained_kwargs, resolve_model
-from csk.params import ModelDir, Params
+from csk.params import Device, ModelDir, Params, Precision
 from csk.progress import progress
 from csk.runtime import StageContext, StageOutput
 from csk.shards import map_shards
@@ -43,11 +44,12 @@ class EmbedSpec(Params):
     (bench/scale.py: 1.2-1.5x plain `encode` at batch_size 32 on a 2-core EPYC), 65536 on CUDA"""
     batch_size: int = 256
     """most texts per forward pass"""
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
-    """auto: bf16 only where measured faster here and agreeing with fp32 to min_agreement"""
+    precision: Precision = "auto"
+    """auto: bf16 only where this machine's decision (`csk precision`) takes it and the stage's texts
+    agree with fp32 to min_agreement"""
     min_agreement: float = 0.999
     """lowest cosine between bf16 and fp32 embeddings of the probe texts for bf16 to be used"""
-    device: str = "auto"
+    device: Device = "auto"
     """auto: CUDA when a GPU is visible, else CPU"""
 
 

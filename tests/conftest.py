@@ -12,6 +12,8 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # One model cache for the whole test run: split models (all-mpnet-base-v2) are unpacked once, not per store.
 os.environ.setdefault("CSK_MODEL_CACHE", str(Path(__import__("tempfile").gettempdir()) / "csk-test-model-cache"))
+# The machine's precision decision is measured once (a few seconds) and cached here, not in ~/.cache.
+os.environ.setdefault("CSK_CACHE_DIR", str(Path(__import__("tempfile").gettempdir()) / "csk-test-cache"))
 
 import pytest  # noqa: E402
 

@@ -52,32 +52,35 @@ def test_length_sorted_batches_embed_as_the_plain_library_call(texts):
     assert np.sum(v * ref, axis=1).min() > 0.99999
 
 
-def test_auto_precision_is_measured_and_agrees_with_fp32(texts):
-    from csk import compute
+def test_auto_precision_is_the_machine_decision_and_agrees_with_fp32(texts):
+    from csk import precision
 
     auto = Embedder({"model": MODEL, "precision": "auto"}, None, progress=False)
     v = auto.encode(texts)
     ref = Embedder({"model": MODEL, "precision": "fp32"}, None, progress=False).encode(texts)
     cos = np.sum(v * ref, axis=1)
     decision = auto.decision
-    assert auto.precision in ("bf16", "fp32") and cos.min() >= 0.999
-    rates = decision["matmul_gflops"]
-    assert rates["fp32"] > 0 and rates["bf16"] > 0 and decision["cpu"]
-    faster = rates["bf16"] >= compute.MIN_BF16_SPEEDUP * rates["fp32"]
-    # bf16 only where it is faster here AND agrees; never on a CPU that emulates it slowly
-    assert (auto.precision == "bf16") == (faster and decision["bf16_min_cosine_vs_fp32"] >= 0.999)
+    machine = precision.decision("cpu")
+    assert auto.precision in ("bf16", "fp32") and cos.min() >= 0.999 and decision["cpu"]
+    assert decision["machine_decision"] == machine["id"]
+    # bf16 only where this machine's decision takes it AND the texts agree; never where it is emulated
+    assert (auto.precision == "bf16") == (machine["precision"] == "bf16" and decision["bf16_min_cosine_vs_fp32"] >= 0.999)
 
 
 def test_precision_rule(monkeypatch):
-    from csk import compute
+    from csk import compute, precision
 
-    monkeypatch.setattr(compute, "matmul_rates", lambda dev="cpu": {"fp32": 35.0, "bf16": 0.2})  # AVX2-only EPYC
+    def machine(p):
+        return {"precision": p, "id": "test", "why": f"{p} (test)", "speedup": 1.0}
+
+    monkeypatch.setattr(precision, "_DECISIONS", {"cpu": machine("fp32")})  # e.g. an AVX2-only EPYC
     slow = compute.precision("auto", "cpu", agreement=lambda: 1.0)
-    assert slow["precision"] == "fp32" and "not faster" in slow["why"]
-    monkeypatch.setattr(compute, "matmul_rates", lambda dev="cpu": {"fp32": 100.0, "bf16": 290.0})  # AMX Xeon
+    assert slow["precision"] == "fp32" and "bf16_min_cosine_vs_fp32" not in slow  # the probe is not even run
+    monkeypatch.setattr(precision, "_DECISIONS", {"cpu": machine("bf16")})  # an AMX Xeon
     assert compute.precision("auto", "cpu", agreement=lambda: 0.9999)["precision"] == "bf16"
     assert compute.precision("auto", "cpu", agreement=lambda: 0.99)["precision"] == "fp32"
     assert compute.precision("bf16", "cpu")["precision"] == "bf16"  # an explicit setting is obeyed
+    assert compute.precision("fp32", "cpu")["precision"] == "fp32"
 
 
 def test_missing_model_is_clear_error():

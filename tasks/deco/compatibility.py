@@ -9,7 +9,6 @@ when there is one, in bf16 where it is measured faster there."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -17,7 +16,7 @@ import pandas as pd
 from csk import compute
 from csk.errors import ConfigError
 from csk.models import model_hash, resolve_model
-from csk.params import OFF, ModelDir
+from csk.params import OFF, Device, ModelDir, Precision
 from csk.runtime import StageContext, StageOutput
 from tasks import seq2seq
 from tasks.embed import EmbedSpec, open_embedder
@@ -44,7 +43,7 @@ def tuple_scores(tails: list[str], generated: list[list[str]], vectors) -> list[
 
 def compatibility(samples: pd.DataFrame, tuples: pd.DataFrame, *, comet: ModelDir = None, num_beams: int = 10,
                   num_return: int = 10, max_length: int = 64, no_repeat_ngram_size: int = 2, batch_size: int = 16,
-                  precision: Literal["auto", "fp32", "bf16"] = "auto", device: str = "auto",
+                  precision: Precision = "auto", device: Device = "auto",
                   embed: EmbedSpec = EmbedSpec(), ctx: StageContext | None = None) -> StageOutput:
     """The event-commonsense score of every sample's response, with each tuple's score and the
     COMET tails it was compared with.

@@ -4,13 +4,12 @@ that turns them into tuples (ACCENT's T5, fine-tuned with `csk deco train-extrac
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 import pandas as pd
 
 from csk import compute
 from csk.models import model_hash, resolve_model
-from csk.params import ModelDir
+from csk.params import Device, ModelDir, Precision
 from csk.runtime import StageContext, StageOutput
 from readers.deco import RELATIONS
 from tasks import seq2seq
@@ -52,7 +51,7 @@ def extraction_tasks(samples: pd.DataFrame, *, none_single: int = 3, none_pair: 
 
 def extract(tasks: pd.DataFrame, *, extractor: ModelDir = None, num_beams: int = 10, max_length: int = 64,
             no_repeat_ngram_size: int = 2, samples_per_batch: int = 1,
-            precision: Literal["auto", "fp32", "bf16"] = "auto", device: str = "auto",
+            precision: Precision = "auto", device: Device = "auto",
             ctx: StageContext | None = None) -> StageOutput:
     """Event-relation tuples of every sample: the extractor's where one is configured, else the
     human (gold) tuples, said so in the manifest. Outputs that are `None` or break the target format
