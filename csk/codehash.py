@@ -1,0 +1,206 @@
+"""What a stage can execute, read from the source: the project modules it imports at any depth
+(inside functions too), and the installed packages those modules import, with their versions.
+
+Both go into the stage's key, so a reused artifact is what a fresh run would compute:
+
+* code: the source of every project module reachable from the stage function's module and its
+  contract's module through `import` / `from ... import` statements anywhere in their source
+  (module level, inside functions and methods; `if TYPE_CHECKING:` blocks are skipped: they
+  never run). Read with `ast`, not from a module's namespace, so a helper imported inside a
+  function is followed too (e.g. `tasks.english`, imported where the parser is needed);
+* packages: the distributions that provide the third-party modules those sources import, and
+  everything they require in turn (a stage importing sentence-transformers runs transformers and
+  torch), with their installed versions. Upgrading spaCy recomputes the stages that can run spaCy
+  and only those. Two rules keep this to what computes a stage's bytes: the kernel (`csk.*`)
+  counts only its module-level imports (pandas and pyarrow write every artifact; the torch its
+  device helpers import inside functions runs only for stages that import torch themselves), and
+  packages that schedule, lock or display work (`NOT_COMPUTE`) are not followed: a Dask shard
+  gives the local runner's bytes whichever Prefect runs it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import sys
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+PROJECT_PACKAGES = ("csk", "readers", "tasks", "data_contracts", "flows")
+# Orchestration and reporting: they decide which stages run and show what they did, never what a
+# stage writes; following them would recompute every stage when a CLI message changes.
+NOT_STAGE_CODE = ("csk.cli", "csk.orchestration", "csk.lineage_events", "csk.verify", "csk.runs", "csk.release",
+                  "csk.lineage", "csk.progress", "flows")
+
+
+NOT_COMPUTE = ("prefect", "prefect_dask", "dask", "distributed", "rich", "typer", "tqdm", "filelock",
+               "docstring_parser")
+
+
+def _is_project(name: str) -> bool:
+    return name.split(".")[0] in PROJECT_PACKAGES
+
+
+def _excluded(name: str) -> bool:
+    return any(name == x or name.startswith(x + ".") for x in NOT_STAGE_CODE)
+
+
+@lru_cache(maxsize=None)
+def module_file(name: str) -> Path | None:
+    """The source file of a module, found without running it (None: not a module, or no source)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin)
+
+
+def _type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or \
+        (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST, module: str, is_package: bool, top_level: bool = False) -> set[str]:
+    """Every module name an import statement of `tree` names, relative imports resolved; for
+    `from a import b`, both `a` and `a.b` (b may be a submodule). `top_level`: only the statements
+    that run on import (not inside function bodies)."""
+    out: set[str] = set()
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and _type_checking(node):
+            todo += node.orelse
+            continue
+        if top_level and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".")
+                keep = len(parts) - node.level + (1 if is_package else 0)
+                base = ".".join(parts[:keep] + ([node.module] if node.module else []))
+            if base:
+                out.add(base)
+                out.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+@lru_cache(maxsize=None)
+def _parsed(name: str) -> tuple[bytes, frozenset[str], frozenset[str]]:
+    """(source bytes, names imported anywhere in it, names imported on import) of a project module."""
+    path = module_file(name)
+    if path is None:
+        return b"", frozenset(), frozenset()
+    raw = path.read_bytes()
+    tree = ast.parse(raw, str(path))
+    pkg = path.name == "__init__.py"
+    return raw, frozenset(_imports(tree, name, pkg)), frozenset(_imports(tree, name, pkg, top_level=True))
+
+
+def _parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+@lru_cache(maxsize=None)
+def closure(roots: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(project modules, third-party top-level modules) reachable from `roots` through imports."""
+    seen: set[str] = set()
+    third: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen or not _is_project(name):
+            continue
+        if _excluded(name) and name not in roots:
+            continue
+        if module_file(name) is None:  # `from pkg import name`: a name, not a submodule
+            continue
+        seen.add(name)
+        todo += [p for p in _parents(name) if p not in seen]  # importing a.b runs a/__init__.py
+        _, anywhere, on_import = _parsed(name)
+        todo += sorted(m for m in anywhere if _is_project(m))
+        kernel = name.split(".")[0] == "csk"
+        for m in (on_import if kernel else anywhere):
+            top = m.split(".")[0]
+            if not _is_project(m) and top not in sys.stdlib_module_names and top != "__future__" \
+                    and top not in NOT_COMPUTE:
+                third.add(top)
+    return tuple(sorted(seen)), tuple(sorted(third))
+
+
+def code_hash(roots: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for name in closure(roots)[0]:
+        h.update(name.encode() + b"\0" + _parsed(name)[0] + b"\0")
+    return h.hexdigest()[:16]
+
+
+@lru_cache(maxsize=None)
+def _distributions_of_module() -> dict[str, list[str]]:
+    return metadata.packages_distributions()
+
+
+def _norm(dist: str) -> str:
+    return dist.lower().replace("_", "-").replace(".", "-")
+
+
+@lru_cache(maxsize=None)
+def _requirements(dist: str) -> tuple[str, ...]:
+    """The distributions `dist` requires (no extras, markers evaluated here)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        reqs = metadata.requires(dist) or []
+    except metadata.PackageNotFoundError:
+        return ()
+    out = []
+    for line in reqs:
+        try:
+            r = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if r.marker is not None and not r.marker.evaluate({"extra": ""}):
+            continue
+        out.append(_norm(r.name))
+    return tuple(sorted(set(out)))
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@lru_cache(maxsize=None)
+def packages(roots: tuple[str, ...]) -> dict[str, str]:
+    """distribution -> installed version, for every distribution the stage's code can run: those
+    providing the modules it imports, and their requirements, transitively."""
+    mods = _distributions_of_module()
+    todo = sorted({_norm(d) for top in closure(roots)[1] for d in mods.get(top, [])})
+    seen: dict[str, str] = {}
+    while todo:
+        dist = todo.pop()
+        if dist in seen:
+            continue
+        version = _version(dist)
+        if version is None:
+            continue
+        seen[dist] = version
+        todo += [r for r in _requirements(dist) if r not in seen]
+    return dict(sorted(seen.items()))
+
+
+def forget() -> None:
+    """Read the sources and installed versions again (tests that edit a module or fake a version)."""
+    for f in (module_file, _parsed, closure, packages, _distributions_of_module, _requirements):
+        f.cache_clear()
