@@ -24,7 +24,7 @@ PIPELINES = ("cicero", "corequisite", "corecode", "deco")
 
 
 def run(store: Path, pipelines=PIPELINES) -> dict:
-    env = {**os.environ, "PREFECT_HOME": str(store / ".prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    env = {**os.environ, "PREFECT_HOME": os.environ.get("PREFECT_HOME", str(ROOT / ".prefect")), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1"}
     out = {}
     for p in pipelines:
