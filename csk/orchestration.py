@@ -55,29 +55,37 @@ class PipelineRun:
             self.store.clean_stale_tmp()
 
     # -- what a flow body calls
-    def stage(self, name: str, *inputs: ArtifactRef | Pending, **overrides: Any) -> ArtifactRef | Pending:
-        """Run (or reuse) stage `name` on `inputs`; its settings come from its config table."""
+    def stage(self, name: str, /, **bound: Any) -> ArtifactRef | Pending | None:
+        """Run (or reuse) stage `name`. Its upstream inputs are bound by the stage function's parameter
+        names (`run.stage("dedup", dialogues=filtered, embeddings=vectors)`; an optional one may be
+        None); any other keyword overrides one of its settings, which otherwise come from its table."""
+        from csk.runtime import bind_inputs
+
         stage = self.pipeline.stage(name)
+        input_names = {n for n, _ in stage.inputs}
+        inputs = {k: v for k, v in bound.items() if k in input_names}
+        overrides = {k: v for k, v in bound.items() if k not in input_names}
+        names, refs = bind_inputs(stage, inputs)
         params = {k: v.model_dump() if hasattr(v, "model_dump") else v
                   for k, v in self.pipeline.stage_params(stage, self.config, overrides).items()}
         if self.dry:
-            return self._plan(stage, params, list(inputs))
-        if inputs:
-            rows = inputs[0].manifest()["rows"]
+            return self._plan(stage, params, dict(zip(names, refs)))
+        if refs:
+            rows = refs[0].manifest()["rows"]
             if rows["out"] == 0:
                 raise CskError(
-                    f"stage {inputs[0].stage!r} left no rows ({rows['in']} in, {rows['rejected']} rejected; reasons in "
-                    f"{inputs[0].rejected_path}): nothing for {stage.name!r} to do. Check that stage's settings.")
+                    f"stage {refs[0].stage!r} left no rows ({rows['in']} in, {rows['rejected']} rejected; reasons in "
+                    f"{refs[0].rejected_path}): nothing for {stage.name!r} to do. Check that stage's settings.")
         from prefect.assets import materialize
         from prefect.cache_policies import NONE
 
         task = materialize(
             asset_for(self.store, self.pipeline.name, stage.name),
-            asset_deps=[asset_for(self.store, self.pipeline.name, r.stage) for r in inputs],
+            asset_deps=[asset_for(self.store, self.pipeline.name, r.stage) for r in refs],
             name=stage.name, cache_policy=NONE, persist_result=False,
         )(_execute)
-        info = task(str(self.store.root), self.pipeline.name, stage.name, params, list(inputs), self.shard_rows,
-                    self.store.verify, return_state=True).result()
+        info = task(str(self.store.root), self.pipeline.name, stage.name, params, dict(zip(names, refs)),
+                    self.shard_rows, self.store.verify, return_state=True).result()
         self.stages.append(info)
         return ArtifactRef(self.pipeline.name, stage.name, info["key"], info["path"])
 
@@ -134,8 +142,8 @@ class PipelineRun:
             description=f"{self.pipeline.name}: what this run did, stage by stage")
 
     # -- dry runs
-    def _plan(self, stage: Stage, params: dict, inputs: list) -> ArtifactRef | Pending:
-        waiting = [i.stage for i in inputs if isinstance(i, Pending)]
+    def _plan(self, stage: Stage, params: dict, inputs: dict) -> ArtifactRef | Pending:
+        waiting = [i.stage for i in inputs.values() if isinstance(i, Pending)]
         if waiting:
             self.stages.append({"stage": stage.name, "status": "depends",
                                 "why": f"reused if the recomputed {', '.join(waiting)} output has the same bytes "
@@ -174,11 +182,19 @@ class PipelineRun:
             if old_models.get(mm["param"]) != mm["sha256"]:
                 reasons.append(f"model {mm['param']} ({mm['path']}) changed")
         if m.get("stage_code") != stage.code_hash():
-            reasons.append("code changed (the stage's module or a project module it uses)")
-        old_inputs = [i.get("data_sha256") for i in m.get("inputs", [])]
-        for i, (ref_in, h) in enumerate(zip(plan.inputs, plan.input_hashes)):
-            if i >= len(old_inputs) or old_inputs[i] != h:
-                reasons.append(f"input {ref_in.stage} has other data")
+            reasons.append("code changed (the stage's module, its contract's, or a project module they import)")
+        old_pk, new_pk = m.get("packages") or {}, stage.packages()
+        for k in sorted(set(old_pk) | set(new_pk)):
+            if old_pk.get(k) != new_pk.get(k):
+                reasons.append(f"package {k} {old_pk.get(k) or '(absent)'} -> {new_pk.get(k) or '(absent)'}")
+        old_res = m.get("resolved") or {}
+        for k in sorted(set(old_res) | set(plan.resolved)):
+            if old_res.get(k) != plan.resolved.get(k):
+                reasons.append(f"{k} resolves to {plan.resolved.get(k)} on this machine (was {old_res.get(k)})")
+        old_inputs = {i.get("name", str(n)): i.get("data_sha256") for n, i in enumerate(m.get("inputs", []))}
+        for name, ref_in, h in zip(plan.input_names, plan.inputs, plan.input_hashes):
+            if old_inputs.get(name) != h:
+                reasons.append(f"input {name} ({ref_in.stage}) has other data")
         if m.get("stage_version") != stage.version:
             reasons.append(f"stage version {m.get('stage_version')} -> {stage.version}")
         return "; ".join(reasons) or "no artifact with this key (the key scheme or an upstream key changed)"
@@ -213,7 +229,7 @@ def asset_for(store: Store, pipeline: str, stage: str):
     return Asset(key=key)
 
 
-def _execute(store_root: str, pipeline: str, stage_name: str, params: dict, inputs: list[ArtifactRef],
+def _execute(store_root: str, pipeline: str, stage_name: str, params: dict, inputs: dict[str, ArtifactRef],
              shard_rows: int, verify: bool = False) -> dict:
     from prefect import get_run_logger
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -226,7 +242,7 @@ def _execute(store_root: str, pipeline: str, stage_name: str, params: dict, inpu
     from csk import lineage_events
 
     run = str(flow_run.get_id() or "local")
-    lineage_events.start(store.root, run, pipeline, stage.name, inputs)
+    lineage_events.start(store.root, run, pipeline, stage.name, list(inputs.values()))
     from csk.shards import sharding
 
     try:

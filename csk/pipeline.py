@@ -15,9 +15,10 @@ parameter of that name.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
 
@@ -38,11 +39,18 @@ class PipelineSettings(Params):
 
 @dataclass(frozen=True)
 class Stage:
-    """A construction step: a function in `tasks/` bound to its contract and lineage link.
+    """A construction step, declared once, by its function: `Stage(dedup, contract=cicero.Deduplicated,
+    unit="dialogues")`. Everything else is read from the function: its name (the artifact's, the
+    paper's word for the step), its upstream inputs (its parameters before `*`, bound by name in the
+    flow body; one with a default of None is optional) and its settings (its keyword-only parameters).
+    The declaration is checked when it is made: the contract resolves, the unit is named, the
+    parameters form a settings model; a broken one fails `csk config` and the tests, not a run.
 
-    name: the artifact's name (the paper's word for the step).
-    fn: `fn(*input_frames, **params) -> StageOutput`; keyword-only parameters are its settings.
-    contract: qualified contract name, e.g. "cicero.Dialogues" (`data_contracts/cicero.py`).
+    fn: `fn(<inputs>, *, <settings>) -> StageOutput`.
+    contract: the pandera model its data satisfies (`data_contracts/<dataset>.py`), or the qualified
+        name of one registered with `data_contracts.register`.
+    unit: what its rows are (dialogues, targets, instances ...), for run summaries.
+    name: the artifact's name when it is not the function's (e.g. two stages of one function).
     parent_column: column holding the id of the primary input's row each output row came from
         (None: a source or a summary table).
     parent_inputs: how many leading inputs hold parents (1: the primary input only; a stage that
@@ -51,15 +59,62 @@ class Stage:
     enabled: None: always runs; True/False: the table gets an `enabled` switch with this default.
     """
 
-    name: str
     fn: Callable[..., Any]
-    contract: str
+    contract: Any
+    unit: str = "rows"
+    name: str = ""
     parent_column: str | None = "id"
     parent_inputs: int = 1
     version: str = "1"  # bump when the output's meaning changes without a code change
     conserves_rows: bool = True  # rows in == out + rejected (False for 1 -> many stages)
     table: str | None = None
     enabled: bool | None = None
+
+    def __post_init__(self):
+        if not callable(self.fn):
+            raise ConfigError(f"Stage({self.fn!r}, ...): the first argument is the stage function "
+                              "(its name is the stage's: write Stage(fn, contract=..., unit=...))")
+        name = self.name or self.fn.__name__
+        object.__setattr__(self, "name", name)
+        where = f"stage {name!r} ({self.fn.__module__}.{self.fn.__qualname__})"
+        contract = self.contract
+        if isinstance(contract, str):
+            from data_contracts import get_contract
+
+            try:
+                contract = get_contract(contract)
+            except CskError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+            object.__setattr__(self, "contract", contract)
+        import pandera.pandas as pa
+
+        if not (isinstance(contract, type) and issubclass(contract, pa.DataFrameModel)):
+            raise ConfigError(f"{where}: contract must be a pandera DataFrameModel from data_contracts, got {contract!r}")
+        if not isinstance(self.unit, str) or not self.unit.strip():
+            raise ConfigError(f"{where}: unit must name what its rows are (dialogues, instances ...), got {self.unit!r}")
+        try:
+            params_model(self.fn)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}: its parameters do not form a settings model: {exc}") from None
+        kinds = {p.kind for p in inspect.signature(self.fn).parameters.values()}
+        if inspect.Parameter.VAR_POSITIONAL in kinds or inspect.Parameter.VAR_KEYWORD in kinds:
+            raise ConfigError(f"{where}: inputs are bound by name; use one named parameter per input, not *args/**kwargs")
+        if not 0 <= self.parent_inputs <= max(1, len(self.inputs)):
+            raise ConfigError(f"{where}: parent_inputs={self.parent_inputs} but it has {len(self.inputs)} inputs")
+
+    @property
+    def inputs(self) -> tuple[tuple[str, bool], ...]:
+        """(name, required) of each upstream input, in the function's order."""
+        return tuple((n, p.default is inspect.Parameter.empty)
+                     for n, p in inspect.signature(self.fn).parameters.items()
+                     if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD))
+
+    @property
+    def contract_name(self) -> str:
+        """The qualified name `csk validate --contract` and `data_contracts.get_contract` take."""
+        from data_contracts import contract_name
+
+        return contract_name(self.contract)
 
     @property
     def params_model(self) -> type[Params]:
@@ -69,10 +124,18 @@ class Stage:
     def config_table(self) -> str:
         return self.table or self.name
 
+    def _roots(self) -> tuple[Callable, str]:
+        return self.fn, self.contract.__module__
+
     def code_hash(self) -> str:
         from csk.runtime import stage_code_hash
 
-        return stage_code_hash(self.fn)
+        return stage_code_hash(*self._roots())
+
+    def packages(self) -> dict[str, str]:
+        from csk.runtime import stage_packages
+
+        return stage_packages(*self._roots())
 
 
 Steps = Callable[..., None]  # steps(run: PipelineRun, **options): the flow body
@@ -88,13 +151,20 @@ class Pipeline:
     settings: type[PipelineSettings] = PipelineSettings
     commands: tuple[Callable, ...] = ()  # extra `csk` commands (typer functions)
     doc: str = ""
-    units: dict[str, str] = field(default_factory=dict)  # stage -> what its rows are (dialogues, targets ...)
     release: Any = None  # csk.release.Release: what `csk card` / `csk export` publish
 
     def __post_init__(self):
         names = [s.name for s in self.stages]
         if len(set(names)) != len(names):
-            raise ValueError(f"pipeline {self.name!r}: stage names repeat: {names}")
+            raise ConfigError(f"pipeline {self.name!r}: stage names repeat: {names}")
+        try:
+            self.config_model  # every table composes (a setting in two stages of one table agrees)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    @property
+    def units(self) -> dict[str, str]:
+        return {s.name: s.unit for s in self.stages}
 
     def stage(self, name: str) -> Stage:
         for s in self.stages:

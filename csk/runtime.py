@@ -55,12 +55,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("csk")
 
-KEY_PACKAGES = (
-    "csk", "pandas", "pyarrow", "numpy", "torch", "transformers", "sentence-transformers",
-    "scikit-learn", "networkx", "faiss-cpu", "pandera", "prefect", "spacy", "jieba",
-)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-PROJECT_PACKAGES = {"csk", "readers", "tasks", "data_contracts"}
 REJECTED_LEAD = ["id", "parent_id", "reason_code", "reason"]
 MANIFEST = "manifest.json"
 
@@ -155,12 +150,13 @@ class Plan:
     stage: "Stage"
     params: Any  # the stage's params model instance
     params_json: dict
-    inputs: list[ArtifactRef]
+    inputs: list[ArtifactRef]  # the inputs given, in the stage function's parameter order
     input_hashes: list[str]
     files: list[dict]
     models: list[dict]
     key: str
     resolved: dict = field(default_factory=dict)  # Device / Precision settings as this machine resolves them
+    input_names: list[str] = field(default_factory=list)  # the stage function's parameter of each input
 
 
 @dataclass
@@ -256,49 +252,24 @@ def to_parquet_bytes(df: pd.DataFrame) -> bytes:
 
 
 # ------------------------------------------------------------------ code version
-_MODULE_HASHES: dict[str, str] = {}
+def stage_code_hash(fn: Callable, contract_module: str | None = None) -> str:
+    """Hash of the sources of every project module the stage can execute: its function's module, its
+    contract's module, and every project module they import at any depth, inside functions too
+    (`csk.codehash`): an edit anywhere there recomputes."""
+    from csk import codehash
 
-
-def _project_deps(module) -> set[str]:
-    deps = set()
-    for value in vars(module).values():
-        name = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
-        if isinstance(name, str) and name.split(".")[0] in PROJECT_PACKAGES:
-            deps.add(name)
-    return deps
-
-
-def module_closure(root: str) -> set[str]:
-    """The project modules `root` uses, directly or through other project modules."""
-    seen, todo = set(), [root]
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in sys.modules:
-            continue
-        seen.add(name)
-        todo += sorted(_project_deps(sys.modules[name]))
-    return seen
-
-
-def _modules_hash(root: str) -> str:
-    if root not in _MODULE_HASHES:
-        h = hashlib.sha256()
-        for name in sorted(module_closure(root)):
-            try:
-                h.update(name.encode() + b"\0" + inspect.getsource(sys.modules[name]).encode())
-            except (OSError, TypeError):
-                h.update(name.encode())
-        _MODULE_HASHES[root] = h.hexdigest()[:16]
-    return _MODULE_HASHES[root]
-
-
-def stage_code_hash(fn: Callable) -> str:
-    """Hash of the sources of the stage function's module and every project module it uses,
-    directly or not (helpers, readers, the runtime): an edit anywhere there recomputes."""
     module = inspect.getmodule(fn)
     if module is None:
         return hashlib.sha256(fn.__qualname__.encode()).hexdigest()[:16]
-    return _modules_hash(module.__name__)
+    return codehash.code_hash(tuple(m for m in (module.__name__, contract_module) if m))
+
+
+def stage_packages(fn: Callable, contract_module: str | None = None) -> dict[str, str]:
+    """Installed versions of the distributions the stage's code imports, and what they require."""
+    from csk import codehash
+
+    module = inspect.getmodule(fn)
+    return codehash.packages(tuple(m for m in (module and module.__name__, contract_module) if m))
 
 
 _CODE_VERSION: dict | None = None
@@ -320,16 +291,6 @@ def code_version() -> dict:
             pass
         _CODE_VERSION = info
     return _CODE_VERSION
-
-
-def package_versions() -> dict[str, str | None]:
-    out = {}
-    for name in KEY_PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
 
 
 # ------------------------------------------------------------------ typed inputs
@@ -412,6 +373,29 @@ def check_columns(what: str, df: pd.DataFrame) -> None:
         seen[c.lower()] = c
 
 
+# ------------------------------------------------------------------ inputs
+def bind_inputs(stage: "Stage", inputs) -> tuple[list[str], list[ArtifactRef]]:
+    """(parameter names, artifacts) of the inputs given, in the function's order; a missing required
+    input, an unknown name or too many inputs is an error naming the stage and its inputs."""
+    declared = stage.inputs
+    if isinstance(inputs, dict):
+        unknown = sorted(set(inputs) - {n for n, _ in declared})
+        if unknown:
+            raise CskError(f"stage {stage.name!r} has no input {unknown}; its inputs: "
+                           f"{', '.join(n for n, _ in declared) or 'none'}")
+        given = {k: v for k, v in inputs.items() if v is not None}
+    else:
+        if len(inputs) > len(declared):
+            raise CskError(f"stage {stage.name!r} takes {len(declared)} inputs, got {len(inputs)}")
+        given = dict(zip((n for n, _ in declared), inputs))
+    missing = [n for n, required in declared if required and n not in given]
+    if missing:
+        raise CskError(f"stage {stage.name!r} needs input {missing} (bind it by name: run.stage({stage.name!r}, "
+                       f"{missing[0]}=...))")
+    names = [n for n, _ in declared if n in given]
+    return names, [given[n] for n in names]
+
+
 # ------------------------------------------------------------------ the store
 class Store:
     """Artifact store: `<root>/<pipeline>/<stage>/<key>/{data,rejected}.parquet + manifest.json`."""
@@ -474,10 +458,14 @@ class Store:
                 shutil.rmtree(d, ignore_errors=True)
 
     # -- step 1: plan
-    def plan(self, pipeline: str, stage: "Stage", params: dict, inputs: list[ArtifactRef]) -> Plan:
-        """Validate params, hash inputs and compute the key (nothing is computed or written)."""
+    def plan(self, pipeline: str, stage: "Stage", params: dict,
+             inputs: "dict[str, ArtifactRef | None] | list[ArtifactRef]") -> Plan:
+        """Validate params, hash inputs and compute the key (nothing is computed or written). `inputs`:
+        by the stage function's parameter names (an optional one None or left out), or a list in the
+        order of its parameters."""
         from pydantic import ValidationError
 
+        names, inputs = bind_inputs(stage, inputs)
         try:
             model = stage.params_model.model_validate(params)
         except ValidationError as exc:
@@ -488,7 +476,7 @@ class Store:
         input_hashes = [r.data_sha256 for r in inputs]
         material = {
             "pipeline": pipeline, "stage": stage.name, "version": stage.version, "code": stage.code_hash(),
-            "params": params_json, "inputs": input_hashes,
+            "packages": stage.packages(), "params": params_json, "inputs": [list(x) for x in zip(names, input_hashes)],
             "files": [(f["param"], f["path"], f["sha256"]) for f in files],
             "models": [(m["param"], m["sha256"]) for m in models],
         }
@@ -496,9 +484,10 @@ class Store:
         if resolved:  # "auto" precision and device as decided here: another decision, another key
             material["resolved"] = resolved
         key = hashlib.sha256(canonical_json(material).encode()).hexdigest()[:24]
-        return Plan(pipeline, stage, model, params_json, list(inputs), input_hashes, files, models, key, resolved)
+        return Plan(pipeline, stage, model, params_json, list(inputs), input_hashes, files, models, key, resolved,
+                    names)
 
-    def key(self, pipeline: str, stage: "Stage", params: dict, inputs: list[ArtifactRef]) -> str:
+    def key(self, pipeline: str, stage: "Stage", params: dict, inputs) -> str:
         return self.plan(pipeline, stage, params, inputs).key
 
     # -- step 2: compute
@@ -513,15 +502,17 @@ class Store:
         kwargs = {name: getattr(plan.params, name) for name in type(plan.params).model_fields}
         if "ctx" in inspect.signature(plan.stage.fn).parameters:
             kwargs["ctx"] = ctx
+        kwargs.update(zip(plan.input_names, frames))
         with stage_label(plan.stage.name):
-            out = plan.stage.fn(*frames, **kwargs)
+            out = plan.stage.fn(**kwargs)
         if not isinstance(out, StageOutput):
             raise TypeError(f"stage {plan.stage.name!r} must return a StageOutput, got {type(out).__name__}")
         data = out.data.reset_index(drop=True)
         rejected = out.rejected.reset_index(drop=True) if out.rejected is not None and len(out.rejected) else None
         n_rejected = 0 if rejected is None else len(rejected)
         rows_in = out.rows_in if out.rows_in is not None else (len(frames[0]) if frames else len(data) + n_rejected)
-        parents = frames[:plan.stage.parent_inputs]  # rows of these inputs may be parents (the primary first)
+        declared = [n for n, _ in plan.stage.inputs[:plan.stage.parent_inputs]]
+        parents = [f for n, f in zip(plan.input_names, frames) if n in declared]  # rows of these may be parents
         primary = (parents[0] if len(parents) == 1 else pd.concat([f[["id"]] for f in parents], ignore_index=True)) \
             if parents else None
         return Computed(data, rejected, int(rows_in), out, ctx, started, round(time.perf_counter() - t0, 3), primary)
@@ -529,7 +520,7 @@ class Store:
     # -- step 3: check
     def check(self, plan: Plan, c: Computed) -> None:
         stage, what = plan.stage, f"stage {plan.stage.name!r}"
-        c.data = validate_contract(what, stage.contract, c.data)
+        c.data = validate_contract(what, stage.contract, c.data, stage.contract_name)
         check_columns(what, c.data)
         if c.rejected is not None:
             c.rejected = self._rejected_shape(stage, c.rejected, c.primary)
@@ -585,8 +576,8 @@ class Store:
         manifest = {
             "pipeline": plan.pipeline, "stage": plan.stage.name, "key": plan.key,
             "stage_version": plan.stage.version, "stage_code": plan.stage.code_hash(),
-            "inputs": [{"stage": r.stage, "key": r.key, "path": r.path, "data_sha256": h}
-                       for r, h in zip(plan.inputs, plan.input_hashes)],
+            "inputs": [{"name": n, "stage": r.stage, "key": r.key, "path": r.path, "data_sha256": h}
+                       for n, r, h in zip(plan.input_names, plan.inputs, plan.input_hashes)],
             "parent_column": plan.stage.parent_column,
             "parent_inputs": plan.stage.parent_inputs,
             "params": plan.params_json,
@@ -595,11 +586,11 @@ class Store:
             "files": plan.files,
             "models": _merge_models(plan.models, c.ctx.models),
             "code_version": code_version(),
-            "packages": package_versions(),
+            "packages": plan.stage.packages(),
             "rows": {"in": c.rows_in, "out": int(len(c.data)), "rejected": int(n_rejected)},
             "rejected_reasons": (c.rejected["reason_code"].astype(str).value_counts().sort_index().to_dict()
                                  if n_rejected else {}),
-            "contract": plan.stage.contract,
+            "contract": plan.stage.contract_name,
             "data_sha256": hashlib.sha256(data_bytes).hexdigest(),
             "notes": c.out.notes,
             "outputs": sorted(c.out.files),
@@ -617,7 +608,7 @@ class Store:
         return self._commit(plan.pipeline, plan.stage.name, plan.key, files)
 
     # -- all steps
-    def run(self, pipeline: str, stage: "Stage", params: dict, inputs: list[ArtifactRef]) -> StageRun:
+    def run(self, pipeline: str, stage: "Stage", params: dict, inputs) -> StageRun:
         """Reuse the stage's artifact when its key exists; else compute, check and write it, holding the
         key's lock (another run computing the same key is waited for, then its artifact reused)."""
         from filelock import Timeout

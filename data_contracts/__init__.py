@@ -43,3 +43,11 @@ _EXTRA: dict[str, type] = {}
 def register(name: str, contract: type) -> None:
     """Add a contract defined outside this package (a pipeline slice kept elsewhere, a test)."""
     _EXTRA[name] = contract
+
+
+def contract_name(contract: type) -> str:
+    """The qualified name of a contract class (the inverse of `get_contract`)."""
+    for name, obj in {**contracts(), **_EXTRA}.items():
+        if obj is contract:
+            return name
+    return f"{contract.__module__}.{contract.__qualname__}"

@@ -15,6 +15,8 @@ from csk.errors import CskError
 from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
 from csk.release import Release
+from data_contracts import cicero as contracts
+from data_contracts import common, distractors
 from tasks.cicero.annotation import annotation_tasks, annotations, release_instances
 from tasks.cicero.experiments import experiments
 from tasks.cicero.fidelity import fidelity
@@ -47,31 +49,32 @@ class CiceroSettings(PipelineSettings):
 
 
 STAGES = (
-    Stage("sources", sources, "cicero.Dialogues", parent_column=None),
-    Stage("length_filter", length_filter, "cicero.FilteredDialogues"),
-    Stage("embed", embed, "common.Embeddings"),
-    Stage("dedup", dedup, "cicero.Deduplicated"),
-    Stage("targets", targets, "cicero.Targets", parent_column="dialogue_id", conserves_rows=False),
-    Stage("annotation_tasks", annotation_tasks, "cicero.AnnotationTasks"),
-    Stage("annotations", annotations, "cicero.Annotations", parent_column="source_dialogue_id"),
-    Stage("quality_check", quality_check, "cicero.CheckedAnnotations"),
-    Stage("splits", splits, "cicero.Splits"),
-    Stage("nlg", nlg, "cicero.NLG", parent_column="annotation_id", conserves_rows=False),
-    Stage("statistics", statistics, "cicero.Statistics", parent_column=None, conserves_rows=False),
-    Stage("fidelity", fidelity, "cicero.Fidelity", parent_column=None, conserves_rows=False),
+    Stage(sources, contract=contracts.Dialogues, unit="dialogues", parent_column=None),
+    Stage(length_filter, contract=contracts.FilteredDialogues, unit="dialogues"),
+    Stage(embed, contract=common.Embeddings, unit="dialogues"),
+    Stage(dedup, contract=contracts.Deduplicated, unit="dialogues"),
+    Stage(targets, contract=contracts.Targets, unit="targets", parent_column="dialogue_id", conserves_rows=False),
+    Stage(annotation_tasks, contract=contracts.AnnotationTasks, unit="tasks"),
+    Stage(annotations, contract=contracts.Annotations, unit="instances", parent_column="source_dialogue_id"),
+    Stage(quality_check, contract=contracts.CheckedAnnotations, unit="instances"),
+    Stage(splits, contract=contracts.Splits, unit="instances"),
+    Stage(nlg, contract=contracts.NLG, unit="examples", parent_column="annotation_id", conserves_rows=False),
+    Stage(statistics, contract=contracts.Statistics, unit="measures", parent_column=None, conserves_rows=False),
+    Stage(fidelity, contract=contracts.Fidelity, unit="measures", parent_column=None, conserves_rows=False),
     # the distractor engine (tasks/distractors), on CICERO's instances
-    Stage("release", release_instances, "cicero.Annotations", parent_column=None, table="annotations"),
-    Stage("instances", instances, "distractors.Instances"),
-    Stage("counterfactuals", counterfactuals, "distractors.Counterfactuals", parent_column="instance_id",
+    Stage(release_instances, name="release", contract=contracts.Annotations, unit="instances", parent_column=None,
+          table="annotations"),
+    Stage(instances, contract=distractors.Instances, unit="instances"),
+    Stage(counterfactuals, contract=distractors.Counterfactuals, unit="candidates", parent_column="instance_id",
           conserves_rows=False),
-    Stage("candidate_filter", candidate_filter, "distractors.Candidates"),
-    Stage("adversarial_filter", adversarial_filter, "distractors.AdversarialChoices"),
-    Stage("aflite", aflite, "distractors.AdversarialChoices", enabled=False),  # CoreQuisite's step, off here
-    Stage("verification", verification, "distractors.Verified"),
-    Stage("mcq", mcq, "cicero.MCQ"),
-    Stage("distractor_quality", distractor_quality, "distractors.DistractorQuality", parent_column=None,
+    Stage(candidate_filter, contract=distractors.Candidates, unit="candidates"),
+    Stage(adversarial_filter, contract=distractors.AdversarialChoices, unit="instances"),
+    Stage(aflite, contract=distractors.AdversarialChoices, unit="instances", enabled=False),  # CoreQuisite's, off here
+    Stage(verification, contract=distractors.Verified, unit="instances"),
+    Stage(mcq, contract=contracts.MCQ, unit="items"),
+    Stage(distractor_quality, contract=distractors.DistractorQuality, unit="measures", parent_column=None,
           conserves_rows=False),
-    Stage("experiments", experiments, "cicero.ExperimentFiles", parent_column=None, conserves_rows=False),
+    Stage(experiments, contract=contracts.ExperimentFiles, unit="files", parent_column=None, conserves_rows=False),
 )
 
 
@@ -79,39 +82,41 @@ def cicero(run: PipelineRun) -> None:
     """Sources -> length filter -> embeddings -> near-duplicate removal -> targets -> annotation round
     trip -> splits -> NLG tasks -> distractor engine -> MCQ tasks -> statistics."""
     dialogues = run.stage("sources")
-    filtered = run.stage("length_filter", dialogues)
-    embeddings = run.stage("embed", filtered)
-    deduped = run.stage("dedup", filtered, embeddings)
-    chosen = run.stage("targets", deduped)
-    tasks = run.stage("annotation_tasks", chosen, deduped)
+    filtered = run.stage("length_filter", dialogues=dialogues)
+    embeddings = run.stage("embed", dialogues=filtered)
+    deduped = run.stage("dedup", dialogues=filtered, embeddings=embeddings)
+    chosen = run.stage("targets", dialogues=deduped)
+    tasks = run.stage("annotation_tasks", targets=chosen, dialogues=deduped)
     split = answers = imported = None
     if run.config.annotations.release:
-        imported = run.stage("annotations", deduped, tasks)
-        answers = run.stage("quality_check", imported)
-        split = run.stage("splits", answers)
-        run.stage("nlg", split, answers)
+        imported = run.stage("annotations", dialogues=deduped, tasks=tasks)
+        answers = run.stage("quality_check", annotations=imported)
+        split = run.stage("splits", annotations=answers)
+        run.stage("nlg", split_rows=split, annotations=answers)
         distractor_engine(run, answers, split)
     else:
         import logging
 
         logging.getLogger("csk").info("cicero.annotations.release is not set: stopping after the annotation task export")
-    run.stage("statistics", dialogues, filtered, deduped, chosen, *([split, answers] if split else []))
-    run.stage("fidelity", dialogues, filtered, deduped, chosen, *([imported, split] if split else []))
+    run.stage("statistics", sources=dialogues, filtered=filtered, deduped=deduped, targets=chosen, splits=split,
+              annotations=answers)
+    run.stage("fidelity", sources=dialogues, filtered=filtered, deduped=deduped, targets=chosen, annotations=imported,
+              splits=split)
 
 
 def distractor_engine(run: PipelineRun, answers, split) -> None:
     """SEEDS 1.6: counterfactual pool -> candidate filter -> adversarial filtering -> (AF-Lite) ->
     human verification -> MCQ files, and the distractor-quality measurement."""
-    items = run.stage("instances", answers)
-    pool = run.stage("counterfactuals", items)
-    kept = run.stage("candidate_filter", pool, items)
-    chosen = run.stage("adversarial_filter", items, kept)
+    items = run.stage("instances", annotations=answers)
+    pool = run.stage("counterfactuals", instances=items)
+    kept = run.stage("candidate_filter", candidates=pool, instances=items)
+    chosen = run.stage("adversarial_filter", instances=items, candidates=kept)
     if run.enabled("aflite"):
-        chosen = run.stage("aflite", chosen, items)
-    verified = run.stage("verification", chosen)
-    final = run.stage("mcq", verified, answers, *([split] if split else []))
-    run.stage("experiments", final, answers, *([split] if split else []))
-    run.stage("distractor_quality", final, items, kept)
+        chosen = run.stage("aflite", mcq=chosen, instances=items)
+    verified = run.stage("verification", distractors=chosen)
+    final = run.stage("mcq", verified=verified, annotations=answers, splits=split)
+    run.stage("experiments", mcq=final, annotations=answers, splits=split)
+    run.stage("distractor_quality", mcq=final, instances=items, candidates=kept)
 
 
 def rebuild_distractors(run: PipelineRun, release: str | None = None) -> None:
@@ -187,10 +192,4 @@ PIPELINE = Pipeline(
     flows=(cicero, rebuild_distractors),
     settings=CiceroSettings,
     commands=(rebuild_distractors_command, train_generator_command),
-    units={"sources": "dialogues", "length_filter": "dialogues", "embed": "dialogues", "dedup": "dialogues",
-           "targets": "targets", "annotation_tasks": "tasks", "annotations": "instances", "quality_check": "instances", "splits": "instances",
-           "nlg": "examples", "instances": "instances", "counterfactuals": "candidates",
-           "candidate_filter": "candidates", "adversarial_filter": "instances", "aflite": "instances",
-           "verification": "instances", "mcq": "items", "experiments": "files", "distractor_quality": "measures",
-           "statistics": "measures", "fidelity": "measures", "release": "instances"},
 )

@@ -10,6 +10,8 @@ from __future__ import annotations
 from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
 from csk.release import Release
+from data_contracts import common
+from data_contracts import corecode as contracts
 from tasks.conceptnet import conceptnet
 from tasks.corecode.annotations import annotations
 from tasks.corecode.benchmark import (
@@ -35,39 +37,38 @@ class CorecodeSettings(PipelineSettings):
     """cron of `csk schedule corecode` (Mondays 05:00)"""
 
 
-TASK_STAGES = ("knowledge_filling", "knowledge_generation", "conflict_phrase_detection", "domain_identification",
-               "slot_identification", "event_causal_inference")
-MCQ_TASKS = ("knowledge_filling", "domain_identification", "slot_identification")
+TASKS = (knowledge_filling, knowledge_generation, conflict_phrase_detection, domain_identification,
+         slot_identification, event_causal_inference)  # the paper's six tasks, in its order
 
 STAGES = (
-    Stage("sources", sources, "corecode.Dialogues", parent_column=None),
-    Stage("concepts", concepts, "corecode.Concepts", parent_column="dialogue_id", conserves_rows=False),
-    Stage("conceptnet", conceptnet, "common.ConceptNet", parent_column=None),
-    Stage("screening", screening, "corecode.Screening"),
-    Stage("annotations", annotations, "corecode.Annotations", parent_column="dialogue_id"),
-    Stage("splits", splits, "corecode.Splits"),
-    *(Stage(name, fn, "corecode.TaskItems", parent_column="annotation_id", conserves_rows=False)
-      for name, fn in zip(TASK_STAGES, (knowledge_filling, knowledge_generation, conflict_phrase_detection,
-                                        domain_identification, slot_identification, event_causal_inference))),
-    Stage("perturbations", perturbations, "corecode.Perturbed", parent_column="item_id", parent_inputs=len(MCQ_TASKS),
+    Stage(sources, contract=contracts.Dialogues, unit="dialogues", parent_column=None),
+    Stage(concepts, contract=contracts.Concepts, unit="utterances", parent_column="dialogue_id", conserves_rows=False),
+    Stage(conceptnet, contract=common.ConceptNet, unit="relations", parent_column=None),
+    Stage(screening, contract=contracts.Screening, unit="dialogues"),
+    Stage(annotations, contract=contracts.Annotations, unit="annotations", parent_column="dialogue_id"),
+    Stage(splits, contract=contracts.Splits, unit="annotations"),
+    *(Stage(task, contract=contracts.TaskItems, unit="items", parent_column="annotation_id", conserves_rows=False)
+      for task in TASKS),
+    Stage(perturbations, contract=contracts.Perturbed, unit="items", parent_column="item_id", parent_inputs=3,
           conserves_rows=False),
-    Stage("statistics", statistics, "corecode.Statistics", parent_column=None, conserves_rows=False),
+    Stage(statistics, contract=contracts.Statistics, unit="measures", parent_column=None, conserves_rows=False),
 )
+TASK_STAGES = tuple(t.__name__ for t in TASKS)
 
 
 def corecode(run: PipelineRun) -> None:
     """sources -> concepts -> screening (ConceptNet one hop) -> annotations -> splits -> six tasks ->
     perturbations -> statistics."""
     dialogues = run.stage("sources")
-    tagged = run.stage("concepts", dialogues)
+    tagged = run.stage("concepts", dialogues=dialogues)
     db = run.stage("conceptnet")
-    screened = run.stage("screening", dialogues, tagged, db)
-    knowledge = run.stage("annotations", screened)
-    split = run.stage("splits", knowledge)
-    items = {name: run.stage(name, knowledge, split) for name in TASK_STAGES}
-    run.stage("perturbations", *(items[name] for name in MCQ_TASKS))
-    run.stage("statistics", dialogues, screened, knowledge, split)
-
+    screened = run.stage("screening", dialogues=dialogues, concepts=tagged, conceptnet=db)
+    knowledge = run.stage("annotations", screening=screened)
+    split = run.stage("splits", annotations=knowledge)
+    items = {name: run.stage(name, annotations=knowledge, splits=split) for name in TASK_STAGES}
+    run.stage("perturbations", knowledge_filling=items["knowledge_filling"],
+              domain_identification=items["domain_identification"], slot_identification=items["slot_identification"])
+    run.stage("statistics", dialogues=dialogues, screening=screened, annotations=knowledge, splits=split)
 
 RELEASE = Release(
     table="annotations", split_stage="splits", files=TASK_STAGES + ("perturbations",),
@@ -88,7 +89,4 @@ PIPELINE = Pipeline(
     stages=STAGES,
     flows=(corecode,),
     settings=CorecodeSettings,
-    units={"sources": "dialogues", "concepts": "utterances", "conceptnet": "relations", "screening": "dialogues",
-           "annotations": "annotations", "splits": "annotations", **{t: "items" for t in TASK_STAGES},
-           "perturbations": "items", "statistics": "measures"},
 )

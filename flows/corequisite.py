@@ -11,6 +11,8 @@ import logging
 from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
 from csk.release import Release
+from data_contracts import common
+from data_contracts import corequisite as contracts
 from tasks.conceptnet import conceptnet
 from tasks.corequisite.annotation import annotation_tasks, annotations
 from tasks.corequisite.answer_quality import answer_quality, answer_rules
@@ -34,22 +36,23 @@ class CorequisiteSettings(PipelineSettings):
 
 
 STAGES = (
-    Stage("conceptnet", conceptnet, "common.ConceptNet", parent_column=None),
-    Stage("edges", edges, "corequisite.Edges", parent_column=None, conserves_rows=False),
-    Stage("lexicalize", lexicalize, "corequisite.Facts", parent_column="edge_id"),
-    Stage("annotation_tasks", annotation_tasks, "corequisite.AnnotationTasks", parent_column="fact_id",
+    Stage(conceptnet, contract=common.ConceptNet, unit="relations", parent_column=None),
+    Stage(edges, contract=contracts.Edges, unit="edges", parent_column=None, conserves_rows=False),
+    Stage(lexicalize, contract=contracts.Facts, unit="facts", parent_column="edge_id"),
+    Stage(annotation_tasks, contract=contracts.AnnotationTasks, unit="tasks", parent_column="fact_id",
           conserves_rows=False),
-    Stage("annotations", annotations, "corequisite.Answers", parent_column="source_fact_id", conserves_rows=False),
-    Stage("answer_rules", answer_rules, "corequisite.CheckedAnswers"),
-    Stage("answer_quality", answer_quality, "corequisite.KeptAnswers"),
-    Stage("splits", splits, "corequisite.Splits"),
-    Stage("p_nli", p_nli, "corequisite.PNLI"),
-    Stage("p_g", p_g, "corequisite.PG", parent_column="answer_id", conserves_rows=False),
-    Stage("mcqa_instances", mcqa_instances, "corequisite.MCQAInstances", parent_column="answer_id",
+    Stage(annotations, contract=contracts.Answers, unit="answers", parent_column="source_fact_id",
           conserves_rows=False),
-    Stage("aflite", aflite, "corequisite.MCQAInstances"),
-    Stage("p_mcqa", p_mcqa, "corequisite.PMCQA"),
-    Stage("statistics", statistics, "corequisite.Statistics", parent_column=None, conserves_rows=False),
+    Stage(answer_rules, contract=contracts.CheckedAnswers, unit="answers"),
+    Stage(answer_quality, contract=contracts.KeptAnswers, unit="answers"),
+    Stage(splits, contract=contracts.Splits, unit="answers"),
+    Stage(p_nli, contract=contracts.PNLI, unit="instances"),
+    Stage(p_g, contract=contracts.PG, unit="prompts", parent_column="answer_id", conserves_rows=False),
+    Stage(mcqa_instances, contract=contracts.MCQAInstances, unit="instances", parent_column="answer_id",
+          conserves_rows=False),
+    Stage(aflite, contract=contracts.MCQAInstances, unit="instances"),
+    Stage(p_mcqa, contract=contracts.PMCQA, unit="instances"),
+    Stage(statistics, contract=contracts.Statistics, unit="measures", parent_column=None, conserves_rows=False),
 )
 
 
@@ -57,25 +60,25 @@ def corequisite(run: PipelineRun) -> None:
     """ConceptNet -> edges -> lexicalize -> annotation tasks -> answers -> rules -> splits -> P-NLI / P-G /
     P-MCQA (+ AF-Lite) -> statistics."""
     db = run.stage("conceptnet")
-    sampled = run.stage("edges", db)
-    facts = run.stage("lexicalize", sampled)
-    tasks = run.stage("annotation_tasks", facts)
+    sampled = run.stage("edges", conceptnet=db)
+    facts = run.stage("lexicalize", edges=sampled)
+    tasks = run.stage("annotation_tasks", facts=facts)
     cfg = run.config.annotations
     if not (cfg.answers or cfg.release):
         logging.getLogger("csk").info("corequisite.annotations has neither answers nor release: stopping after the "
                                       "annotation task export")
         return
-    answers = run.stage("annotations", facts, tasks)
-    checked = run.stage("answer_rules", answers)
-    kept = run.stage("answer_quality", checked)
-    split = run.stage("splits", kept)
-    nli = run.stage("p_nli", kept, split)
-    gen = run.stage("p_g", kept, split)
-    instances = run.stage("mcqa_instances", kept, split)
-    filtered = run.stage("aflite", instances, instances)
-    mcqa = run.stage("p_mcqa", filtered)
-    run.stage("statistics", sampled, facts, checked, kept, nli, gen, instances, mcqa)
-
+    answers = run.stage("annotations", facts=facts, tasks=tasks)
+    checked = run.stage("answer_rules", answers=answers)
+    kept = run.stage("answer_quality", checked=checked)
+    split = run.stage("splits", answers=kept)
+    nli = run.stage("p_nli", answers=kept, splits=split)
+    gen = run.stage("p_g", answers=kept, splits=split)
+    instances = run.stage("mcqa_instances", answers=kept, splits=split)
+    filtered = run.stage("aflite", mcq=instances, instances=instances)
+    mcqa = run.stage("p_mcqa", kept=filtered)
+    run.stage("statistics", edges=sampled, facts=facts, checked=checked, kept=kept, p_nli=nli, p_g=gen,
+              instances=instances, p_mcqa=mcqa)
 
 RELEASE = Release(
     table="answer_quality", split_stage="splits", files=("annotation_tasks", "p_nli", "p_g", "p_mcqa"),
@@ -95,8 +98,4 @@ PIPELINE = Pipeline(
     stages=STAGES,
     flows=(corequisite,),
     settings=CorequisiteSettings,
-    units={"conceptnet": "relations", "edges": "edges", "lexicalize": "facts", "annotation_tasks": "tasks",
-           "annotations": "answers", "answer_rules": "answers", "answer_quality": "answers", "splits": "answers",
-           "p_nli": "instances", "p_g": "prompts", "mcqa_instances": "instances", "aflite": "instances",
-           "p_mcqa": "instances", "statistics": "measures"},
 )

@@ -15,6 +15,7 @@ import typer
 from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
 from csk.release import Release
+from data_contracts import deco as contracts
 from tasks.deco.compatibility import compatibility
 from tasks.deco.correlation import correlation
 from tasks.deco.extract import extract, extraction_tasks
@@ -31,26 +32,26 @@ class DecoSettings(PipelineSettings):
 
 
 STAGES = (
-    Stage("sources", sources, "deco.Samples", parent_column=None, conserves_rows=False),
-    Stage("response_filter", response_filter, "deco.Filtered"),
-    Stage("sample", sample, "deco.Sampled"),
-    Stage("extraction_tasks", extraction_tasks, "deco.ExtractionTasks", parent_column="sample_id",
+    Stage(sources, contract=contracts.Samples, unit="samples", parent_column=None, conserves_rows=False),
+    Stage(response_filter, contract=contracts.Filtered, unit="samples"),
+    Stage(sample, contract=contracts.Sampled, unit="samples"),
+    Stage(extraction_tasks, contract=contracts.ExtractionTasks, unit="tasks", parent_column="sample_id",
           conserves_rows=False),
-    Stage("extract", extract, "deco.Tuples", parent_column="task_id", conserves_rows=False),
-    Stage("compatibility", compatibility, "deco.Scores"),
-    Stage("correlation", correlation, "deco.Correlation", parent_column=None, conserves_rows=False),
+    Stage(extract, contract=contracts.Tuples, unit="tuples", parent_column="task_id", conserves_rows=False),
+    Stage(compatibility, contract=contracts.Scores, unit="samples"),
+    Stage(correlation, contract=contracts.Correlation, unit="correlations", parent_column=None, conserves_rows=False),
 )
 
 
 def deco(run: PipelineRun) -> None:
     """sources -> response_filter -> sample -> extraction_tasks -> extract -> compatibility -> correlation."""
     candidates = run.stage("sources")
-    kept = run.stage("response_filter", candidates)
-    samples = run.stage("sample", kept)
-    tasks = run.stage("extraction_tasks", samples)
-    tuples = run.stage("extract", tasks)
-    scores = run.stage("compatibility", samples, tuples)
-    run.stage("correlation", scores)
+    kept = run.stage("response_filter", samples=candidates)
+    samples = run.stage("sample", samples=kept)
+    tasks = run.stage("extraction_tasks", samples=samples)
+    tuples = run.stage("extract", tasks=tasks)
+    scores = run.stage("compatibility", samples=samples, tuples=tuples)
+    run.stage("correlation", scores=scores)
 
 
 # ------------------------------------------------------------------ DECO's commands
@@ -97,6 +98,4 @@ PIPELINE = Pipeline(
     flows=(deco,),
     settings=DecoSettings,
     commands=(train_extractor_command,),
-    units={"sources": "samples", "response_filter": "samples", "sample": "samples", "extraction_tasks": "tasks",
-           "extract": "tuples", "compatibility": "samples", "correlation": "correlations"},
 )

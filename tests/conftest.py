@@ -66,3 +66,13 @@ def sample_dir(tmp_path) -> Path:
     dst = tmp_path / "sample"
     shutil.copytree(SAMPLE, dst)
     return dst
+
+
+@pytest.fixture
+def fresh_codehash():
+    """Sources and package versions read again before and after a test that fakes an edit or an upgrade."""
+    from csk import codehash
+
+    codehash.forget()
+    yield
+    codehash.forget()

@@ -226,11 +226,14 @@ def test_event_causal_inference_clips_where_the_subsequent_event_shows():
         list(bm.causal_items(backwards, seed=0))
 
 
+EMPTY_TASK = pd.DataFrame()
+
+
 def test_perturbations_keep_every_answer_on_its_text():
     items = [bm.item(_annotation(), "slot_identification", "event", ["A: x"], "q", f"o{k}",
                      [f"o{j}" for j in range(n)]) | {"id": f"i{k}-{n}"}
              for n in (2, 3, 5, 15) for k in range(n)]
-    out = bm.perturbations(pd.DataFrame(items), seed=3).data
+    out = bm.perturbations(pd.DataFrame(items), EMPTY_TASK, EMPTY_TASK, seed=3).data
     assert len(out) == 3 * len(items)
     for row in out.to_dict(orient="records"):
         labels = list(row["option_labels"])
@@ -240,7 +243,7 @@ def test_perturbations_keep_every_answer_on_its_text():
         original = next(i for i in items if i["id"] == row["item_id"])
         moved = list(row["options"]) != original["options"]
         assert moved == (row["perturbation"] != "reindex")  # a shuffle always changes the order
-    again = bm.perturbations(pd.DataFrame(items), seed=3).data
+    again = bm.perturbations(pd.DataFrame(items), EMPTY_TASK, EMPTY_TASK, seed=3).data
     assert again["options"].map(list).tolist() == out["options"].map(list).tolist()  # seeded
 
 

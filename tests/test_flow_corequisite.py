@@ -22,7 +22,7 @@ def _csk(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
-def test_corequisite_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
+def test_corequisite_flow_bundled_sample(prefect_harness, tmp_path, config_copy, monkeypatch, fresh_codehash):
     store = tmp_path / "artifacts"
     fast = ("--set", "corequisite.aflite.m=16")  # 64 probes a round in `make run`; 16 keep the test short
     first = _csk("run", "corequisite", "--config", config_copy, "--store", store, *fast)
@@ -58,6 +58,27 @@ def test_corequisite_flow_bundled_sample(prefect_harness, tmp_path, config_copy)
     again = _csk("run", "corequisite", "--config", config_copy, "--store", store, *fast)
     assert again.exit_code == 0, again.output
     assert all(s["reused"] for s in json.loads(_csk("artifacts", "corequisite", "--store", store, "--json").output))
+    # exact reuse: an edit to a helper imported inside a function (tasks/english.py, imported where
+    # lexicalize and answer_rules parse) and a new spaCy each make `csk status` recompute those stages
+    from csk import codehash
+
+    def status():
+        out = _csk("status", "corequisite", "--config", config_copy, "--store", store, *fast, "--json")
+        assert out.exit_code == 0, out.output
+        return {s["stage"]: s for s in json.loads(out.output)}
+
+    edited = tmp_path / "english.py"
+    edited.write_text(codehash.module_file("tasks.english").read_text() + "\n# an edit\n")
+    real_file, real_version = codehash.module_file, codehash._version
+    for patch, reason in ((("module_file", lambda n: edited if n == "tasks.english" else real_file(n)), "code changed"),
+                          (("_version", lambda d: "99.0" if d == "spacy" else real_version(d)), "package spacy")):
+        monkeypatch.undo()
+        codehash.forget()
+        monkeypatch.setattr(codehash, *patch)
+        by = status()
+        assert by["lexicalize"]["status"] == "recompute" and reason in by["lexicalize"]["why"], by["lexicalize"]
+        assert by["conceptnet"]["status"] == by["edges"]["status"] == "reused"
+        assert all(s["status"] in ("reused", "recompute", "depends") for s in by.values())
 
 
 @pytest.mark.slow  # over a minute on 2 cores: `make test-all`

@@ -64,11 +64,11 @@ def long_lines(lines: pd.DataFrame, *, min_chars: int = 5) -> StageOutput:
 def toy(run) -> None:
     """Read lines, keep the long ones."""
     lines = run.stage("read")
-    run.stage("long_lines", lines)
+    run.stage("long_lines", lines=lines)
 
 
-TOY = Pipeline(name="toy", stages=(Stage("read", read_lines, "toy.Lines", parent_column=None),
-                                   Stage("long_lines", long_lines, "toy.LongLines")),
+TOY = Pipeline(name="toy", stages=(Stage(read_lines, contract=Lines, unit="lines", name="read", parent_column=None),
+                                   Stage(long_lines, contract=LongLines, unit="lines")),
                flows=(toy,), settings=PipelineSettings, doc="a toy pipeline written in a test")
 
 

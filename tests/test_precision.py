@@ -80,7 +80,7 @@ def _stage(*, embed: EmbedSpec = EmbedSpec(), precision: Precision = "auto",
     return StageOutput(data=pd.DataFrame({"id": ["a"], "n": [1]}), rows_in=1)
 
 
-STAGE = Stage("probe", _stage, "test.Probe", parent_column=None, conserves_rows=False)
+STAGE = Stage(_stage, contract="test.Probe", name="probe", parent_column=None, conserves_rows=False)
 
 
 def test_key_follows_the_resolved_precision(tmp_path, monkeypatch):

@@ -22,8 +22,8 @@ class Counts(Contract):
     n: Series[int]
 
 
-SOURCES = Stage("sources", sources, "cicero.Dialogues", parent_column=None)
-LENGTH = Stage("length_filter", length_filter, "cicero.FilteredDialogues")
+SOURCES = Stage(sources, contract="cicero.Dialogues", parent_column=None)
+LENGTH = Stage(length_filter, contract="cicero.FilteredDialogues")
 SRC_PARAMS = {"dailydialog": str(SAMPLE / "dailydialog" / "dialogues_text.txt"), "mutual": str(SAMPLE / "mutual"),
               "dream": str(SAMPLE / "dream" / "dev.json"), "lenient": False}
 LF = {"min_utterances": 5, "max_utterances": 15, "min_avg_words": 6.0, "max_total_words": 275}
@@ -67,10 +67,12 @@ def test_manifest_contents(tmp_path):
     a, b = _run_both(Store(tmp_path))
     m = b.ref.manifest()
     assert m["rows"]["in"] == m["rows"]["out"] + m["rows"]["rejected"]
-    assert m["inputs"] == [{"stage": "sources", "key": a.ref.key, "path": a.ref.path,
-                            "data_sha256": a.ref.manifest()["data_sha256"]}]
+    assert m["inputs"] == [{"name": "dialogues", "stage": "sources", "key": a.ref.key, "path": a.ref.path,
+                            "data_sha256": a.ref.manifest()["data_sha256"]}]  # bound by the parameter's name
     assert m["params"] == LF and m["contract"] == "cicero.FilteredDialogues"
     assert {"commit", "dirty"} <= set(m["code_version"]) and m["packages"]["pandas"]
+    assert "torch" not in m["packages"] and "jieba" not in m["packages"]  # only what the stage's code imports
+    assert m["machine"]["cpu"] and m["resolved"] == {}
     assert m["rejected_reasons"] == {"too_few_utterances": 3, "too_many_utterances": 1, "too_many_words": 1,
                                    "utterances_too_short": 1}
     files = a.ref.manifest()["files"]  # every typed input file, hashed the same way for every stage
@@ -107,7 +109,7 @@ def test_contract_violation_names_stage_column_rows(tmp_path):
     def bad(dialogues):
         return rt.StageOutput(data=dialogues.assign(source="nowhere"))
 
-    stage = Stage("bad_stage", bad, "cicero.Dialogues")
+    stage = Stage(bad, contract="cicero.Dialogues", name="bad_stage")
     store = Store(tmp_path)
     a = store.run("cicero", SOURCES, SRC_PARAMS, [])
     with pytest.raises(ContractError) as exc:
@@ -128,7 +130,7 @@ def test_dropping_rows_silently_is_an_error(tmp_path):
     store = Store(tmp_path)
     a = store.run("cicero", SOURCES, SRC_PARAMS, [])
     with pytest.raises(ConservationError, match="rejected with a reason"):
-        store.run("cicero", Stage("lossy", lossy, "cicero.Dialogues"), {}, [a.ref])
+        store.run("cicero", Stage(lossy, contract="cicero.Dialogues"), {}, [a.ref])
 
 
 def test_row_lineage_reaches_source_line(tmp_path):
@@ -154,12 +156,14 @@ def test_lenient_sources_reject_with_reason(tmp_path):
 
 
 def test_code_hash_covers_helper_modules():
-    import tasks.cicero.targets  # noqa: F401  (the closure is over imported modules)
-    from csk.runtime import module_closure
+    from csk.codehash import closure
 
-    closure = module_closure("tasks.cicero.targets")
-    assert {"tasks.cicero.targets", "tasks.embed", "csk.models", "csk.runtime"} <= closure
-    assert "prefect" not in " ".join(closure)
+    modules, third = closure(("tasks.cicero.targets", "data_contracts.cicero"))
+    assert {"tasks.cicero.targets", "tasks.embed", "csk.models", "csk.runtime", "data_contracts.cicero"} <= set(modules)
+    assert "csk.cli" not in modules and "csk.orchestration" not in modules  # orchestration is not stage code
+    assert "prefect" not in third and {"networkx", "torch", "sentence_transformers"} <= set(third)
+    # a helper imported inside a function is followed (answer_rules imports tasks.english where it parses)
+    assert "tasks.english" in closure(("tasks.corequisite.answer_quality",))[0]
 
 
 def test_early_cutoff_stops_at_unchanged_bytes(tmp_path):
@@ -167,8 +171,8 @@ def test_early_cutoff_stops_at_unchanged_bytes(tmp_path):
     def count(dialogues):
         return rt.StageOutput(data=dialogues[["id"]].assign(n=dialogues["n_utterances"]))
 
-    downstream = Stage("count", count, "test.Counts")
     register("test.Counts", Counts)
+    downstream = Stage(count, contract=Counts)
     store = Store(tmp_path)
     a, b = _run_both(store)
     c1 = store.run("cicero", downstream, {}, [b.ref])
@@ -198,7 +202,7 @@ def test_rejected_rows_have_one_shape(tmp_path):
         return rt.StageOutput(data=dialogues.iloc[1:], rejected=dialogues.iloc[:1].assign(reason="x"))
 
     with pytest.raises(ContractError, match="reason_code"):
-        store.run("cicero", Stage("no_code", no_code, "cicero.Dialogues"), {}, [b.ref])
+        store.run("cicero", Stage(no_code, contract="cicero.Dialogues"), {}, [b.ref])
 
 
 def test_columns_differing_only_in_case_and_null_columns(tmp_path):
@@ -209,12 +213,12 @@ def test_columns_differing_only_in_case_and_null_columns(tmp_path):
         return rt.StageOutput(data=dialogues.assign(ID=dialogues["id"]))
 
     with pytest.raises(ContractError, match="'id' and 'ID' differ only in case"):
-        store.run("cicero", Stage("shout", shout, "cicero.Dialogues"), {}, [a.ref])
+        store.run("cicero", Stage(shout, contract="cicero.Dialogues"), {}, [a.ref])
 
     def empty_column(dialogues):
         return rt.StageOutput(data=dialogues.assign(note=None))
 
-    out = store.run("cicero", Stage("empty_column", empty_column, "cicero.Dialogues"), {}, [a.ref])
+    out = store.run("cicero", Stage(empty_column, contract="cicero.Dialogues"), {}, [a.ref])
     import pyarrow.parquet as pq
 
     assert str(pq.read_schema(out.ref.data_path).field("note").type) == "string"  # never Arrow's null type

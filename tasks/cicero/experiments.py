@@ -179,10 +179,10 @@ def _rebuilt_rows(mcq: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def experiments(mcq: pd.DataFrame, annotations: pd.DataFrame, *splits_input: pd.DataFrame) -> StageOutput:
+def experiments(mcq: pd.DataFrame, annotations: pd.DataFrame, splits: pd.DataFrame | None = None) -> StageOutput:
     """The authors' experiment files, from the rebuilt MCQ items (`rebuilt/`) and from the release's own
     instances (`published/`), per split. One row per file written, with its line count."""
-    split_of = dict(zip(splits_input[0]["id"], splits_input[0]["split"])) if splits_input else {}
+    split_of = dict(zip(splits["id"], splits["split"])) if splits is not None else {}
     stems = {Path(f).stem for f in annotations["source_file"]} if len(annotations) else set()
     default = SPLIT_NAMES.get(next(iter(stems)), "all") if len(stems) == 1 else "all"
     files, rows, notes = {}, [], {}

@@ -14,14 +14,14 @@ CICERO_KEYS = {"cicero_id": "ID", "dialogue": "Dialogue", "target": "Target", "q
                "correct_answers": "Correct Answers"}
 
 
-def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, *splits_input: pd.DataFrame, seed: int = 0) -> StageOutput:
+def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, splits: pd.DataFrame | None = None, *, seed: int = 0) -> StageOutput:
     """Shuffled items with their release fields, and the 2.1 / 2.2 files per split.
 
     Args:
         seed: seed of each item's choice order
     """
     ann = annotations.set_index("id")
-    split_of = dict(zip(splits_input[0]["id"], splits_input[0]["split"])) if splits_input else {}
+    split_of = dict(zip(splits["id"], splits["split"])) if splits is not None else {}
     rows = []
     for r in verified.itertuples():
         a = ann.loc[r.id]

@@ -270,15 +270,17 @@ def perturb(row: dict, kind: str, seed: int) -> dict:
     return out
 
 
-def perturbations(*mcq_tasks: pd.DataFrame, kinds: list[str] = ["reindex", "shuffle", "reindex_shuffle"],
+def perturbations(knowledge_filling: pd.DataFrame, domain_identification: pd.DataFrame,
+                  slot_identification: pd.DataFrame, *, kinds: list[str] = ["reindex", "shuffle", "reindex_shuffle"],
                   seed: int = 0) -> StageOutput:
-    """Every item of the multiple-choice tasks under each perturbation.
+    """Every item of the multiple-choice tasks (the three with options) under each perturbation.
 
     Args:
         kinds: reindex (option labels a, b, c -> 1, 2, 3), shuffle (options in another seeded order),
             reindex_shuffle (both)
         seed: seed of the shuffles
     """
+    mcq_tasks = (knowledge_filling, domain_identification, slot_identification)
     rows = [perturb(r, k, seed) for frame in mcq_tasks for r in frame.to_dict(orient="records") for k in kinds]
     data = pd.DataFrame(rows)
     files = {}

@@ -67,7 +67,7 @@ def correct_texts(instances: pd.DataFrame | None, candidates: pd.DataFrame) -> d
     return out
 
 
-def candidate_filter(candidates: pd.DataFrame, *instances_input: pd.DataFrame, embedder: EmbedSpec = PAPER_EMBEDDER,
+def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = None, *, embedder: EmbedSpec = PAPER_EMBEDDER,
                      max_similarity: float = 0.9, nli: ModelDir = None, nli_batch_size: int = 32,
                      ctx: StageContext | None = None) -> StageOutput:
     """Keep candidates that are no paraphrase of a correct answer and that an NLI model says contradict
@@ -83,7 +83,7 @@ def candidate_filter(candidates: pd.DataFrame, *instances_input: pd.DataFrame, e
     if not nli:
         raise ConfigError("candidate_filter.nli is not set: give an NLI model directory (e.g. roberta-large-mnli "
                           "saved locally), or set candidate_filter.nli = \"off\" to keep candidates on similarity alone")
-    correct = correct_texts(instances_input[0] if instances_input else None, candidates)
+    correct = correct_texts(instances, candidates)
     with open_embedder(embedder, ctx) as emb:
         vector = emb.lookup(candidates["candidate"].tolist() + [t for ts in correct.values() for t in ts])
     sims, closest = [], []
