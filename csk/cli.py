@@ -33,6 +33,8 @@ err = Console(stderr=True)
 CONFIG = typer.Option(Path("pipelines.toml"), "--config", help="pipelines.toml to read")
 STORE = typer.Option(Path("artifacts"), "--store", help="artifact store directory")
 SET = typer.Option([], "--set", help="override a setting, e.g. cicero.seed=1 (repeatable)")
+UNTIL = typer.Option(None, "--until", help="run only this stage and the stages it needs")
+ONLY = typer.Option([], "--only", help="run only this stage (repeatable), on its inputs' artifacts in the store")
 
 
 def _quiet_user_errors() -> None:
@@ -79,15 +81,16 @@ def prepare(pipeline: str, config: Path, overrides: list[str]):
 
 
 def run_flow(pipeline: str, steps, config: Path, store: Path, overrides: list[str],
-             options: dict[str, Any] | None = None) -> None:
+             options: dict[str, Any] | None = None, until: str | None = None, only: list[str] | None = None) -> None:
     """Check, then run one of a pipeline's flows in Prefect and print its stages."""
     _logging()
     try:
-        p, _ = prepare(pipeline, config, overrides)
-        from csk.orchestration import prefect_flow
+        p, cfg = prepare(pipeline, config, overrides)
+        from csk.orchestration import prefect_flow, selection
 
+        selection(p, cfg, store, steps, until, only or ())  # a misnamed stage is an error before Prefect starts
         stages = prefect_flow(p, steps)(config=str(config), store=str(store), overrides=list(overrides),
-                                        options=options or {})
+                                        options=options or {}, until=until, only=list(only or []))
     except CskError as exc:
         _fail(exc)
     _print_stages(p, stages)
@@ -103,8 +106,9 @@ def run(pipeline: str, config: Path = CONFIG, store: Path = STORE, set_: list[st
         address: Optional[str] = typer.Option(None, "--address", help="scheduler of an existing Dask cluster, "
                                               "e.g. tcp://10.0.0.5:8786"),
         verify: bool = typer.Option(False, "--verify", help="check the sha256 of every reused artifact's files "
-                                    "(sizes are always checked)")) -> None:
-    """Run a pipeline's Prefect flow end to end (finished stages are reused)."""
+                                    "(sizes are always checked)"),
+        until: Optional[str] = UNTIL, only: list[str] = ONLY) -> None:
+    """Run a pipeline's Prefect flow end to end (finished stages are reused), or part of it."""
     if strict is not None:
         set_ = [*set_, f"{pipeline}.sources.lenient={'false' if strict else 'true'}"]
     if runner is not None:
@@ -119,18 +123,19 @@ def run(pipeline: str, config: Path = CONFIG, store: Path = STORE, set_: list[st
         steps = get_pipeline(pipeline).main
     except CskError as exc:
         _fail(exc)
-    run_flow(pipeline, steps, config, store, set_)
+    run_flow(pipeline, steps, config, store, set_, until=until, only=only)
 
 
 @app.command()
 def status(pipeline: str, config: Path = CONFIG, store: Path = STORE, set_: list[str] = SET,
-           as_json: bool = typer.Option(False, "--json", help="print a JSON list")) -> None:
+           as_json: bool = typer.Option(False, "--json", help="print a JSON list"),
+           until: Optional[str] = UNTIL, only: list[str] = ONLY) -> None:
     """Say, without running anything, which stages a run would reuse and which it would recompute, and why."""
     try:
         p, cfg = prepare(pipeline, config, set_)
         from csk.orchestration import status as dry_status
 
-        stages = dry_status(p, cfg, store)
+        stages = dry_status(p, cfg, store, until=until, only=only)
     except CskError as exc:
         _fail(exc)
     if as_json:
@@ -299,11 +304,11 @@ def runs(pipeline: str, store: Path = STORE,
             print(json.dumps(listed, indent=2))
             return
         table = Table(title=f"{pipeline}: runs (oldest first)")
-        for col in ("run", "finished", "computed", "reused", "rows out of the last stage"):
+        for col in ("run", "finished", "covered", "computed", "reused", "rows out of the last stage"):
             table.add_column(col)
         for r in listed:
             last = list(r["rows_out"].items())[-1] if r["rows_out"] else ("", "")
-            table.add_row(r["run_id"][:8], r["finished"][:19], str(r["computed"]), str(r["reused"]),
+            table.add_row(r["run_id"][:8], r["finished"][:19], r["covered"], str(r["computed"]), str(r["reused"]),
                           f"{last[0]} {last[1]}")
         console.print(table)
         return

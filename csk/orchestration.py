@@ -37,13 +37,54 @@ class Pending:
     stage: str
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A stage a partial run leaves out (`--until`: not needed; `--only`: not selected and not in the store)."""
+
+    stage: str
+    key: str | None = None
+
+
+def selection(pipeline: Pipeline, config: Any, store: str | Path, steps=None, until: str | None = None,
+              only: list[str] | tuple[str, ...] = ()) -> set[str] | None:
+    """The stages a partial run computes: `until`: that stage and every stage it needs; `only`: those
+    stages. The flow body is traced (nothing planned or computed) for its graph of stages and inputs."""
+    if not until and not only:
+        return None
+    if until and only:
+        raise CskError("--until and --only do not combine: --until STAGE runs that stage and what it needs, "
+                       "--only STAGE... runs those stages on cached inputs")
+    trace = PipelineRun(pipeline, config, store, dry=True)
+    trace.graph = {}
+    (steps or pipeline.main)(trace)
+    graph = trace.graph
+    wanted = [until] if until else list(only)
+    unknown = [w for w in wanted if w not in graph]
+    if unknown:
+        raise CskError(f"{pipeline.name}: no stage {unknown} in this flow (with these settings); its stages: "
+                       f"{', '.join(graph)}")
+    if only:
+        return set(only)
+    chosen, todo = set(), [until]
+    while todo:
+        name = todo.pop()
+        if name not in chosen:
+            chosen.add(name)
+            todo += graph.get(name, [])
+    return chosen
+
+
 class PipelineRun:
     """Runs the stages of one pipeline and records the run for `csk artifacts`."""
 
     def __init__(self, pipeline: Pipeline, config: Any, store_root: str | Path, dry: bool = False,
-                 shard_rows: int | None = None, verify: bool = False):
+                 shard_rows: int | None = None, verify: bool = False, until: str | None = None,
+                 only: list[str] | tuple[str, ...] = (), steps=None):
         from csk.shards import DEFAULT_SHARD_ROWS
 
+        self.graph: dict[str, list[str]] | None = None  # set when tracing: stage -> the stages it reads
+        self.until, self.only = until, tuple(only)
+        self.selected = selection(pipeline, config, store_root, steps, until, only) if (until or only) else None
         self.pipeline = pipeline
         self.config = config
         self.store = Store(store_root, verify=verify)
@@ -66,8 +107,25 @@ class PipelineRun:
         inputs = {k: v for k, v in bound.items() if k in input_names}
         overrides = {k: v for k, v in bound.items() if k not in input_names}
         names, refs = bind_inputs(stage, inputs)
+        if self.graph is not None:  # tracing the flow's graph for a partial run
+            self.graph[stage.name] = [r.stage for r in refs]
+            return Pending(stage.name)
         params = {k: v.model_dump() if hasattr(v, "model_dump") else v
                   for k, v in self.pipeline.stage_params(stage, self.config, overrides).items()}
+        if self.selected is not None:
+            outside = self._partial(stage, params, dict(zip(names, refs)))
+            if outside is not None:
+                return outside
+            missing = [(n, r) for n, r in zip(names, refs) if isinstance(r, Skipped)]
+            if missing:
+                n, r = missing[0]
+                raise CskError(f"stage {stage.name!r} needs its input {n} (stage {r.stage!r}), which is not in "
+                               f"{self.store.root}" + (f" (key {r.key})" if r.key else "") +
+                               f": run `csk run {self.pipeline.name} --until {r.stage}` first, or add it to --only")
+            for r in refs:  # cached inputs of a selected stage: part of this run, reused
+                if isinstance(r, ArtifactRef) and r.stage not in self.selected and \
+                        not any(s.get("stage") == r.stage for s in self.stages):
+                    self._adopted(r)
         if self.dry:
             return self._plan(stage, params, dict(zip(names, refs)))
         if refs:
@@ -91,6 +149,34 @@ class PipelineRun:
 
     def enabled(self, name: str) -> bool:
         return self.pipeline.enabled(name, self.config)
+
+    # -- partial runs
+    def _partial(self, stage: Stage, params: dict, inputs: dict) -> ArtifactRef | Skipped | Pending | None:
+        """A stage outside the selection: `--until` skips it; `--only` takes its artifact from the store
+        when it is there (the one a full run would reuse), else marks it missing. None: it is selected."""
+        if stage.name in self.selected:
+            return None
+        if self.until:
+            if self.dry:
+                self.stages.append({"stage": stage.name, "status": "skipped", "why": f"not needed for {self.until}"})
+            return Skipped(stage.name)
+        if any(isinstance(r, (Skipped, Pending)) for r in inputs.values()):
+            waiting = [r for r in inputs.values() if isinstance(r, (Skipped, Pending))]
+            return waiting[0] if isinstance(waiting[0], Pending) and self.dry else Skipped(stage.name)
+        plan = self.store.plan(self.pipeline.name, stage, params, inputs)
+        found = self.store.find(self.pipeline.name, stage.name, plan.key)
+        if self.dry:
+            self.stages.append({"stage": stage.name, "status": "cached" if found else "missing", "key": plan.key,
+                                "why": "not in --only: " + ("its artifact in the store is used" if found else
+                                                             "not in the store (a selected stage needing it fails)")})
+        return found if found is not None else Skipped(stage.name, plan.key)
+
+    def _adopted(self, ref: ArtifactRef) -> None:
+        if self.dry:
+            return
+        m = ref.manifest()
+        self.stages.append({"stage": ref.stage, "key": ref.key, "path": ref.path, "rows": m["rows"], "reused": True,
+                            "seconds": 0.0})
 
     def latest(self) -> dict[str, dict]:
         """The latest finished run's stages by name (empty when there is none)."""
@@ -122,7 +208,11 @@ class PipelineRun:
             earlier = [{**s, "reused": True} for s in self.store.latest_run(self.pipeline.name)["stages"]
                        if s["stage"] not in mine]
             stages = earlier + self.stages
-        path = self.store.record_run(self.pipeline.name, run_id, stages)
+        covered = None
+        if self.selected is not None:
+            covered = {"until": self.until} if self.until else {"only": list(self.only)}
+            covered["stages"] = sorted(self.selected)
+        path = self.store.record_run(self.pipeline.name, run_id, stages, covered=covered)
         self._summary_artifact(stages)
         reused = [s["stage"] for s in self.stages if s["reused"]]
         log.info("run recorded in %s; reused: %s", path, ", ".join(reused) or "none")
@@ -158,8 +248,20 @@ class PipelineRun:
                             "why": self._why(stage, plan)})
         return Pending(stage.name)
 
+    def _previous(self, name: str) -> dict | None:
+        """The stage's entry in the most recent run (partial runs included) that has it."""
+        import json
+
+        d = self.store.runs_dir(self.pipeline.name)
+        runs = [json.loads(f.read_text()) for f in d.glob("*.json") if f.name != "latest.json"] if d.is_dir() else []
+        for r in sorted(runs, key=lambda r: (r["finished"], r["run_id"]), reverse=True):
+            hit = next((e for e in r["stages"] if e.get("stage") == name and e.get("key")), None)
+            if hit is not None:
+                return hit
+        return None
+
     def _why(self, stage: Stage, plan) -> str:
-        before = self.latest().get(stage.name)
+        before = self._previous(stage.name)
         if before is None:
             return "never run in this store"
         ref = self.store.ref_from_manifest_entry(self.pipeline.name, before)
@@ -313,13 +415,14 @@ def prefect_flow(pipeline: Pipeline, steps=None):
         from csk.config import load_config
 
         def body(config: str = "pipelines.toml", store: str = "artifacts", overrides: list[str] | None = None,
-                 options: dict | None = None) -> list[dict]:
+                 options: dict | None = None, until: str | None = None, only: list[str] | None = None) -> list[dict]:
             from csk.shards import cluster
 
             loaded = load_config(config, overrides or [])
             rt = loaded.runtime
             with cluster(rt.runner, rt.address, rt.workers, rt.threads_per_worker, rt.worker_threads):
-                run = PipelineRun(pipeline, loaded[pipeline.name], store, shard_rows=rt.shard_rows, verify=rt.verify)
+                run = PipelineRun(pipeline, loaded[pipeline.name], store, shard_rows=rt.shard_rows, verify=rt.verify,
+                                  until=until, only=only or (), steps=steps)
                 steps(run, **(options or {}))
                 return run.finish()
 
@@ -330,9 +433,11 @@ def prefect_flow(pipeline: Pipeline, steps=None):
     return _FLOWS[attr]
 
 
-def status(pipeline: Pipeline, config: Any, store: str | Path, steps=None, **options: Any) -> list[dict]:
-    """Which stages a run would reuse and which it would recompute, and why, without running anything."""
-    run = PipelineRun(pipeline, config, store, dry=True)
+def status(pipeline: Pipeline, config: Any, store: str | Path, steps=None, until: str | None = None,
+           only: list[str] | tuple[str, ...] = (), **options: Any) -> list[dict]:
+    """Which stages a run would reuse and which it would recompute, and why, without running anything
+    (with `until` / `only`: what that partial run would do)."""
+    run = PipelineRun(pipeline, config, store, dry=True, until=until, only=only, steps=steps)
     (steps or pipeline.main)(run, **options)
     return run.stages
 

@@ -40,7 +40,10 @@ def find_run(runs: list[dict], ref: str) -> dict:
 
 def summary(run: dict) -> dict:
     stages = run["stages"]
-    return {"run_id": run["run_id"], "finished": run["finished"], "stages": len(stages),
+    cov = run.get("covered")
+    covered = "all" if not cov else (f"--until {cov['until']}" if cov.get("until") else
+                                     "--only " + " ".join(cov.get("only", [])))
+    return {"run_id": run["run_id"], "finished": run["finished"], "covered": covered, "stages": len(stages),
             "computed": sum(not s["reused"] for s in stages), "reused": sum(bool(s["reused"]) for s in stages),
             "rows_out": {s["stage"]: s["rows"]["out"] for s in stages}}
 

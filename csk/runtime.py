@@ -662,14 +662,18 @@ class Store:
     def runs_dir(self, pipeline: str) -> Path:
         return self.root / pipeline / "_runs"
 
-    def record_run(self, pipeline: str, run_id: str, stages: list[dict]) -> Path:
+    def record_run(self, pipeline: str, run_id: str, stages: list[dict], covered: dict | None = None) -> Path:
+        """The run record; `covered`: a partial run's selection (`until` or `only`, and its stages). A
+        partial run is listed by `csk runs` but does not become the latest run the reading commands use."""
         record = {"pipeline": pipeline, "run_id": run_id,
                   "finished": datetime.now(timezone.utc).isoformat(), "stages": stages}
+        if covered is not None:
+            record["covered"] = covered
         d = self.runs_dir(pipeline)
         d.mkdir(parents=True, exist_ok=True)
         payload = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
         path = d / f"{run_id}.json"
-        for target in (path, d / "latest.json"):
+        for target in (path,) + (() if covered is not None else (d / "latest.json",)):
             tmp = target.with_suffix(f".tmp{os.getpid()}")
             _write_file(tmp, payload)
             os.replace(tmp, target)
