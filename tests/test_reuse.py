@@ -17,6 +17,15 @@ def _all(attr: str) -> dict:
     return {f"{p.name}/{s.name}": getattr(s, attr)() for p in discover().values() for s in p.stages}
 
 
+def _edit(tmp_path, monkeypatch, module: str) -> None:
+    """As if `module`'s file had been edited (a copy with one more line stands in for it)."""
+    edited = tmp_path / f"{module}.py"
+    edited.write_text(codehash.module_file(module).read_text() + "\n# an edit\n")
+    real = codehash.module_file
+    codehash.forget()
+    monkeypatch.setattr(codehash, "module_file", lambda name: edited if name == module else real(name))
+
+
 # tasks/english.py (spaCy) is imported inside functions by these stages' modules, and by no other
 CAN_RUN_ENGLISH = ["cicero/counterfactuals", "corequisite/answer_quality", "corequisite/answer_rules",
                    "corequisite/lexicalize", "deco/response_filter"]
@@ -25,22 +34,14 @@ CAN_RUN_ENGLISH = ["cicero/counterfactuals", "corequisite/answer_quality", "core
 def test_editing_a_function_local_helper_changes_exactly_the_stages_that_can_run_it(fresh_codehash, tmp_path,
                                                                                       monkeypatch):
     before = _all("code_hash")
-    edited = tmp_path / "english.py"
-    edited.write_text(codehash.module_file("tasks.english").read_text() + "\n# an edit\n")
-    real = codehash.module_file
-    codehash.forget()
-    monkeypatch.setattr(codehash, "module_file", lambda name: edited if name == "tasks.english" else real(name))
+    _edit(tmp_path, monkeypatch, "tasks.english")
     after = _all("code_hash")
     assert sorted(k for k in before if after[k] != before[k]) == CAN_RUN_ENGLISH
 
 
 def test_editing_a_contract_module_changes_its_stages(fresh_codehash, tmp_path, monkeypatch):
     before = _all("code_hash")
-    edited = tmp_path / "deco.py"
-    edited.write_text(codehash.module_file("data_contracts.deco").read_text() + "\n# an edit\n")
-    real = codehash.module_file
-    codehash.forget()
-    monkeypatch.setattr(codehash, "module_file", lambda name: edited if name == "data_contracts.deco" else real(name))
+    _edit(tmp_path, monkeypatch, "data_contracts.deco")
     after = _all("code_hash")
     changed = {k for k in before if after[k] != before[k]}
     assert {f"deco/{s.name}" for s in discover()["deco"].stages} <= changed
