@@ -38,6 +38,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+METHOD = 2  # how the decision is measured; a new method measures again (2: one thread, its CPU time)
 MIN_SPEEDUP = 1.2  # bf16 only when clearly faster
 EMULATED_BELOW = 0.25  # quick screen: bf16 this much slower is emulated; no need to measure further
 ROUNDS = 7
@@ -79,7 +80,7 @@ def fingerprint(dev: str = "cpu") -> dict:
 
     from csk.compute import cpu_model
 
-    fp: dict[str, Any] = {"device": kind(dev), "cpu": cpu_model(), "flags": cpu_flags(),
+    fp: dict[str, Any] = {"method": METHOD, "device": kind(dev), "cpu": cpu_model(), "flags": cpu_flags(),
                           "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                           "threads": torch.get_num_threads(), "torch": torch.__version__,
                           "shapes": [list(s) for s in shapes()]}
