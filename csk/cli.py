@@ -483,7 +483,7 @@ def precision_command(device: str = typer.Option("auto", "--device", help="cpu, 
                   f"{fp['threads']} threads, torch {fp['torch']}" + (f", {fp['gpu']}" if fp.get("gpu") else ""),
                   highlight=False, soft_wrap=True)
     if "gflops" in d:
-        console.print(f"at the plan's shapes: fp32 {d['gflops']['fp32']} GFLOP/s, bf16 {d['gflops']['bf16']} GFLOP/s; "
+        console.print(f"at the plan's shapes, one thread: fp32 {d['gflops']['fp32']} GFLOP/s, bf16 {d['gflops']['bf16']} GFLOP/s; "
                       f"speed-up per round {d['speedups']} (median {d['speedup']}, needs {d['min_speedup']})",
                       highlight=False, soft_wrap=True)
     else:
