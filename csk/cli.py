@@ -93,7 +93,7 @@ def run_flow(pipeline: str, steps, config: Path, store: Path, overrides: list[st
                                         options=options or {}, until=until, only=list(only or []))
     except CskError as exc:
         _fail(exc)
-    _print_stages(p, stages)
+    _print_stages(p, stages, partial=bool(until or only))
 
 
 @app.command()
@@ -200,7 +200,7 @@ def _short(path: str) -> str:
         return path
 
 
-def _print_stages(pipeline, stages: list[dict]) -> None:
+def _print_stages(pipeline, stages: list[dict], partial: bool = False) -> None:
     units = getattr(pipeline, "units", {})
     name = getattr(pipeline, "name", pipeline)
     table = Table(title=f"{name}: artifacts")
@@ -213,7 +213,11 @@ def _print_stages(pipeline, stages: list[dict]) -> None:
         table.add_row(s["stage"], "reused" if s["reused"] else "computed", str(r["in"]), f"{r['out']}{unit}",
                       str(r["rejected"]), _short(s["path"]))
     console.print(table)
-    console.print(f"artifacts of the latest run: csk artifacts {name}", highlight=False, soft_wrap=True)
+    if partial:
+        console.print(f"a partial run: listed by `csk runs {name}`; the reading commands (artifacts, show, lineage, "
+                      "export) keep reading the latest full run", highlight=False, soft_wrap=True)
+    else:
+        console.print(f"artifacts of the latest run: csk artifacts {name}", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -250,11 +250,9 @@ class PipelineRun:
 
     def _previous(self, name: str) -> dict | None:
         """The stage's entry in the most recent run (partial runs included) that has it."""
-        import json
+        from csk.runs import all_runs
 
-        d = self.store.runs_dir(self.pipeline.name)
-        runs = [json.loads(f.read_text()) for f in d.glob("*.json") if f.name != "latest.json"] if d.is_dir() else []
-        for r in sorted(runs, key=lambda r: (r["finished"], r["run_id"]), reverse=True):
+        for r in reversed(all_runs(self.store, self.pipeline.name)):
             hit = next((e for e in r["stages"] if e.get("stage") == name and e.get("key")), None)
             if hit is not None:
                 return hit

@@ -157,6 +157,14 @@ def resolve_settings(model: type[BaseModel], values: dict) -> dict[str, str]:
     found = list(typed_inputs(model, values, marker=Resolved))
     parent = lambda setting: setting.rpartition(".")[0]  # noqa: E731
     devices = {parent(s): compute.device(str(v)) for s, k, v in found if k == "device"}
+    for (s, k, v), dev in ((f, devices.get(parent(f[0]))) for f in found if f[1] == "device"):
+        if dev and dev.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                from csk.errors import ConfigError
+
+                raise ConfigError(f"setting {s} = {v!r}: no CUDA device is visible here; set it to \"auto\" or \"cpu\"")
     out = {}
     for setting, kind, value in found:
         if kind == "device":

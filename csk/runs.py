@@ -13,13 +13,19 @@ from csk.errors import CskError
 from csk.runtime import Store, read_parquet
 
 
-def run_records(store: Store, pipeline: str) -> list[dict]:
-    """Every recorded run, oldest first (by finish time, then id)."""
+def all_runs(store: Store, pipeline: str) -> list[dict]:
+    """Every recorded run (partial ones included), oldest first (by finish time, then id); none: []."""
     d = store.runs_dir(pipeline)
     runs = [json.loads(p.read_text()) for p in d.glob("*.json") if p.name != "latest.json"] if d.is_dir() else []
+    return sorted(runs, key=lambda r: (r["finished"], r["run_id"]))
+
+
+def run_records(store: Store, pipeline: str) -> list[dict]:
+    """Every recorded run, oldest first; an error when there is none."""
+    runs = all_runs(store, pipeline)
     if not runs:
         raise CskError(f"no finished run of {pipeline!r} in {store.root} (run `csk run {pipeline}` first)")
-    return sorted(runs, key=lambda r: (r["finished"], r["run_id"]))
+    return runs
 
 
 def find_run(runs: list[dict], ref: str) -> dict:

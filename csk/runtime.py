@@ -32,12 +32,10 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -157,6 +155,13 @@ class Plan:
     key: str
     resolved: dict = field(default_factory=dict)  # Device / Precision settings as this machine resolves them
     input_names: list[str] = field(default_factory=list)  # the stage function's parameter of each input
+
+    @property
+    def parent_count(self) -> int:
+        """How many of the given inputs hold parents: those among the stage's first `parent_inputs`
+        declared inputs (a prefix of the given ones, which are in declared order)."""
+        declared = {n for n, _ in self.stage.inputs[:self.stage.parent_inputs]}
+        return sum(n in declared for n in self.input_names)
 
 
 @dataclass
@@ -511,8 +516,7 @@ class Store:
         rejected = out.rejected.reset_index(drop=True) if out.rejected is not None and len(out.rejected) else None
         n_rejected = 0 if rejected is None else len(rejected)
         rows_in = out.rows_in if out.rows_in is not None else (len(frames[0]) if frames else len(data) + n_rejected)
-        declared = [n for n, _ in plan.stage.inputs[:plan.stage.parent_inputs]]
-        parents = [f for n, f in zip(plan.input_names, frames) if n in declared]  # rows of these may be parents
+        parents = frames[:plan.parent_count]  # rows of these inputs may be parents (the primary first)
         primary = (parents[0] if len(parents) == 1 else pd.concat([f[["id"]] for f in parents], ignore_index=True)) \
             if parents else None
         return Computed(data, rejected, int(rows_in), out, ctx, started, round(time.perf_counter() - t0, 3), primary)
@@ -579,7 +583,7 @@ class Store:
             "inputs": [{"name": n, "stage": r.stage, "key": r.key, "path": r.path, "data_sha256": h}
                        for n, r, h in zip(plan.input_names, plan.inputs, plan.input_hashes)],
             "parent_column": plan.stage.parent_column,
-            "parent_inputs": plan.stage.parent_inputs,
+            "parent_inputs": plan.parent_count,  # the first this many of `inputs` (lineage reads them)
             "params": plan.params_json,
             "resolved": plan.resolved,
             "machine": host_record(),

@@ -99,6 +99,9 @@ def test_key_follows_the_resolved_precision(tmp_path, monkeypatch):
 
 
 def test_resolve_settings_pairs_precision_with_its_device(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a GPU machine
     monkeypatch.setattr(precision, "_DECISIONS", {"cpu": fake("fp32"), "cuda": fake("bf16")})
     from csk.params import params_model
 
@@ -145,3 +148,16 @@ def test_same_machine_difference_is_called_nondeterminism(tmp_path, monkeypatch)
     m["data_sha256"] = "0" * 64
     open(path, "wb").write(manifest_bytes(m))
     assert "nondeterministic" in compare_stores(a, b)[1][0]
+
+
+def test_a_cuda_setting_without_a_gpu_is_a_clear_error(monkeypatch):
+    import torch
+
+    from csk.errors import ConfigError
+    from csk.params import params_model
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    model = params_model(_stage)
+    values = model.model_validate({"device": "cuda"}).model_dump(mode="json")
+    with pytest.raises(ConfigError, match="setting device = 'cuda': no CUDA device"):
+        resolve_settings(model, values)
