@@ -204,6 +204,9 @@ def decision(dev: str = "cpu", refresh: bool = False) -> dict:
     with FileLock(str(path) + ".lock"):
         found = None if refresh else _read(path, fp)
         if found is None:
+            import logging
+
+            logging.getLogger("csk").info("measuring bf16 against fp32 on this machine (once; cached in %s)", path)
             found = {"fingerprint": fp, "id": fingerprint_id(fp),
                      "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                      "csk": _version(), **measure(dev)}
