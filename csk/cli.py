@@ -501,8 +501,9 @@ def gc(store: Path = STORE,
        apply: bool = typer.Option(False, "--apply", help="remove them (default: only list them)"),
        keep_minutes: float = typer.Option(60.0, "--keep-minutes", help="never remove artifacts younger than this "
                                           "(a run in progress records itself only when it ends)")) -> None:
-    """Artifacts no run record references (directly or as an input), and temporary directories of
-    dead processes: listed (dry run, the default) or removed with --apply."""
+    """Artifacts no run record references (directly or as an input), temporary directories of dead
+    processes, store caches no kept artifact needs (embedding LMDBs, unpacked models, ConceptNet
+    databases) and quarantined artifacts: listed (dry run, the default) or removed with --apply."""
     from csk.runtime import Store
     from csk.verify import collect, find_garbage, size_of
 
@@ -519,7 +520,8 @@ def gc(store: Path = STORE,
     if apply:
         collect(s, g)
     verb = "removed" if apply else "unreferenced (dry run: --apply removes them)"
-    console.print(f"{len(g.artifacts)} artifacts and {len(g.tmp)} temporary directories {verb}, "
+    console.print(f"{len(g.artifacts)} artifacts, {len(g.tmp)} temporary directories, {len(g.caches)} cache entries "
+                  f"(embeddings, models, ConceptNet databases) and {len(g.quarantine)} quarantined artifacts {verb}, "
                   f"{total / 1e6:.1f} MB; {g.kept_recent} unreferenced but younger than {keep_minutes:g} min kept",
                   highlight=False)
 

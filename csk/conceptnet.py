@@ -45,6 +45,8 @@ def build_db(dump: str | Path, db: str | Path, languages: tuple[str, ...] | None
     db.parent.mkdir(parents=True, exist_ok=True)
     part, lines, ckpt = (db.with_name(db.name + s) for s in (".part.tsv", ".lines", ".checkpoint.json"))
     state = _json.loads(ckpt.read_text()) if ckpt.exists() else {"line": 0, "bytes": 0, "kept": 0, "done": False}
+    state.setdefault("malformed", 0)  # lines that are not five tab-separated columns
+    state.setdefault("other_languages", 0)
     wanted = tuple(f"/c/{lang}/" for lang in languages) if languages else None
     if not state["done"]:
         opener = gzip.open if dump.suffix == ".gz" else open
@@ -60,11 +62,15 @@ def build_db(dump: str | Path, db: str | Path, languages: tuple[str, ...] | None
                 if n <= state["line"]:
                     continue
                 cols = raw.split(b"\t", 4)
-                if len(cols) == 5 and (wanted is None or (cols[2].decode("utf-8", "replace").startswith(wanted)
-                                                          and cols[3].decode("utf-8", "replace").startswith(wanted))):
+                if len(cols) != 5:
+                    state["malformed"] += 1
+                elif wanted is None or (cols[2].decode("utf-8", "replace").startswith(wanted)
+                                        and cols[3].decode("utf-8", "replace").startswith(wanted)):
                     out.write(raw if raw.endswith(b"\n") else raw + b"\n")
                     linemap.write(n.to_bytes(8, "little"))
                     state["kept"] += 1
+                else:
+                    state["other_languages"] += 1
                 if n % CHECKPOINT_EVERY == 0:
                     out.flush()
                     linemap.flush()
@@ -84,10 +90,21 @@ def build_db(dump: str | Path, db: str | Path, languages: tuple[str, ...] | None
         load_dump_to_db(dump_path=part, db_path=tmp, edge_count=state["kept"], delete_dump=False)
     else:
         _open_empty(tmp)
+    _write_checkpoint(Path(str(db) + ".counts.json"), {k: state[k] for k in ("line", "kept", "malformed",
+                                                                             "other_languages")})
     tmp.replace(db)
     part.unlink(missing_ok=True)
     ckpt.unlink(missing_ok=True)
     return db
+
+
+def dump_counts(db: str | Path) -> dict | None:
+    """What building `db` read from its dump: lines, kept (edges in the languages), malformed (not five
+    tab-separated columns), other_languages; None for a database built elsewhere or by an older csk."""
+    import json as _json
+
+    p = Path(str(db) + ".counts.json")
+    return _json.loads(p.read_text()) if p.exists() else None
 
 
 def _write_checkpoint(path: Path, state: dict) -> None:

@@ -48,3 +48,8 @@ class IntegrityError(CskError):
                          + "\n".join(f"  {p}" for p in self.problems)
                          + "\nrun `csk verify PIPELINE --repair` to move damaged artifacts aside, then rerun to "
                            "recompute them")
+
+
+class NoRowsError(CskError):
+    """A stage kept no rows, so the stages after it have nothing to work on: the message names the
+    stage, the input files and the rejection reasons with their counts."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from csk.errors import CskError, StageError
+from csk.errors import CskError, NoRowsError, StageError
 from csk.pipeline import Pipeline, Stage, get_pipeline
 from csk.runtime import ArtifactRef, Store
 
@@ -54,10 +54,7 @@ def selection(pipeline: Pipeline, config: Any, store: str | Path, steps=None, un
     if until and only:
         raise CskError("--until and --only do not combine: --until STAGE runs that stage and what it needs, "
                        "--only STAGE... runs those stages on cached inputs")
-    trace = PipelineRun(pipeline, config, store, dry=True)
-    trace.graph = {}
-    (steps or pipeline.main)(trace)
-    graph = trace.graph
+    graph = flow_graph(pipeline, config, store, steps)
     wanted = [until] if until else list(only)
     unknown = [w for w in wanted if w not in graph]
     if unknown:
@@ -70,8 +67,17 @@ def selection(pipeline: Pipeline, config: Any, store: str | Path, steps=None, un
         name = todo.pop()
         if name not in chosen:
             chosen.add(name)
-            todo += graph.get(name, [])
+            todo += graph.get(name, {}).values()
     return chosen
+
+
+def flow_graph(pipeline: Pipeline, config: Any, store: str | Path, steps=None) -> dict[str, dict[str, str]]:
+    """The stages a flow body runs with these settings, in order, each with {input name: the stage it
+    reads}: the body is traced, nothing planned or computed."""
+    trace = PipelineRun(pipeline, config, store, dry=True)
+    trace.graph = {}
+    (steps or pipeline.main)(trace)
+    return trace.graph
 
 
 class PipelineRun:
@@ -82,7 +88,7 @@ class PipelineRun:
                  only: list[str] | tuple[str, ...] = (), steps=None):
         from csk.shards import DEFAULT_SHARD_ROWS
 
-        self.graph: dict[str, list[str]] | None = None  # set when tracing: stage -> the stages it reads
+        self.graph: dict[str, dict[str, str]] | None = None  # set when tracing: stage -> {input: stage it reads}
         self.until, self.only = until, tuple(only)
         self.selected = selection(pipeline, config, store_root, steps, until, only) if (until or only) else None
         self.pipeline = pipeline
@@ -108,7 +114,7 @@ class PipelineRun:
         overrides = {k: v for k, v in bound.items() if k not in input_names}
         names, refs = bind_inputs(stage, inputs)
         if self.graph is not None:  # tracing the flow's graph for a partial run
-            self.graph[stage.name] = [r.stage for r in refs]
+            self.graph[stage.name] = {n: r.stage for n, r in zip(names, refs)}
             return Pending(stage.name)
         params = {k: v.model_dump() if hasattr(v, "model_dump") else v
                   for k, v in self.pipeline.stage_params(stage, self.config, overrides).items()}
@@ -128,12 +134,8 @@ class PipelineRun:
                     self._adopted(r)
         if self.dry:
             return self._plan(stage, params, dict(zip(names, refs)))
-        if refs:
-            rows = refs[0].manifest()["rows"]
-            if rows["out"] == 0:
-                raise CskError(
-                    f"stage {refs[0].stage!r} left no rows ({rows['in']} in, {rows['rejected']} rejected; reasons in "
-                    f"{refs[0].rejected_path}): nothing for {stage.name!r} to do. Check that stage's settings.")
+        if refs and refs[0].manifest()["rows"]["out"] == 0:
+            raise NoRowsError(no_rows_message(self.pipeline, refs[0], consumer=stage.name))
         from prefect.assets import materialize
         from prefect.cache_policies import NONE
 
@@ -145,7 +147,12 @@ class PipelineRun:
         info = task(str(self.store.root), self.pipeline.name, stage.name, params, dict(zip(names, refs)),
                     self.shard_rows, self.store.verify, return_state=True).result()
         self.stages.append(info)
-        return ArtifactRef(self.pipeline.name, stage.name, info["key"], info["path"])
+        ref = ArtifactRef(self.pipeline.name, stage.name, info["key"], info["path"])
+        if not refs and info["rows"]["out"] == 0:
+            # A source that kept nothing: its artifact and rejected rows are written; the run stops here,
+            # saying which files gave which rejections (every later stage would have nothing to do).
+            raise NoRowsError(no_rows_message(self.pipeline, ref))
+        return ref
 
     def enabled(self, name: str) -> bool:
         return self.pipeline.enabled(name, self.config)
@@ -307,6 +314,61 @@ def _flatten(d: Any, prefix: str = "") -> dict:
     for k, v in d.items():
         out.update(_flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
     return out
+
+
+# ------------------------------------------------------------------ a stage that kept nothing
+def _reason_counts(rejected) -> str:
+    counts = rejected["reason_code"].astype(str).value_counts()
+    return ", ".join(f"{code}: {n}" for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def no_rows_message(pipeline: Pipeline, ref: ArtifactRef, consumer: str | None = None, top: int = 5,
+                    max_files: int = 10) -> str:
+    """Why the data ran out at `ref`'s stage: its rows in and out, each input file it read with its
+    record count and rejection reasons (counted), the most frequent reasons with an example, where the
+    rejected rows are, and what to check."""
+    m = ref.manifest()
+    rows = m["rows"]
+    rejected = ref.load_rejected()
+    head = f"stage {ref.stage!r} kept no rows ({rows['in']} in, {rows['rejected']} rejected)"
+    lines = [head + (f": nothing for {consumer!r} to do" if consumer else ": the run stops here")]
+    files = list(dict.fromkeys(f["path"] for f in m.get("files", [])))
+    read = (m.get("notes") or {}).get("read")
+    if read:  # a stage whose records are not rows (a dump's lines) says what each file gave
+        for path, r in read.items():
+            unit = r.get("unit", "records")
+            why = ", ".join(f"{k}: {n}" for k, n in r.get("rejected", {}).items())
+            lines.append(f"  {path}: {r['records']} {unit}, {r.get('kept', 0)} kept" + (f" ({why})" if why else ""))
+    elif files:
+        seen = rejected.groupby(rejected["source_file"].astype(str), sort=True) \
+            if "source_file" in rejected.columns and len(rejected) else []
+        by_file = {f: g for f, g in seen}
+        per_file = []
+        for path in files:
+            g = by_file.pop(path, None)
+            n = 0 if g is None else len(g)
+            per_file.append(f"  {path}: {n} record{'s' if n != 1 else ''}" +
+                            (f", {n} rejected ({_reason_counts(g)})" if n else " read"))
+        for path, g in by_file.items():  # rejected rows naming a file by another spelling
+            per_file.append(f"  {path}: {len(g)} rejected ({_reason_counts(g)})")
+        lines += per_file[:max_files]
+        if len(per_file) > max_files:
+            lines.append(f"  ... and {len(per_file) - max_files} more files")
+    if len(rejected):
+        counts = rejected["reason_code"].astype(str).value_counts()
+        lines.append("  top reasons:")
+        for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
+            example = str(rejected.loc[rejected["reason_code"].astype(str) == code, "reason"].iloc[0])
+            lines.append(f"    {code} ({n}): {example[:200]}")
+        lines.append(f"  every rejected row with its reason: {ref.rejected_path}")
+    table = f"[{pipeline.name}.{pipeline.stage(ref.stage).config_table}]"
+    if not m.get("inputs"):
+        lines.append(f"Check that each file is in its release's format and that {table} in the config names the "
+                     f"right files (`csk config {pipeline.name}` prints them).")
+    else:
+        lines.append(f"Check the settings of {table} (`csk config {pipeline.name}`) and what the earlier stages "
+                     "kept (`csk status " + pipeline.name + "`).")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------ Prefect tasks

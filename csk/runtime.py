@@ -101,14 +101,24 @@ class ArtifactRef:
         """The data; with `verify`, its sha256 is checked on the very bytes parsed (a stage never
         computes from a damaged input)."""
         if not verify:
-            return read_parquet(self.data_path)
+            return self._typed(read_parquet(self.data_path))
         raw = self.data_path.read_bytes()
         expected = self.manifest().get("data_sha256")
         found = hashlib.sha256(raw).hexdigest()
         if found != expected:
             raise IntegrityError([f"{self.data_path}: sha256 {found[:12]} differs from the manifest's "
                                   f"{str(expected)[:12]} (read as an input)"])
-        return pq.read_table(pa.BufferReader(raw)).to_pandas()
+        return self._typed(pq.read_table(pa.BufferReader(raw)).to_pandas())
+
+    def _typed(self, df: pd.DataFrame) -> pd.DataFrame:
+        """An empty artifact with its contract's dtypes (Parquet cannot keep the dtype of a column
+        without values): a stage reading it sees the columns and types a full one has."""
+        if len(df):
+            return df
+        from data_contracts import conform_empty
+
+        contract = self.manifest().get("contract")
+        return conform_empty(df, contract, add_missing=False) if contract else df
 
     def load_rejected(self) -> pd.DataFrame:
         p = self.rejected_path
@@ -362,6 +372,10 @@ def validate_contract(what: str, contract: Any, df: pd.DataFrame, name: str | No
         from data_contracts import get_contract
 
         name, contract = contract, get_contract(contract)
+    if not len(df):  # no values to type a column by (Parquet reads an empty object column as strings)
+        from data_contracts import conform_empty
+
+        df = conform_empty(df, contract, add_missing=False)
     try:
         return contract.validate(df, lazy=True)
     except (pe.SchemaErrors, pe.SchemaError) as exc:
@@ -524,6 +538,10 @@ class Store:
     # -- step 3: check
     def check(self, plan: Plan, c: Computed) -> None:
         stage, what = plan.stage, f"stage {plan.stage.name!r}"
+        if not len(c.data):  # an empty artifact still has the contract's columns and dtypes
+            from data_contracts import conform_empty
+
+            c.data = conform_empty(c.data, stage.contract)
         c.data = validate_contract(what, stage.contract, c.data, stage.contract_name)
         check_columns(what, c.data)
         if c.rejected is not None:

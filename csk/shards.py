@@ -76,18 +76,50 @@ def cluster(runner: str = "local", address: str = "", workers: int = 2, threads_
         return
     from prefect_dask import DaskTaskRunner
 
-    if address:
-        task_runner = DaskTaskRunner(address=address)
-    else:
-        task_runner = DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": threads_per_worker,
-                                                     "processes": True, "dashboard_address": ":0"})
+    def make():
+        if address:
+            return DaskTaskRunner(address=address)
+        return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": threads_per_worker,
+                                              "processes": True, "dashboard_address": ":0"})
+
+    task_runner = start_cluster(make, 0 if address else workers)
     task_runner.csk_worker_threads = worker_threads
-    with task_runner:
+    try:
         token = _RUNNER.set(task_runner)
         try:
             yield task_runner
         finally:
             _RUNNER.reset(token)
+    finally:
+        task_runner.__exit__(None, None, None)
+
+
+START_TIMEOUT = 60.0  # seconds for a LocalCluster's workers to come up
+
+
+def start_cluster(make: Callable[[], Any], workers: int, attempts: int = 2, timeout: float = START_TIMEOUT):
+    """A started DaskTaskRunner from `make()`: its client connected and, for a LocalCluster, its
+    `workers` workers up. A cluster that fails to start (a worker killed in its first second, a port
+    taken) is torn down and started afresh once; a second failure is a StageError saying so."""
+    from csk.errors import StageError
+
+    for attempt in range(1, attempts + 1):
+        runner = make()
+        runner.__enter__()
+        try:
+            client = runner.client  # prefect-dask starts the cluster on first use: start it here
+            if workers:
+                client.wait_for_workers(workers, timeout=timeout)
+            return runner
+        except Exception as exc:  # noqa: BLE001 - whatever stopped it, a fresh cluster may not meet it
+            try:
+                runner.__exit__(type(exc), exc, exc.__traceback__)
+            except Exception:  # noqa: BLE001 - tearing down a half-started cluster
+                pass
+            if attempt == attempts:
+                raise StageError(f"the Dask cluster did not start ({attempts} attempts): {type(exc).__name__}: "
+                                 f"{exc}. Try `--runner local`, or check the workers' log above") from exc
+            log.warning("the Dask cluster did not start (%s: %s); starting a fresh one", type(exc).__name__, exc)
 
 
 def spans(n: int, align: int = 1) -> list[tuple[int, int]]:

@@ -137,11 +137,13 @@ def repair(store: Store, report: Report) -> list[tuple[Path, Path]]:
 class Garbage:
     artifacts: list[Path] = field(default_factory=list)
     tmp: list[Path] = field(default_factory=list)
+    caches: list[Path] = field(default_factory=list)  # store caches no kept artifact needs
+    quarantine: list[Path] = field(default_factory=list)  # damaged artifacts moved aside by verify --repair
     kept_recent: int = 0
 
     @property
     def paths(self) -> list[Path]:
-        return self.artifacts + self.tmp
+        return self.artifacts + self.tmp + self.caches + self.quarantine
 
 
 def _referenced(store: Store) -> set[Path]:
@@ -186,10 +188,57 @@ def find_garbage(store: Store, keep_minutes: float = 60.0) -> Garbage:
             pid = d.name.split("-", 1)[0]
             if pid.isdigit() and not _pid_alive(int(pid)):
                 g.tmp.append(d)
+    gone = set(g.artifacts)
+    kept = [d for _, _, d in artifact_dirs(store) if d not in gone]
+    g.caches = _unneeded_caches(store, kept, keep_minutes, now)
+    q = store.root / "_quarantine"
+    if q.is_dir():  # <pipeline>/<stage>/<key>-<stamp>
+        g.quarantine = sorted(d for d in q.glob("*/*/*") if d.is_dir() and now - d.stat().st_mtime >= keep_minutes * 60)
     return g
 
 
+def _unneeded_caches(store: Store, kept: list[Path], keep_minutes: float, now: float) -> list[Path]:
+    """Entries of `<store>/_cache` that no kept artifact's manifest names: an embedding LMDB (by model
+    sha256 and precision), an unpacked model (by sha256), a ConceptNet database with its side files.
+    All are memos a run rebuilds when it needs them again; a young entry (a run in progress) stays."""
+    cache = store.root / "_cache"
+    if not cache.is_dir():
+        return []
+    embeddings, any_precision, models, databases = set(), set(), set(), set()
+    for d in kept:
+        try:
+            m = json.loads((d / MANIFEST).read_text())
+        except (OSError, ValueError):
+            continue
+        for rec in m.get("models", []):
+            sha = str(rec.get("sha256") or "")
+            if not sha:
+                continue
+            models.add(sha[:12])
+            if rec.get("precision"):
+                embeddings.add(f"{sha[:16]}-{rec['precision']}")
+            else:  # a model recorded without the precision it ran in: keep its every cache
+                any_precision.add(sha[:16])
+        db = (m.get("notes") or {}).get("database")
+        if db:
+            databases.add(Path(db).name)
+    out = []
+    for d in sorted((cache / "embeddings").glob("*")) if (cache / "embeddings").is_dir() else []:
+        if d.name not in embeddings and d.name.split("-", 1)[0] not in any_precision:
+            out.append(d)
+    for d in sorted((cache / "models").glob("*")) if (cache / "models").is_dir() else []:
+        if d.name.rsplit("-", 1)[-1] not in models:
+            out.append(d)
+    cn = cache / "conceptnet"
+    for f in sorted(cn.glob("*.db")) if cn.is_dir() else []:
+        if f.name not in databases:
+            out += [f] + sorted(p for p in cn.glob(f.name + ".*") if p.suffix != ".lock")
+    return [p for p in out if now - p.stat().st_mtime >= keep_minutes * 60]
+
+
 def size_of(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
 
 
@@ -202,9 +251,20 @@ def collect(store: Store, garbage: Garbage) -> int:
         with store.lock(rel[0], rel[1], rel[2]):
             freed += size_of(d)
             shutil.rmtree(d, ignore_errors=True)
-    for d in garbage.tmp:
+    for d in garbage.tmp + garbage.quarantine:
         freed += size_of(d)
         shutil.rmtree(d, ignore_errors=True)
+    from filelock import FileLock
+
+    for p in garbage.caches:
+        freed += size_of(p)
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.suffix == ".db":  # not while a run builds it (the builder holds this lock)
+            with FileLock(str(p) + ".lock"):
+                p.unlink(missing_ok=True)
+        else:
+            p.unlink(missing_ok=True)
     return freed
 
 

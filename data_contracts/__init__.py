@@ -51,3 +51,29 @@ def contract_name(contract: type) -> str:
         if obj is contract:
             return name
     return f"{contract.__module__}.{contract.__qualname__}"
+
+
+def conform_empty(df, contract, add_missing: bool = True):
+    """`df` with no rows, its columns given `contract`'s dtypes (a class or qualified name); with
+    `add_missing`, the contract's columns it lacks are added. An empty artifact then reads like a full
+    one (same columns, same types) for every reader and stage. Parquet cannot keep the dtype of a
+    column without values (an empty `object` column is read back as strings), so readers of an empty
+    artifact conform it again. Columns the contract does not name are kept as they are."""
+    import pandas as pd
+
+    if isinstance(contract, str):
+        contract = get_contract(contract)
+    columns = {}
+    for name, col in contract.to_schema().columns.items():
+        if name not in df.columns and not add_missing:
+            continue
+        dtype = getattr(col.dtype, "type", None) if col.dtype is not None else None
+        try:
+            columns[name] = pd.Series([], dtype=dtype if dtype is not None else object)
+        except TypeError:
+            columns[name] = pd.Series([], dtype=object)
+    for name in df.columns:
+        if name not in columns:
+            columns[name] = df[name].iloc[:0].reset_index(drop=True)
+    order = [c for c in df.columns] + [c for c in columns if c not in df.columns]
+    return pd.DataFrame(columns)[order]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
@@ -82,6 +83,13 @@ class Annotations(Provenance):
     answer: Series[str] = pa.Field(str_length={"min_value": 1})
     choices: Series[object]
     correct_answers: Series[object]
+    corpus: Series[str]
+    target: Series[str]  # the target utterance of the dialogue used (rebuilt when matched)
+    dialogue: Series[object]  # that dialogue, rendered as the release renders one
+    question: Series[str]
+    release_dialogue: Series[object]  # the release's own Dialogue and Target strings
+    release_target: Series[str]
+    human_written_answer: Series[pd.Int64Dtype] = pa.Field(nullable=True)  # an index; absent in v2 releases
 
 
 class Splits(Contract):

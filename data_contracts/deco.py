@@ -30,6 +30,13 @@ class Samples(Provenance):
     tuples_single: Series[object]
     tuples_pair: Series[object]
     split: Series[str] = pa.Field(nullable=True, isin=SPLITS)
+    for_dev: Series[bool]  # a released sample the release marks as dev
+    guid: Series[str] = pa.Field(nullable=True)  # the release's id
+    history_id: Series[str] = pa.Field(nullable=True)  # a dialogue system response's history
+    event_cs_raw: Series[object] = pa.Field(nullable=True)  # the release's individual ratings
+    general_cs_raw: Series[object] = pa.Field(nullable=True)
+    overall_impression: Series[float] = pa.Field(nullable=True)
+    evidence: Series[object]
 
     @pa.check("history", name="history_has_an_utterance")
     def window(cls, s):

@@ -47,6 +47,11 @@ def conceptnet(*, dump: InputPath = None, database: InputPath = None, languages:
         ensure_database(dump, db, languages)
         source = str(dump)
         notes["built"] = True
+        counts = cn.dump_counts(db)
+        if counts is not None:  # the dump's lines are not rows: what they gave is said per file
+            rejected = {k: counts[k] for k in ("malformed", "other_languages") if counts[k]}
+            notes["read"] = {str(dump): {"records": counts["line"], "kept": counts["kept"], "unit": "lines",
+                                         "rejected": rejected}}
     cn.connect(db)
     counts = cn.relation_counts()
     notes.update(database=str(db), dump=source, dump_sha256=sha, languages=list(languages),

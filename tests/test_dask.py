@@ -108,3 +108,33 @@ def test_cicero_on_a_2_worker_cluster_gives_the_local_runs_bytes(prefect_harness
     a, b = _files(local), _files(dask)
     assert len(a) > 100 and a.keys() == b.keys()
     assert [k for k in a if a[k] != b[k]] == []
+
+
+def _local_cluster():
+    from prefect_dask import DaskTaskRunner
+
+    return DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1, "processes": True,
+                                          "dashboard_address": ":0"})
+
+
+def test_a_cluster_whose_worker_dies_at_start_is_started_again(tmp_path, monkeypatch, caplog):
+    """A worker killed in its first second fails the LocalCluster's start (Nanny failed to start): a fresh
+    cluster is started once; when that fails too, the error says so."""
+    import dask
+
+    from csk.errors import StageError
+    from csk.shards import start_cluster
+
+    monkeypatch.setenv("CSK_TEST_KILL_MARK", str(tmp_path / "killed"))
+    with dask.config.set({"distributed.worker.preload": ["tests.dask_kill_worker"]}):
+        with caplog.at_level(logging.WARNING, logger="csk"):
+            runner = start_cluster(_local_cluster, 2, timeout=30)
+        try:
+            assert (tmp_path / "killed").exists()  # the first start did lose a worker
+            assert "did not start" in caplog.text and "starting a fresh one" in caplog.text
+            assert len(runner.client.scheduler_info()["workers"]) == 2
+        finally:
+            runner.__exit__(None, None, None)
+        monkeypatch.delenv("CSK_TEST_KILL_MARK")  # every worker dies: two attempts, then a clear error
+        with pytest.raises(StageError, match="did not start \\(2 attempts\\)"):
+            start_cluster(_local_cluster, 2, timeout=30)

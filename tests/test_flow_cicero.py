@@ -182,13 +182,6 @@ def test_schedule_uses_the_configured_cron(tmp_path, config_copy):
     assert dep.parameters["config"] == str(config_copy.resolve())
 
 
-def test_a_stage_that_leaves_nothing_stops_the_run_clearly(prefect_harness, tmp_path, config_copy):
-    result = _csk("run", "cicero", "--config", config_copy, "--store", tmp_path / "a",
-                  "--set", "cicero.length_filter.min_utterances=100")
-    assert result.exit_code == 1
-    assert "stage 'length_filter' left no rows" in result.output and "rejected.parquet" in result.output
-
-
 def test_asset_keys_survive_awkward_store_paths(tmp_path):
     from csk.runtime import Store
     from csk.orchestration import asset_for

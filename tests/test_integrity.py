@@ -206,3 +206,54 @@ def test_a_lost_conceptnet_cache_is_rebuilt_from_the_dump(tmp_path):
     db = open_database(ref.load(), ctx)
     assert (tmp_path / ref.load()["database"].iloc[0]).exists() and db["lines"] is not None
     assert cn.relation_counts() == before
+
+
+def test_gc_reclaims_caches_no_kept_artifact_needs(tmp_path):
+    """Embedding LMDBs, unpacked models and ConceptNet databases that no kept artifact's manifest names,
+    and quarantined artifacts, are listed by the dry run and removed by --apply; the needed ones stay."""
+    import json
+    import time
+
+    store = Store(tmp_path)
+    a, b = _run_both(store)
+    store.record_run("cicero", "r1", [{"stage": "length_filter", "key": b.ref.key}])
+    used, old = "a" * 64, "b" * 64
+    # a kept artifact naming the embedder it ran (sha256, precision) and the ConceptNet database it read
+    kept = tmp_path / "cicero" / "embed" / "k1"
+    kept.mkdir(parents=True)
+    (kept / MANIFEST).write_text(json.dumps({
+        "pipeline": "cicero", "stage": "embed", "key": "k1", "inputs": [],
+        "models": [{"name": "sentence-embedder", "sha256": used, "precision": "bf16"}],
+        "notes": {"database": str(tmp_path / "_cache" / "conceptnet" / "keep-en.db")}}))
+    store.record_run("cicero", "r2", [{"stage": "embed", "key": "k1"}])
+    cache = tmp_path / "_cache"
+    entries = {
+        "embeddings/" + used[:16] + "-bf16/data.mdb": True, "embeddings/" + used[:16] + "-fp32/data.mdb": False,
+        "embeddings/" + old[:16] + "-bf16/data.mdb": False,
+        "models/all-mpnet-base-v2-" + used[:12] + "/config.json": True, "models/other-" + old[:12] + "/config.json": False,
+        "conceptnet/keep-en.db": True, "conceptnet/keep-en.db.lines": True,
+        "conceptnet/gone-en.db": False, "conceptnet/gone-en.db.lines": False, "conceptnet/gone-en.db.counts.json": False,
+    }
+    for rel in entries:
+        (cache / rel).parent.mkdir(parents=True, exist_ok=True)
+        (cache / rel).write_bytes(b"x" * 100)
+    q = tmp_path / "_quarantine" / "cicero" / "sources" / "abc-20260101T000000Z"
+    q.mkdir(parents=True)
+    (q / "data.parquet").write_bytes(b"damaged")
+    past = time.time() - 7200
+    for p in list(cache.rglob("*")) + [q]:
+        os.utime(p, (past, past))
+    g = find_garbage(store, keep_minutes=60)
+    removable = {str(p.relative_to(cache)) for p in g.caches}
+    assert removable == {"embeddings/" + used[:16] + "-fp32", "embeddings/" + old[:16] + "-bf16",
+                         "models/other-" + old[:12], "conceptnet/gone-en.db", "conceptnet/gone-en.db.lines",
+                         "conceptnet/gone-en.db.counts.json"}
+    assert g.quarantine == [q]
+    runner = CliRunner()
+    dry = runner.invoke(app, ["gc", "--store", str(tmp_path)])
+    assert dry.exit_code == 0 and "cache entries" in dry.output and (cache / "conceptnet" / "gone-en.db").exists()
+    res = runner.invoke(app, ["gc", "--store", str(tmp_path), "--apply"])
+    assert res.exit_code == 0, res.output
+    for rel, needed in entries.items():
+        assert (cache / rel).exists() == needed, rel
+    assert not q.exists() and a.ref.data_path.exists()

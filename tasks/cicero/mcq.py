@@ -38,6 +38,6 @@ def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, splits: pd.DataFrame 
         for split, group in subset.groupby("split", sort=True) if len(subset) else []:
             records = ({key: r[col] for col, key in CICERO_KEYS.items()} for r in group.to_dict(orient="records"))
             files[f"mcq/{task}/{split}.jsonl"] = compute.jsonl_bytes(records)
-    counts = data.groupby("split").agg(instances=("id", "size"), single_answer=("n_correct", lambda s: int((s == 1).sum())))
-    return StageOutput(data=data, files=files,
-                       tables={"mcq": counts.reset_index().to_dict(orient="records") if len(data) else []})
+    counts = data.groupby("split").agg(instances=("id", "size"), single_answer=("n_correct", lambda s: int((s == 1).sum()))) \
+        .reset_index().to_dict(orient="records") if len(data) else []
+    return StageOutput(data=data, files=files, tables={"mcq": counts})

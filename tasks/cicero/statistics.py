@@ -16,7 +16,7 @@ PAPER_TYPE_SHARES = {"subsequent_event": 0.80, "cause_and_prerequisite": 0.60, "
 
 def type_shares(targets: pd.DataFrame) -> dict[str, float]:
     """Shares among x1 u x2 targets (the population the paper's proportions are stated over)."""
-    pool = targets[targets["sets"].map(lambda s: "x1" in s or "x2" in s)]
+    pool = targets[targets["sets"].map(lambda s: "x1" in s or "x2" in s).astype(bool)]
     per_target = pool.groupby(["dialogue_id", "utterance_index"])["inference_type"].agg(set)
     n = max(len(per_target), 1)
     return {
@@ -29,7 +29,8 @@ def type_shares(targets: pd.DataFrame) -> dict[str, float]:
 
 def _plot(per_stage: pd.DataFrame, hist: pd.Series, shares: dict[str, float]) -> bytes:
     plt, fig, axes = figure(15, 4, ncols=3)
-    per_stage.plot.bar(ax=axes[0], rot=0)
+    if per_stage.size:  # (nothing to draw for an empty run)
+        per_stage.plot.bar(ax=axes[0], rot=0)
     axes[0].set_title("dialogues per source after each stage")
     axes[1].bar(hist.index.astype(str), hist.values)
     axes[1].set_title("target utterances per dialogue")
@@ -55,9 +56,9 @@ def statistics(sources: pd.DataFrame, filtered: pd.DataFrame, deduped: pd.DataFr
                          "paper": float(PAPER_DIALOGUES[source]) if stage == "dedup" and source in PAPER_DIALOGUES else None})
     per_dialogue = targets.groupby("dialogue_id")["utterance_index"].nunique()
     hist = per_dialogue.value_counts().sort_index()
-    rows.append({"id": "targets_per_dialogue/mean", "measure": "unique_targets_per_dialogue", "stage": "targets",
-                 "group": "mean", "value": float(per_dialogue.mean()) if len(per_dialogue) else float("nan"),
-                 "paper": PAPER_TARGETS_PER_DIALOGUE})
+    if len(per_dialogue):
+        rows.append({"id": "targets_per_dialogue/mean", "measure": "unique_targets_per_dialogue", "stage": "targets",
+                     "group": "mean", "value": float(per_dialogue.mean()), "paper": PAPER_TARGETS_PER_DIALOGUE})
     for k, n in hist.items():
         rows.append({"id": f"targets_per_dialogue/{k}", "measure": "targets_per_dialogue", "stage": "targets",
                      "group": str(k), "value": float(n), "paper": None})

@@ -58,7 +58,8 @@ def rule_verdicts(answers: list[str], statements: list[str], negative_words: lis
             t.lower_ in OBJECT_PRONOUNS or (t.lower_ in PLURAL_PRONOUNS and not people[statement]))]
         rows.append({"negatives": bool(neg), "negatives_words": neg, "object_pronouns": bool(pron),
                      "object_pronouns_words": pron})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["negatives", "negatives_words", "object_pronouns", "object_pronouns_words"]) \
+        .astype({"negatives": bool, "object_pronouns": bool})
 
 
 def _expert_labels(path, answer_ids: set[str], fact_ids: set[str]) -> dict[str, str]:

@@ -241,7 +241,8 @@ def lexicalize(edges: pd.DataFrame, *, masked_lm: ModelDir = None, templates: di
                      "score": options[best]["score"] if best is not None else float("nan"),
                      "candidates": [{"template": o["template"], "filler": o["filler"] or "",
                                      "sentence": o["sentence"], "score": float(o["score"])} for o in options]})
-    data = pd.DataFrame(rows)
+    data = pd.DataFrame(rows, columns=["id", "edge_id", "relation", "head", "tail", "statement", "template", "score",
+                                       "candidates"])
     rejected = data[data["statement"] == ""].assign(reason_code="no_candidate",
                                                     reason="no template produced a sentence for this edge")
     notes = {"scorer": scorer.name, "candidates": len(cands),

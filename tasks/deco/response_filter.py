@@ -120,7 +120,7 @@ def response_filter(samples: pd.DataFrame, *, min_words: int = 5, courtesies: li
             verdicts.append(("only_courtesy", f"only courtesies besides questions: {why}"))
         else:
             verdicts.append(None)
-    keep = np.array([v is None for v in verdicts])
+    keep = np.array([v is None for v in verdicts], dtype=bool)
     bad = samples[~keep].assign(reason_code=[v[0] for v in verdicts if v], reason=[v[1] for v in verdicts if v])
     counts = bad["reason_code"].value_counts().to_dict() if len(bad) else {}
     return StageOutput(
