@@ -19,7 +19,7 @@ data bytes at every stage; no temporary directory of the dead run is left; `csk 
 Rows lost: rows (kept + rejected) of the reference that the rerun's artifacts do not have.
 
     python bench/faults.py [--pipeline deco] [--trials 3] [--seed 0] [--faults kill,exception,...]
-                           [--stages a,b] [--config pipelines.toml] [--work DIR]
+                           [--stages a,b] [--config pipelines.toml] [--work DIR] [--scale N]
 
 Needs a Prefect API: PREFECT_API_URL, else the bench starts `prefect server start` for its runs.
 """
@@ -322,9 +322,132 @@ def prefect_server(home: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit(f"the Prefect server did not start (log: {home / 'server.log'})")
 
 
+# ------------------------------------------------------------------ larger inputs (--scale)
+# On the bundled sample most stages take well under a second: a kill lands in start-up, not in the
+# stage's work. `--scale N` grows the inputs (the sample's records stay, so its annotations still
+# match) until the heavy stages run for seconds.
+def _sample_config_text(config: Path) -> str:
+    return config.read_text().replace('"data/sample/', f'"{(ROOT / "data" / "sample").as_posix()}/')
+
+
+def _set(text: str, table: str, key: str, value: str) -> str:
+    """`key = value` in `[table]` of a TOML text (replacing the key's line, or added under the header)."""
+    import re
+
+    head = f"[{table}]"
+    start = text.index(head)
+    end = text.find("\n[", start + len(head))
+    end = len(text) if end < 0 else end
+    body = text[start:end]
+    line = re.compile(rf"^{re.escape(key)}\s*=.*$", re.M)
+    body = line.sub(f"{key} = {value}", body, count=1) if line.search(body) else \
+        body.replace(head, f"{head}\n{key} = {value}", 1)
+    return text[:start] + body + text[end:]
+
+
+def scale_cicero(config: Path, work: Path, n: int, seed: int) -> Path:
+    """The sample's sources plus n generated dialogues (bench/scale.py's generator, CICERO's source
+    proportions), and the sample's annotations plus a generated CICERO v1 release over the generated
+    DailyDialog dialogues (one instance per dialogue), so the distractor stages work on hundreds of
+    instances. Returns the config naming them."""
+    from bench import scale
+    from tasks.cicero.targets import QUESTIONS
+
+    sample = ROOT / "data" / "sample"
+    corpus = scale.generate(n, seed)
+    root = work / "scaled-input"
+    gen = scale.write_corpus(root / "generated", corpus)
+    dd = root / "dialogues_text.txt"
+    dd.write_bytes((sample / "dailydialog" / "dialogues_text.txt").read_bytes() + gen["dailydialog"].read_bytes())
+    shutil.copytree(sample / "mutual", root / "mutual")
+    shutil.copytree(gen["mutual"] / "dev", root / "mutual" / "generated")
+    dream = json.loads((sample / "dream" / "dev.json").read_text()) + \
+        [[d, q, f"gen-{i}"] for i, (d, q, _) in enumerate(json.loads(gen["dream"].read_text()))]
+    (root / "dream.json").write_text(json.dumps(dream), encoding="utf-8")
+    rng = random.Random(seed)
+    pool = [u for d in corpus["dailydialog"] for u in d]
+    lines = [(sample / "cicero" / "annotations_v1.jsonl").read_text().rstrip("\n")]
+    questions = list(QUESTIONS.values())
+    for i, d in enumerate(corpus["dailydialog"]):
+        gold = rng.randrange(5)
+        choices = [rng.choice(pool) for _ in range(5)]
+        lines.append(json.dumps({"ID": f"daily-dialogue-gen-{i:05d}",
+                                 "Dialogue": [f"{'AB'[k % 2]}: {u}" for k, u in enumerate(d)],
+                                 "Target": d[rng.randrange(len(d))], "Question": questions[i % len(questions)],
+                                 "Choices": choices, "Human Written Answer": [gold], "Correct Answers": [gold]}))
+    release = root / "annotations_v1.jsonl"
+    release.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    text = _sample_config_text(config)
+    text = _set(text, "cicero.sources", "dailydialog", json.dumps(str(dd)))
+    text = _set(text, "cicero.sources", "mutual", json.dumps(str(root / "mutual")))
+    text = _set(text, "cicero.sources", "dream", json.dumps(str(root / "dream.json")))
+    text = _set(text, "cicero.annotations", "release", json.dumps(str(release)))
+    text = _set(text, "cicero.annotations", "allow_unmatched", "true")  # a generated dialogue may fail a filter
+    out = work / "pipelines-scaled.toml"
+    out.write_text(text)
+    return out
+
+
+def scale_corequisite(config: Path, work: Path, n: int, seed: int, env: dict) -> Path:
+    """The sample's ConceptNet dump plus n generated assertions (UsedFor and three other relations over
+    the sample's English concepts, and as many Chinese lines the build reads and drops), edges.n = n/4,
+    and crowd answers for every exported task (three per question, drawn from the sample's answers),
+    so the ConceptNet build, lexicalize and AF-Lite run for seconds."""
+    import csv
+    import io
+
+    sample = ROOT / "data" / "sample" / "corequisite"
+    rng = random.Random(seed)
+    dump_lines = (sample / "conceptnet-assertions-sample.csv").read_text().splitlines()
+    concepts = sorted({c for line in dump_lines for c in line.split("\t")[2:4] if c.startswith("/c/en/")})
+    words = [c.split("/")[3] for c in concepts]
+    out = list(dump_lines)
+    for i in range(n):
+        rel = ("UsedFor", "UsedFor", "Desires", "Causes", "AtLocation")[i % 5]
+        h, t = f"{rng.choice(words)}_{i}", rng.choice(words)
+        out.append(f"/a/[/r/{rel}/,/c/en/{h}/,/c/en/{t}/]\t/r/{rel}\t/c/en/{h}\t/c/en/{t}\t"
+                   + json.dumps({"dataset": "/d/conceptnet/4/en", "weight": 1.0,
+                                 "surfaceText": f"[[{h.replace('_', ' ')}]] is for [[{t.replace('_', ' ')}]]"}))
+        out.append(f"/a/[/r/RelatedTo/,/c/de/w{i}/,/c/fr/m{i}/]\t/r/RelatedTo\t/c/de/w{i}\t/c/fr/m{i}\t{{}}")
+    root = work / "scaled-input"
+    root.mkdir(parents=True, exist_ok=True)
+    dump = root / "conceptnet-assertions.csv"
+    dump.write_text("\n".join(out) + "\n", encoding="utf-8")
+    text = _sample_config_text(config)
+    text = _set(text, "corequisite.conceptnet", "dump", json.dumps(str(dump)))
+    text = _set(text, "corequisite.edges", "n", str(max(1000, n // 4)))
+    text = _set(text, "corequisite.answer_quality", "expert_labels", '""')  # labels name the sample's answers
+    staged = work / "pipelines-scaled.toml"
+    staged.write_text(text)
+    # the exported tasks of this dump, then three answers per question
+    store = work / "scale-tasks"
+    cmd = [sys.executable, "-m", "bench.fault_child", "{}", "run", "corequisite", "--config", str(staged),
+           "--store", str(store), "--until", "annotation_tasks"]
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    if p.returncode != 0:
+        raise SystemExit(f"exporting the scaled corequisite tasks failed:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    import pandas as pd
+
+    (task_dir,) = (store / "corequisite" / "annotation_tasks").iterdir()
+    tasks = pd.read_parquet(task_dir / "data.parquet")
+    answers = list(csv.DictReader(io.StringIO((sample / "answers.csv").read_text())))
+    by_polarity = {pol: [a["answer"] for a in answers if a["task_id"].endswith(pol)] for pol in ("enabling", "disabling")}
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["task_id", "worker_id", "answer", "does_not_make_sense"])
+    for t in tasks.itertuples():
+        for k in range(3):
+            w.writerow([t.id, f"W{rng.randrange(1000):03d}", rng.choice(by_polarity[t.polarity]), 0])
+    answers_csv = root / "answers.csv"
+    answers_csv.write_text(buf.getvalue(), encoding="utf-8")
+    text = _set(text, "corequisite.annotations", "answers", json.dumps(str(answers_csv)))
+    staged.write_text(text)
+    return staged
+
+
 def run(pipelines: list[str], faults: list[str], trials: int, seed: int, stages: list[str] | None,
         config: Path, work: Path, extra: list[str], log=print, api_url: str | None = None,
-        pairs: list[tuple[str, str]] | None = None) -> list[Trial]:
+        pairs: list[tuple[str, str]] | None = None, scale: int = 0) -> list[Trial]:
     """Every trial, in order; `api_url`: a Prefect API to use (default: PREFECT_API_URL, else a server
     started for the bench); `pairs`: only these (fault, stage) trials."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -338,7 +461,13 @@ def run(pipelines: list[str], faults: list[str], trials: int, seed: int, stages:
     results: list[Trial] = []
     try:
         for pipeline in pipelines:
-            b = Bench(pipeline, config, work / pipeline, env, seed, extra)
+            cfg = config
+            if scale and pipeline in ("cicero", "corequisite"):
+                (work / pipeline).mkdir(parents=True, exist_ok=True)
+                cfg = (scale_cicero(config, work / pipeline, scale, seed) if pipeline == "cicero" else
+                       scale_corequisite(config, work / pipeline, scale, seed, env))
+                log(f"{pipeline}: inputs grown by {scale} generated records ({cfg})")
+            b = Bench(pipeline, cfg, work / pipeline, env, seed, extra)
             seconds = b.reference()
             log(f"{pipeline}: reference run {seconds:.1f} s, stages {', '.join(b.ref)}")
             for stage in b.ref:
@@ -395,6 +524,8 @@ def main() -> int:
     ap.add_argument("--config", type=Path, default=ROOT / "pipelines.toml")
     ap.add_argument("--work", type=Path, default=None, help="where the stores go (default: a temporary directory)")
     ap.add_argument("--set", action="append", default=[], dest="overrides")
+    ap.add_argument("--scale", type=int, default=0, help="cicero, corequisite: grow the sample by this many generated "
+                    "records, so kills land inside the heavy stages' work (default: the sample as it is)")
     args = ap.parse_args()
     faults = [f for f in args.faults.split(",") if f]
     unknown = sorted(set(faults) - set(FAULTS))
@@ -405,7 +536,8 @@ def main() -> int:
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; seed {args.seed}; work in {work}")
     t0 = time.perf_counter()
     results = run(args.pipeline or ["deco", "corecode"], faults, args.trials, args.seed,
-                  [s for s in args.stages.split(",") if s] or None, args.config.resolve(), work, extra)
+                  [s for s in args.stages.split(",") if s] or None, args.config.resolve(), work, extra,
+                  scale=args.scale)
     print(summary(results) + f"; {time.perf_counter() - t0:.0f} s")
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
