@@ -230,7 +230,10 @@ class Bench:
             else:
                 trial.detail += "; the run finished"
         else:
-            delay = self.rng.uniform(0.0, 1.2 * self.ref[stage]["seconds"] + 0.2)
+            # inside the stage's work: it takes about its reference compute time (a stage of a second or
+            # more is killed within its first 80%, a shorter one anywhere up to just after it ends)
+            secs = self.ref[stage]["seconds"]
+            delay = self.rng.uniform(0.05 * secs, 0.8 * secs) if secs >= 1.0 else self.rng.uniform(0.0, 1.2 * secs + 0.2)
             time.sleep(delay)
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)

@@ -76,3 +76,16 @@ def fresh_codehash():
     codehash.forget()
     yield
     codehash.forget()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The machine the byte-equality tests ran on (local vs Dask runner, reruns, precision), printed
+    at the end of every run (also under -q): float kernels can differ between CPU types, so each
+    test run says which one it checked."""
+    from csk.compute import host
+    from csk.precision import _DECISIONS
+
+    h = host()
+    decided = ", ".join(f"{k}: {d['precision']}" for k, d in sorted(_DECISIONS.items())) or "not taken in this process"
+    terminalreporter.write_line(f"csk machine: {h['cpu']}, {h['cores']} cores, torch {h['torch']}, vector ISA: "
+                                f"{', '.join(h['flags']) or 'none detected'}; precision decision: {decided}")
