@@ -69,8 +69,13 @@ def shard_times(texts: list[str], x: np.ndarray, shard_rows: int) -> dict[str, l
     from tasks.embed import Embedder, encode_shard
 
     emb = Embedder({"precision": "fp32"}, cache_dir=None, progress=False)
-    enc = [timed(lambda a=a, b=b: encode_shard(pd.DataFrame({"text": texts[a:b], "batch": np.arange(a, b) // 32}),
-                                               model=str(emb.path), device="cpu", precision="fp32"))[0]
+    passes = emb.plan(texts, "fp32")
+    frame = pd.DataFrame({"text": [texts[i] for _, _, idx in passes for i in idx],
+                          "pass": np.concatenate([np.full(len(idx), k) for k, (_, _, idx) in enumerate(passes)]),
+                          "rows": np.concatenate([np.full(len(idx), r) for r, _, idx in passes]),
+                          "padded": np.concatenate([np.full(len(idx), n) for _, n, idx in passes])})
+    enc = [timed(lambda a=a, b=b: encode_shard(frame.iloc[a:b], model=str(emb.path), device="cpu",
+                                               precision="fp32"))[0]
            for a, b in bounds(len(texts), shard_rows, align=512)]
     blocks = [(r0, min(r0 + 1024, len(x))) for r0 in range(0, len(x), 1024)]
     per = max(1, shard_rows // 1024)

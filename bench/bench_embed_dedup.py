@@ -83,6 +83,34 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
+def pass_sizes(model, texts: list[str], plain: float, repeat: int) -> None:
+    """Tokens a forward pass holds (`batch_tokens`), per precision: the pass shapes that make a text's
+    vector its own (padded to a multiple of 8, fixed rows per length) against the plain call, and
+    against padding each length-sorted batch to its longest (the faster plan that made a vector
+    depend on its batch-mates: how much that guarantee costs)."""
+    from csk.precision import decision
+    from tasks.embed import encode_pass, plan_passes, token_lengths
+
+    lengths = token_lengths(model, texts)
+    precisions = ["fp32"] + (["bf16"] if decision("cpu")["precision"] == "bf16" else [])
+    print(f"\n== pass size (batch_tokens), cold, no cache; {len(texts)} texts, mean {lengths.mean():.1f} tokens")
+    for prec in precisions:
+        for tokens in (512, 1024, 2048):
+            passes = plan_passes(lengths, tokens, 256)
+            filled = sum(len(idx) for _, _, idx in passes) / sum(r for r, _, _ in passes)
+            secs = min(timed(lambda: [encode_pass(model, [texts[i] for i in idx], r, n, prec, "cpu")
+                                      for r, n, idx in passes])[0] for _ in range(repeat))
+            order, batches = np.argsort(-lengths, kind="stable"), []
+            while sum(map(len, batches)) < len(order):  # length-sorted, each padded to its longest
+                i = sum(map(len, batches))
+                batches.append(order[i:i + min(256, max(1, tokens // int(lengths[order[i]])))])
+            longest = min(timed(lambda: [encode_pass(model, [texts[i] for i in b], len(b), int(lengths[b].max()),
+                                                     prec, "cpu") for b in batches])[0] for _ in range(repeat))
+            print(f"{prec} batch_tokens {tokens:5d}: {len(texts) / secs:8.1f} texts/s, ratio to plain fp32 "
+                  f"{plain / secs:5.2f}x; rows filled {filled:5.1%}; padded to each batch's longest "
+                  f"{len(texts) / longest:8.1f} texts/s (fixed shapes cost {secs / longest:5.2f}x)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--texts", type=int, default=2000)
@@ -103,7 +131,7 @@ def main() -> None:
         secs, ref = timed(lambda: model.encode(texts, normalize_embeddings=True))
         plain = min(plain, secs)
         with tempfile.TemporaryDirectory() as cache:
-            emb = Embedder(MODEL, Path(cache), progress=False)
+            emb = Embedder({"model": MODEL}, Path(cache), progress=False)
             secs, vec = timed(lambda: emb.encode(texts))
             cold = min(cold, secs)
             secs, vec2 = timed(lambda: emb.encode(texts))
@@ -111,11 +139,14 @@ def main() -> None:
             emb.close()
     agree = float(np.min(np.sum(ref * vec, axis=1)))
     print(f"\n== embed: {len(texts)} texts, precision chosen: {emb.precision} "
-          f"(probe min cosine vs fp32 {emb.agreement})")
+          f"(probe min cosine vs fp32 {emb.decision.get('bf16_min_cosine_vs_fp32', 'not probed')}); "
+          f"passes: {emb.packing()['probe']}")
     print(f"plain SentenceTransformer.encode fp32: {len(texts) / plain:8.1f} texts/s")
     print(f"embed stage, cold cache:               {len(texts) / cold:8.1f} texts/s  ratio {plain / cold:5.2f}x (target >= 1.6x)")
     print(f"embed stage, warm cache:               {len(texts) / warm:8.1f} texts/s  ratio {plain / warm:5.1f}x (target >= 20x)")
     print(f"min cosine(stage, plain fp32) over all texts: {agree:.5f}; warm == cold: {np.array_equal(vec, vec2)}")
+
+    pass_sizes(model, texts, plain, args.repeat)
 
     print(f"\n== dedup exact path vs machine GEMM ({args.rows} x 384 unit vectors)")
     bf16 = gemm_rate(torch.bfloat16)

@@ -272,10 +272,10 @@ def linear_layers(model) -> list[tuple]:
 def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 2.0,
                 length_of: dict[str, int] | None = None) -> dict:
     """What this machine's BLAS allows for this model, at the shapes the embedder really runs: a
-    systematic sample of the stage's own batch plan (every k-th batch, k chosen so the sample is about
-    `budget_tflop` of model FLOPs), each batch timed twice side by side: (a) the embedder's forward pass
-    (`encode_batch`, fp32, as the stage calls it) and (b) only its linear layers (the model's weights,
-    `torch.nn.functional.linear` on activations of the batch's padded shape). Projected to all texts by
+    systematic sample of the stage's own passes (every k-th pass, k chosen so the sample is about
+    `budget_tflop` of model FLOPs), each pass timed twice side by side: (a) the embedder's forward pass
+    (`encode_pass`, fp32, as the stage calls it) and (b) only its linear layers (the model's weights,
+    `torch.nn.functional.linear` on activations of the pass's padded shape). Projected to all texts by
     FLOP share. (b) is what the model's matrix products take on this BLAS whatever runs around them; (a) is
     the stage with no overhead of its own."""
     import torch
@@ -283,8 +283,8 @@ def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 
     from tasks.embed import (
         BATCH_TOKENS,
         EmbedSpec,
-        encode_batch,
-        plan_batches,
+        encode_pass,
+        plan_passes,
         token_lengths,
     )
 
@@ -296,25 +296,26 @@ def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 
             continue
         lengths = (np.array([length_of[t] for t in texts], np.int64) if length_of is not None
                    else token_lengths(model, texts))  # the floor has tokenised them already
-        plan = plan_batches(lengths, BATCH_TOKENS["cpu"], EmbedSpec().batch_size)
+        passes = plan_passes(lengths, BATCH_TOKENS["cpu"], EmbedSpec().batch_size)
+        plan = [idx for _, _, idx in passes]
         flops = [sum(model_flops(config, int(lengths[i])) for i in b) for b in plan]
         k = max(1, int(np.ceil(sum(flops) / (budget_tflop * 1e12))))
         sample = list(range(min(k // 2, len(plan) - 1), len(plan), k))  # at least one batch
         t_model = t_linear = 0.0
         with torch.inference_mode():
             for j in sample:
-                b = plan[j]
+                rows, padded, b = passes[j]
                 t0 = time.perf_counter()
-                encode_batch(model, [texts[i] for i in b], "fp32", "cpu")
+                encode_pass(model, [texts[i] for i in b], rows, padded, "fp32", "cpu")
                 t_model += time.perf_counter() - t0
-                tokens = len(b) * int(lengths[b].max())
+                tokens = rows * padded
                 acts = {n: torch.randn(tokens, n) for n in {w.shape[1] for w, _ in weights}}
                 t0 = time.perf_counter()
                 for w, bias in weights:
                     torch.nn.functional.linear(acts[w.shape[1]], w, bias)
                 t_linear += time.perf_counter() - t0
         share = sum(flops) / sum(flops[j] for j in sample)
-        padded = sum(linear_flops(config, len(plan[j]) * int(lengths[plan[j]].max())) for j in sample)
+        padded = sum(linear_flops(config, passes[j][0] * passes[j][1]) for j in sample)
         out[stage] = {"batches": len(plan), "sampled": len(sample), "model_s": round(t_model * share, 1),
                       "linear_s": round(t_linear * share, 1),
                       "model_gflops": round(sum(flops[j] for j in sample) / t_model / 1e9, 1),

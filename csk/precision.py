@@ -5,8 +5,8 @@ taken by every process from a 0.05 s matmul at a tiny shape (call overhead, not 
 an AVX-512 Xeon two processes read "bf16 4.72 vs fp32 4.81" and "bf16 6.7 vs fp32 5.42" GFLOP/s,
 chose differently and wrote different bytes under the same key. Now:
 
-* measured at the shapes the sentence embedder runs on CPU: its batch plan packs
-  `PLAN_TOKENS` padded tokens a forward pass (`tasks.embed.BATCH_TOKENS`), through the projections
+* measured at the shapes the sentence embedder runs on CPU: its passes hold about
+  `PLAN_TOKENS` padded tokens (`tasks.embed.BATCH_TOKENS`), through the projections
   and feed-forward layers of the project's 384- and 768-wide encoders (all-MiniLM-L6-v2,
   all-mpnet-base-v2), in fp32 and under bf16 autocast as the stages run them (weights cast
   on the fly, so the cast is paid too);
@@ -43,7 +43,7 @@ MIN_SPEEDUP = 1.2  # bf16 only when clearly faster
 EMULATED_BELOW = 0.25  # quick screen: bf16 this much slower is emulated; no need to measure further
 ROUNDS = 7
 TRIAL_S = 0.08
-PLAN_TOKENS = 2048  # tasks.embed.BATCH_TOKENS["cpu"]
+PLAN_TOKENS = 1024  # tasks.embed.BATCH_TOKENS["cpu"]
 WIDTHS = (384, 768)  # all-MiniLM-L6-v2, all-mpnet-base-v2
 ISA_PREFIXES = ("avx", "amx", "fma", "f16c", "sse4", "asimd", "sve", "neon")
 

@@ -198,9 +198,10 @@ def find_garbage(store: Store, keep_minutes: float = 60.0) -> Garbage:
 
 
 def _unneeded_caches(store: Store, kept: list[Path], keep_minutes: float, now: float) -> list[Path]:
-    """Entries of `<store>/_cache` that no kept artifact's manifest names: an embedding LMDB (by model
-    sha256 and precision), an unpacked model (by sha256), a ConceptNet database with its side files.
-    All are memos a run rebuilds when it needs them again; a young entry (a run in progress) stays."""
+    """Entries of `<store>/_cache` that no kept artifact's manifest names: an embedding LMDB (the
+    `cache` its embedder record names: model, precision, pass shapes), an unpacked model (by sha256),
+    a ConceptNet database with its side files. All are memos a run rebuilds when it needs them again;
+    a young entry (a run in progress) stays."""
     cache = store.root / "_cache"
     if not cache.is_dir():
         return []
@@ -215,10 +216,12 @@ def _unneeded_caches(store: Store, kept: list[Path], keep_minutes: float, now: f
             if not sha:
                 continue
             models.add(sha[:12])
-            if rec.get("precision"):
-                embeddings.add(f"{sha[:16]}-{rec['precision']}")
-            else:  # a model recorded without the precision it ran in: keep its every cache
+            if rec.get("cache"):
+                embeddings.add(str(rec["cache"]))
+            elif not rec.get("precision"):  # a model recorded without how it ran: keep its every cache
                 any_precision.add(sha[:16])
+            # (an embedder recorded with a precision but no cache name wrote the layout before pass
+            # shapes, `<sha>-<precision>`, which no code reads now)
         db = (m.get("notes") or {}).get("database")
         if db:
             databases.add(Path(db).name)

@@ -1,7 +1,11 @@
 """Sentence embeddings, shared by every pipeline, cached by (model, precision, text).
 
-The cache is an LMDB database in the artifact store (`_cache/embeddings/<model>-<precision>`),
-so a text is embedded once across stages and runs. Precision "auto" is decided by
+The cache is an LMDB database in the artifact store
+(`_cache/embeddings/<model>-<precision>-<pass shapes>`), so a text is embedded once across stages
+and runs. That is sound because a text's vector depends on the text alone: each text is computed in a
+forward pass whose shape is fixed by its own token count (`pass_shape`), never padded to whichever
+longer text happened to share its batch; so a stage's output is the same bytes however warm the cache
+(a stage re-run after a crash, other stages having cached some of its texts). Precision "auto" is decided by
 `csk.compute.precision`: bf16 autocast only where this machine's one decision takes it
 (`csk.precision`: measured once at this embedder's batch shapes, cached, resolved into the
 stage's key) AND a length-spread probe of the actual texts agrees with fp32 to cosine >=
@@ -39,11 +43,14 @@ class EmbedSpec(Params):
     """package:NAME (an installed package shipping a sentence-transformers model), split-package:NAME
     (one split over several wheels, e.g. all-mpnet-base-v2), or a local directory"""
     batch_tokens: int | None = None
-    """most tokens (padded) per forward pass; texts are sorted by token count and batched up to this
-    many, so a batch wastes little on padding and its activations stay in cache. None: 2048 on CPU
-    (bench/scale.py: 1.2-1.5x plain `encode` at batch_size 32 on a 2-core EPYC), 65536 on CUDA"""
+    """tokens (padded) per forward pass: a text of n tokens is padded to n rounded up to `pad_multiple`
+    and computed in a pass of batch_tokens // that many rows (filled with empty texts when fewer), so
+    its vector depends on its own text only. None: 1024 on CPU (bench/bench_embed_dedup.py), 16384 on CUDA"""
     batch_size: int = 256
     """most texts per forward pass"""
+    pad_multiple: int = 8
+    """a text's tokens are padded up to a multiple of this: fewer pass shapes (fuller passes) against
+    more padding"""
     precision: Precision = "auto"
     """auto: bf16 only where this machine's decision (`csk precision`) takes it and the stage's texts
     agree with fp32 to min_agreement"""
@@ -68,7 +75,8 @@ def load_sentence_model(path: Path, device: str):
     return _MODELS[key]
 
 
-BATCH_TOKENS = {"cpu": 2048, "cuda": 65536}
+BATCH_TOKENS = {"cpu": 1024, "cuda": 16384}
+PAD_MULTIPLE = 8
 
 
 def token_lengths(model, texts: list[str]) -> np.ndarray:
@@ -79,40 +87,99 @@ def token_lengths(model, texts: list[str]) -> np.ndarray:
     return np.asarray(enc["length"], dtype=np.int64)
 
 
-def plan_batches(lengths: np.ndarray, batch_tokens: int, batch_size: int) -> list[np.ndarray]:
-    """Indices of each forward pass: longest texts first, each batch as many texts as fit in
-    `batch_tokens` once padded to its longest (at least one, at most `batch_size`). The plan depends
-    on the texts only, so the vectors are the same bytes whichever runner computes the batches."""
-    order = np.argsort(-np.asarray(lengths), kind="stable")
-    batches, i = [], 0
-    while i < len(order):
-        n = min(batch_size, max(1, batch_tokens // max(1, int(lengths[order[i]]))))
-        batches.append(order[i:i + n])
-        i += n
-    return batches
+def pass_shape(length: int, batch_tokens: int, batch_size: int, pad_multiple: int = PAD_MULTIPLE,
+               packed: bool = True) -> tuple[int, int]:
+    """(rows, padded length) of the forward pass a text of `length` tokens is computed in: its length
+    rounded up to a multiple of `pad_multiple`, and as many rows as fit in `batch_tokens` (at least one,
+    at most `batch_size`; one when the machine's kernels are not row-invariant, see `packing_check`).
+    A function of the text alone, so a text embeds to the same bytes whatever else is encoded with it:
+    the texts the cache already holds, the runner, the order. (Padding to the batch's longest, as
+    sentence-transformers does, changes the matrix shapes with the batch, and the BLAS's blocking with
+    them: 7% of vectors changed in the last bits, 0.1% in bf16, when a stage re-encoded a subset.)"""
+    padded = -(-max(1, int(length)) // pad_multiple) * pad_multiple
+    rows = min(batch_size, max(1, batch_tokens // padded)) if packed else 1
+    return rows, padded
 
 
-def encode_batch(model, texts: list[str], precision: str, device: str) -> np.ndarray:
-    """One forward pass (sentence-transformers' own pre- and post-processing, normalised)."""
+def plan_passes(lengths: np.ndarray, batch_tokens: int, batch_size: int, pad_multiple: int = PAD_MULTIPLE,
+                packed: bool = True) -> list[tuple[int, int, np.ndarray]]:
+    """(rows, padded length, indices) of each forward pass: texts grouped by their pass shape
+    (`pass_shape`), longest first, at most `rows` texts a pass (a short pass is filled with empty texts
+    so that it keeps its shape). Every text once."""
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, n in enumerate(np.asarray(lengths).tolist()):
+        groups.setdefault(pass_shape(n, batch_tokens, batch_size, pad_multiple, packed), []).append(i)
+    passes = []
+    for (rows, padded), idx in sorted(groups.items(), key=lambda kv: -kv[0][1]):
+        passes += [(rows, padded, np.asarray(idx[s:s + rows], np.int64)) for s in range(0, len(idx), rows)]
+    return passes
+
+
+def encode_pass(model, texts: list[str], rows: int, padded: int, precision: str, device: str) -> np.ndarray:
+    """One forward pass of shape (rows, padded): sentence-transformers' own preprocessing padded to
+    `padded` tokens, `rows - len(texts)` empty texts as filler; normalised vectors of `texts`."""
     import torch
+    from sentence_transformers.util import batch_to_device
 
+    if not texts:
+        return np.zeros((0, model.get_embedding_dimension()), np.float32)
+    batch = list(texts) + [""] * (rows - len(texts))
+    features = model.preprocess(batch, processing_kwargs={"text": {"padding": "max_length", "max_length": padded}})
+    if features["input_ids"].shape != (rows, padded):
+        raise RuntimeError(f"embedder: a pass planned as {rows} x {padded} tokens came out "
+                           f"{tuple(features['input_ids'].shape)}; token_lengths and the model's preprocessing disagree")
     with torch.inference_mode(), compute.autocast(precision, device):
-        emb = model.encode(texts, batch_size=max(1, len(texts)), convert_to_tensor=True,
-                           normalize_embeddings=True, show_progress_bar=False)
-    return emb.float().cpu().numpy().astype(np.float32)
+        emb = model.forward(batch_to_device(features, device))["sentence_embedding"]
+    emb = torch.nn.functional.normalize(emb.float(), p=2, dim=1)
+    return emb[:len(texts)].cpu().numpy().astype(np.float32)
 
 
 def encode_shard(frame: pd.DataFrame, *, model: str, device: str, precision: str) -> pd.DataFrame:
-    """Whole batches of the plan, on a worker (the model loaded once per worker process)."""
+    """Whole passes of the plan, on a worker (the model loaded once per worker process)."""
     st = load_sentence_model(Path(model), device)
-    parts = [encode_batch(st, group["text"].astype(str).tolist(), precision, device)
-             for _, group in frame.groupby("batch", sort=False)]
+    parts = [encode_pass(st, group["text"].astype(str).tolist(), int(group["rows"].iat[0]),
+                         int(group["padded"].iat[0]), precision, device)
+             for _, group in frame.groupby("pass", sort=False)]
     vectors = np.concatenate(parts) if parts else np.zeros((0, st.get_embedding_dimension()), np.float32)
     return pd.DataFrame({"embedding": list(vectors)})
 
 
+PROBE_WORDS = ("the a friend said we could meet at the station tomorrow morning before work but "
+               "it rained so she stayed home and called her brother about dinner plans instead").split()
+_PACKING: dict[tuple, dict] = {}
+
+
+def packing_check(model, device: str, precision: str, batch_tokens: int, batch_size: int,
+                  pad_multiple: int = PAD_MULTIPLE) -> dict:
+    """Does a row's vector depend only on its own text, within a pass of fixed shape, on this machine?
+    Probe texts are encoded in one pass, again reversed, again rotated by one, and the first alone among
+    fillers: every vector must be the same bytes. Where it is not (a BLAS whose row blocks round
+    differently), each text gets a pass of its own (`packed: False`): slower, the same guarantee. Once
+    per process and setting; the result goes into the manifest."""
+    key = (id(model), device, precision, batch_tokens, batch_size, pad_multiple)
+    if key in _PACKING:
+        return _PACKING[key]
+    rows, padded = pass_shape(24, batch_tokens, batch_size, pad_multiple)
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(PROBE_WORDS, size=int(rng.integers(2, 10)))) for _ in range(rows)]
+    ok = True
+    if rows > 1:
+        first = encode_pass(model, texts, rows, padded, precision, device)
+        shifted = texts[1:] + texts[:1]
+        ok = (np.array_equal(first, encode_pass(model, texts[::-1], rows, padded, precision, device)[::-1])
+              and np.array_equal(first, np.roll(encode_pass(model, shifted, rows, padded, precision, device), 1, axis=0))
+              and np.array_equal(first[:1], encode_pass(model, texts[:1], rows, padded, precision, device)))
+    _PACKING[key] = {"packed": bool(ok), "probe": f"{rows} texts x {padded} tokens: in order, reversed, rotated, "
+                     f"the first alone: {'the same bytes' if ok else 'DIFFERENT bytes: one text a pass'}"}
+    return _PACKING[key]
+
+
 class Embedder:
-    """Normalised sentence embeddings with an on-disk cache; `encode(texts) -> float32 [n, d]`."""
+    """Normalised sentence embeddings with an on-disk cache; `encode(texts) -> float32 [n, d]`.
+
+    A text's vector is a function of the text (and the model, precision and pass settings) alone,
+    never of which texts it was encoded with (`pass_shape`), so a cached vector is exactly what a fresh
+    encoding computes and any stage's output is the same bytes however warm the cache was."""
 
     def __init__(self, spec: EmbedSpec | dict, cache_dir: Path | None = None, progress: bool = True):
         spec = EmbedSpec.model_validate(spec)
@@ -123,6 +190,7 @@ class Embedder:
         self.model = load_sentence_model(self.path, self.device)
         self.batch_size = spec.batch_size
         self.batch_tokens = spec.batch_tokens or BATCH_TOKENS.get(self.device.split(":")[0], BATCH_TOKENS["cpu"])
+        self.pad_multiple = spec.pad_multiple
         self.cache_dir = cache_dir
         self.progress = progress
         self.decision: dict | None = None
@@ -133,36 +201,55 @@ class Embedder:
     def precision(self) -> str | None:
         return self.decision["precision"] if self.decision else None
 
+    def packing(self, precision: str | None = None) -> dict:
+        """This machine's `packing_check` for the precision (default: the one decided)."""
+        return packing_check(self.model, self.device, precision or self.precision, self.batch_tokens,
+                             self.batch_size, self.pad_multiple)
+
+    @property
+    def cache_name(self) -> str:
+        """The cache's directory: model, precision and pass shapes (another shape, other bytes)."""
+        shape = (f"pass{self.pad_multiple}x{self.batch_tokens}x{self.batch_size}" if self.packing()["packed"]
+                 else f"single{self.pad_multiple}")
+        return f"{self.sha256[:16]}-{self.precision}-{shape}"
+
+    def plan(self, texts: list[str], precision: str | None = None) -> list[tuple[int, int, np.ndarray]]:
+        return plan_passes(token_lengths(self.model, texts), self.batch_tokens, self.batch_size,
+                           self.pad_multiple, self.packing(precision)["packed"])
+
     # -- raw encoding
     def _encode_raw(self, texts: list[str], precision: str, bar=None) -> np.ndarray:
         out = np.zeros((len(texts), self.model.get_embedding_dimension()), np.float32)
-        for idx in plan_batches(token_lengths(self.model, texts), self.batch_tokens, self.batch_size):
-            out[idx] = encode_batch(self.model, [texts[i] for i in idx], precision, self.device)
+        for rows, padded, idx in self.plan(texts, precision):
+            out[idx] = encode_pass(self.model, [texts[i] for i in idx], rows, padded, precision, self.device)
             if bar is not None:
                 bar.update(len(idx))
         return out
 
     def _encode_chunks(self, texts: list[str]) -> np.ndarray:
-        """Encode in the batches of `plan_batches`, with a progress bar labelled with the stage. On a
-        Dask cluster, shards of whole batches (about `shard_rows` texts each) go to the workers: each
-        batch is encoded alone either way, so the vectors are the same bytes."""
+        """Encode in the passes of `plan_passes`, with a progress bar labelled with the stage. On a Dask
+        cluster, shards of whole passes (about `shard_rows` texts each) go to the workers: a pass has the
+        same shape and texts either way, so the vectors are the same bytes."""
         from csk.shards import dask_runner, shard_rows
 
         if dask_runner() is not None and len(texts) > shard_rows():
-            batches = plan_batches(token_lengths(self.model, texts), self.batch_tokens, self.batch_size)
+            passes = self.plan(texts)
             frames, current = [], []
-            for b in batches:
-                current.append(b)
-                if sum(len(c) for c in current) >= shard_rows():
+            for p in passes:
+                current.append(p)
+                if sum(len(c[2]) for c in current) >= shard_rows():
                     frames.append(current)
                     current = []
             frames += [current] if current else []
-            shards = [pd.DataFrame({"text": [texts[i] for b in fb for i in b],
-                                    "batch": np.concatenate([np.full(len(b), k) for k, b in enumerate(fb)])})
-                      for fb in frames]
+            shards = [pd.DataFrame({"text": [texts[i] for _, _, idx in fp for i in idx],
+                                    "pass": np.concatenate([np.full(len(idx), k) for k, (_, _, idx) in enumerate(fp)]),
+                                    "rows": np.concatenate([np.full(len(idx), r) for r, _, idx in fp]),
+                                    "padded": np.concatenate([np.full(len(idx), n) for _, n, idx in fp])})
+                      for fp in frames]
             out = map_shards(encode_shard, shards, model=str(self.path), device=self.device, precision=self.precision)
             vectors = np.zeros((len(texts), self.model.get_embedding_dimension()), np.float32)
-            vectors[np.concatenate(batches)] = np.concatenate([np.stack(f["embedding"].to_numpy()) for f in out])
+            vectors[np.concatenate([idx for _, _, idx in passes])] = np.concatenate(
+                [np.stack(f["embedding"].to_numpy()) for f in out])
             return vectors
         with progress(len(texts), f"encode ({Path(self.spec.model).name}, {self.precision})", unit="texts",
                       disable=not self.progress or len(texts) <= 512) as bar:
@@ -192,7 +279,7 @@ class Embedder:
         if self._env is None and self.cache_dir is not None:
             import lmdb
 
-            d = Path(self.cache_dir) / "embeddings" / f"{self.sha256[:16]}-{self.precision}"
+            d = Path(self.cache_dir) / "embeddings" / self.cache_name
             d.mkdir(parents=True, exist_ok=True)
             self._env = lmdb.open(str(d), map_size=1 << 36, subdir=True, lock=True)
         return self._env
@@ -234,7 +321,8 @@ class Embedder:
 
     def record(self, ctx: StageContext | None = None) -> dict:
         info = {"precision": self.precision, "precision_decision": self.decision, "device": self.device,
-                "batch_tokens": self.batch_tokens, "batch_size": self.batch_size, **self.stats}
+                "batch_tokens": self.batch_tokens, "batch_size": self.batch_size, "pad_multiple": self.pad_multiple,
+                **({"packing": self.packing(), "cache": self.cache_name} if self.precision else {}), **self.stats}
         if ctx is not None:
             ctx.record_model("sentence-embedder", str(self.path), self.sha256, spec=self.spec.model, **info)
         return info

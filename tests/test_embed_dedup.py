@@ -32,24 +32,58 @@ def test_cache_means_never_twice(tmp_path, texts):
     e2.close()
 
 
-def test_batches_cover_every_text_once_within_the_token_budget():
-    from tasks.embed import plan_batches
+def test_passes_cover_every_text_once_in_a_shape_fixed_by_its_own_length():
+    from tasks.embed import pass_shape, plan_passes
 
-    lengths = np.array([5, 300, 12, 12, 7, 40, 3, 12, 90])
-    batches = plan_batches(lengths, batch_tokens=64, batch_size=3)
-    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
-    for b in batches:
-        assert len(b) <= 3 and (len(b) == 1 or len(b) * lengths[b].max() <= 64)
-    assert [lengths[b].max() for b in batches] == sorted((lengths[b].max() for b in batches), reverse=True)
+    lengths = np.array([5, 300, 12, 12, 7, 40, 3, 12, 90, 16, 17])
+    passes = plan_passes(lengths, batch_tokens=64, batch_size=3)
+    assert sorted(np.concatenate([idx for _, _, idx in passes]).tolist()) == list(range(len(lengths)))
+    for rows, padded, idx in passes:
+        assert 1 <= len(idx) <= rows <= 3 and padded % 8 == 0 and (rows == 1 or rows * padded <= 64)
+        assert all(pass_shape(lengths[i], 64, 3) == (rows, padded) for i in idx)
+        assert all(padded - 8 < lengths[i] <= padded for i in idx)
+    assert pass_shape(16, 64, 3) == (3, 16) and pass_shape(17, 64, 3) == (2, 24) and pass_shape(0, 64, 3) == (3, 8)
+    assert {(r, n) for r, n, _ in plan_passes(lengths, 64, 3, packed=False)} == {(1, n) for _, n, _ in passes}
 
 
-def test_length_sorted_batches_embed_as_the_plain_library_call(texts):
-    """Token-budget batching changes which texts share a forward pass, never what each embeds to."""
-    e = Embedder({"model": MODEL, "precision": "fp32", "batch_tokens": 24}, None, progress=False)
-    varied = texts + ["Short .", "A much longer sentence that needs many more tokens than the others do ."]
-    v = e.encode(varied)
-    ref = e.model.encode(varied, normalize_embeddings=True)
-    assert np.sum(v * ref, axis=1).min() > 0.99999
+@pytest.mark.parametrize("precision", ["fp32", "machine"])
+def test_a_text_embeds_to_the_same_bytes_whatever_it_is_encoded_with(tmp_path, precision):
+    """The cache promise: a vector is a function of its text, so a stage re-run with a half-warm cache,
+    in another order or text by text writes the same bytes (padding to a batch's longest did not:
+    7% of vectors changed in the last bits when a subset was re-encoded)."""
+    from csk.precision import decision
+
+    prec = decision("cpu")["precision"] if precision == "machine" else precision
+    words = "we could meet at the station tomorrow before work unless it rains again tonight".split()
+    rng = np.random.default_rng(1)
+    texts = list(dict.fromkeys(" ".join(rng.choice(words, size=int(rng.integers(1, 40)))) for _ in range(90)))
+    spec = {"model": MODEL, "precision": prec, "batch_tokens": 256}
+    cold = Embedder(spec, None, progress=False).encode(texts)
+    warm = Embedder(spec, tmp_path, progress=False)
+    warm.encode(texts[::3])
+    half = warm.encode(texts)
+    assert warm.stats["cached"] == len(texts[::3]) and warm.stats["encoded"] == len(texts)
+    warm.close()
+    e = Embedder(spec, None, progress=False)
+    reverse = e.encode(texts[::-1])[::-1]
+    alone = np.concatenate([e.encode([t]) for t in texts[:12]])
+    assert np.array_equal(cold, half) and np.array_equal(cold, reverse) and np.array_equal(cold[:12], alone)
+    assert e.packing()["packed"] in (True, False) and "probe" in e.packing()
+    if prec == "fp32":  # and it is still the model's embedding: the plain library call agrees
+        ref = e.model.encode(texts, normalize_embeddings=True)
+        assert np.sum(cold * ref, axis=1).min() > 0.99999
+
+
+def test_kernels_that_are_not_row_invariant_get_a_pass_per_text(monkeypatch, texts):
+    import tasks.embed as embed
+
+    e = Embedder({"model": MODEL, "precision": "fp32", "batch_tokens": 256}, None, progress=False)
+    e.calibrate(texts)
+    packed_name = e.cache_name
+    monkeypatch.setattr(embed, "packing_check", lambda *a, **k: {"packed": False, "probe": "forced"})
+    assert {rows for rows, _, _ in e.plan(texts)} == {1} and e.cache_name != packed_name
+    assert e.cache_name.endswith("-single8")
+    assert np.array_equal(e.encode(texts), np.concatenate([e.encode([t]) for t in texts]))
 
 
 def test_auto_precision_is_the_machine_decision_and_agrees_with_fp32(texts):

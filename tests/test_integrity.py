@@ -223,13 +223,16 @@ def test_gc_reclaims_caches_no_kept_artifact_needs(tmp_path):
     kept.mkdir(parents=True)
     (kept / MANIFEST).write_text(json.dumps({
         "pipeline": "cicero", "stage": "embed", "key": "k1", "inputs": [],
-        "models": [{"name": "sentence-embedder", "sha256": used, "precision": "bf16"}],
+        "models": [{"name": "sentence-embedder", "sha256": used, "precision": "bf16",
+                    "cache": used[:16] + "-bf16-pass8x1024x256"}],
         "notes": {"database": str(tmp_path / "_cache" / "conceptnet" / "keep-en.db")}}))
     store.record_run("cicero", "r2", [{"stage": "embed", "key": "k1"}])
     cache = tmp_path / "_cache"
     entries = {
-        "embeddings/" + used[:16] + "-bf16/data.mdb": True, "embeddings/" + used[:16] + "-fp32/data.mdb": False,
-        "embeddings/" + old[:16] + "-bf16/data.mdb": False,
+        "embeddings/" + used[:16] + "-bf16-pass8x1024x256/data.mdb": True,
+        "embeddings/" + used[:16] + "-fp32-pass8x1024x256/data.mdb": False,
+        "embeddings/" + used[:16] + "-bf16/data.mdb": False,  # the layout before pass shapes: never read now
+        "embeddings/" + old[:16] + "-bf16-pass8x1024x256/data.mdb": False,
         "models/all-mpnet-base-v2-" + used[:12] + "/config.json": True, "models/other-" + old[:12] + "/config.json": False,
         "conceptnet/keep-en.db": True, "conceptnet/keep-en.db.lines": True,
         "conceptnet/gone-en.db": False, "conceptnet/gone-en.db.lines": False, "conceptnet/gone-en.db.counts.json": False,
@@ -245,7 +248,8 @@ def test_gc_reclaims_caches_no_kept_artifact_needs(tmp_path):
         os.utime(p, (past, past))
     g = find_garbage(store, keep_minutes=60)
     removable = {str(p.relative_to(cache)) for p in g.caches}
-    assert removable == {"embeddings/" + used[:16] + "-fp32", "embeddings/" + old[:16] + "-bf16",
+    assert removable == {"embeddings/" + used[:16] + "-fp32-pass8x1024x256", "embeddings/" + used[:16] + "-bf16",
+                         "embeddings/" + old[:16] + "-bf16-pass8x1024x256",
                          "models/other-" + old[:12], "conceptnet/gone-en.db", "conceptnet/gone-en.db.lines",
                          "conceptnet/gone-en.db.counts.json"}
     assert g.quarantine == [q]
