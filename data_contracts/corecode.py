@@ -14,7 +14,9 @@ from pandera.typing import Series
 
 from data_contracts.common import Contract, Provenance, RunStatistics, nonempty_lists
 
-# dimension -> domain -> {slot: Chinese label}; domain Chinese labels in DOMAIN_ZH
+# dimension -> domain -> {slot: Chinese label}; domain Chinese labels in DOMAIN_ZH. The Chinese labels
+# are the release's (its README's slot-identification options: 空间位置原因, 后续时间改变, 后续空间位置改变,
+# 持续时长, 发生位置, in the order listed there)
 ONTOLOGY: dict[str, dict[str, dict[str, str]]] = {
     "entity": {
         "attribute": {"is": "是", "is-a": "是一种", "has": "具有", "includes-type": "包含类型", "made-of": "由……制成",
@@ -25,12 +27,12 @@ ONTOLOGY: dict[str, dict[str, dict[str, str]]] = {
     "event": {
         "prerequisite": {"precondition": "前提条件"},
         "cause": {"event cause": "事件原因", "emotion cause": "情绪原因", "time cause": "时间原因",
-                  "location cause": "地点原因"},
+                  "location cause": "空间位置原因"},
         "consequence": {"subsequent event": "后续事件", "subsequent emotional reaction": "后续情绪反应",
-                        "subsequent time change": "后续时间变化", "subsequent location change": "后续地点变化"},
+                        "subsequent time change": "后续时间改变", "subsequent location change": "后续空间位置改变"},
         "time": {"time of occurrence": "发生时间", "start time": "开始时间", "end time": "结束时间",
-                 "duration": "持续时间", "frequency": "频率"},
-        "space": {"location of occurrence": "发生地点"},
+                 "duration": "持续时长", "frequency": "频率"},
+        "space": {"location of occurrence": "发生位置"},
     },
     "social interaction": {
         "social norms": {"x's attribute": "x的属性", "x should": "x应该", "x's intent": "x的意图",

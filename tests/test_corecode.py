@@ -298,3 +298,138 @@ def test_rebuilding_the_clipped_subsequent_items_reproduces_the_release(real):
         assert clipped["dialogue"] == released["dialogue"], released["id"]
         assert clipped["question"] == released["question"], released["id"]
         assert bm.released(clipped, released["id"]) == released
+
+
+# ------------------------------------------------------------------ the release's layout and wording
+LAYOUT = "corecode/release_layout"
+CAUSAL = "Event_Causal_Inference--{}.jsonl"
+
+
+def _turns(lines: list[str]) -> list[dict]:
+    return [{"speaker": u[0], "text": u[3:]} for u in lines]
+
+
+def _causal_annotation(n: int, set_: str, full: list[str], event: str, value: str, slot: str,
+                       clip: list[str] | None = None) -> dict:
+    phrases = []
+    if clip is not None:  # the value phrase begins where the released clipped dialogue ends
+        at = len(clip) - 1
+        phrases = [{"role": "value", "utterance": at, "start": len(clip[-1]) - 3, "end": len(full[at]) - 3,
+                    "text": full[at][len(clip[-1]):]}]
+    return {"id": f"{set_}-{slot}-{n}", "dialogue_id": f"d{n}", "set": set_, "split": "dev", "dimension": "event",
+            "domain": "cause" if slot == "event cause" else "consequence", "slot": slot, "instance": event,
+            "value": value, "phrases": phrases, "conflict_of": 0, "conflict_phrase_1": "x", "conflict_phrase_2": "y",
+            "turns": _turns(full)}
+
+
+@pytest.mark.parametrize("set_", ["easy", "hard"])
+def test_the_released_causal_inference_files_are_rebuilt_byte_for_byte(real, set_):
+    """Each released dev line's fields (its dialogue, the event in its question, its answer; for the
+    clipped file, where its dialogue stops) as an annotation: the builder and the writer give back the
+    three released files, byte for byte, at the release's paths."""
+    root = real / LAYOUT / set_ / "generation" / "dev"
+    lines = {k: [json.loads(x) for x in (root / CAUSAL.format(k)).read_text(encoding="utf-8").splitlines()]
+             for k in ("Event_Cause_Inference", "Subsequent_Event_Inference", "Clipped_Subsequent_Event_Inference")}
+    event = lambda q: re.search(r"事件“(.+?)”", q).group(1)  # noqa: E731
+    annotations = [_causal_annotation(r["id"], set_.upper(), r["dialogue"], event(r["question"]), r["answer"],
+                                      "event cause") for r in lines["Event_Cause_Inference"]]
+    annotations += [_causal_annotation(r["id"], set_.upper(), r["dialogue"], event(r["question"]), r["answer"],
+                                       "subsequent event", clip["dialogue"])
+                    for r, clip in zip(lines["Subsequent_Event_Inference"], lines["Clipped_Subsequent_Event_Inference"])]
+    items = [i for a in annotations for i in bm.causal_items(a, seed=0)]
+    files = bm.release_files(pd.DataFrame(items))
+    assert sorted(files) == sorted(f"{set_}/generation/dev/{CAUSAL.format(k)}" for k in lines)
+    for name, content in files.items():
+        assert content == (real / LAYOUT / name).read_bytes(), name
+
+
+def _readme_examples(real) -> dict[str, dict]:
+    """The release README's example of each task: its question, option keys and values, answer (the
+    dialogue lines are elided with "..." there, so only the lines that are JSON fields are read)."""
+    text = (real / LAYOUT / "README.release.md").read_text(encoding="utf-8")
+    out = {}
+    for title, block in re.findall(r"#+ (?:Subtask \d: )?([A-Z][A-Za-z ]+)\n+```\n(.*?)```", text, re.S):
+        fields = dict(re.findall(r'^  "(question|\(\w\))": (".*"),?$', block, re.M))
+        if "question" not in fields:  # the documentation tree, the citation
+            continue
+        answer = re.search(r'"answer": (\[[^\]]*\]|".*")', block, re.S)
+        out[title.strip()] = {"question": json.loads(fields.pop("question")),
+                              "options": {k: json.loads(v) for k, v in fields.items()},
+                              "answer": json.loads(answer.group(1)) if answer else None,
+                              "keys": re.findall(r'^  "([^"]+)":', block, re.M)}
+    return out
+
+
+def _released_line(item: dict) -> dict:
+    return bm.released(item, 0)
+
+
+def test_the_release_readme_examples_are_what_the_builders_write(real):
+    """Question wording, option labels and values, answer form and keys of each task as the release's
+    README documents them: the builders, given the example's fields, write the same."""
+    ex = _readme_examples(real)
+    base = _annotation()
+
+    filling = _released_line(next(bm.filling_items(base, seed=0)))
+    assert filling["question"] == ex["Commonsense Knowledge Filling"]["question"]
+    assert list(filling) == ex["Commonsense Knowledge Filling"]["keys"]
+
+    gen = ex["Commonsense Knowledge Generation"]
+    event = re.search(r"事件“(.+?)”", gen["question"]).group(1)
+    line = _released_line(next(bm.generation_items(dict(base, instance=event, domain="consequence",
+                                                        slot="subsequent event", value=gen["answer"]), seed=0)))
+    assert line["question"] == gen["question"] and list(line) == gen["keys"]
+
+    conflict = ex["Commonsense Conflict Phrase Detection"]
+    line = _released_line(next(bm.conflict_items(base, seed=0)))
+    assert line["question"] == conflict["question"] and list(line) == conflict["keys"]  # no offsets in the line
+
+    dom = ex["Domain Identification"]
+    one, two = re.search(r"短语1: (.+)  短语2: (.+)$", dom["question"]).groups()
+    line = _released_line(next(bm.domain_items(dict(base, dimension="entity", domain="attribute", slot="is-a",
+                                                    instance=one, value=two), seed=0)))
+    assert line["question"] == dom["question"] and list(line) == dom["keys"]
+    assert {k: v for k, v in line.items() if k.startswith("(")} == dom["options"] and line["answer"] == dom["answer"]
+
+    slot = ex["Slot Identification"]
+    one, two = re.search(r"短语1：(.+)  短语2：(.+)$", slot["question"]).groups()
+    line = _released_line(next(bm.slot_items(dict(base, domain="cause", slot="event cause", instance=one, value=two),
+                                             seed=0)))
+    assert line["question"] == slot["question"] and list(line) == slot["keys"]
+    assert {k: v for k, v in line.items() if k.startswith("(")} == slot["options"] and line["answer"] == slot["answer"]
+
+    for title, slot_name, variant in (("Event Cause Inference", "event cause", "cause"),
+                                      ("Subsequent Event Inference", "subsequent event", "subsequent")):
+        q = ex[title]["question"]
+        a = dict(base, instance=re.search(r"事件“(.+?)”", q).group(1), slot=slot_name,
+                 domain="cause" if variant == "cause" else "consequence")
+        line = _released_line(next(i for i in bm.causal_items(a, seed=0) if i["variant"] == variant))
+        assert line["question"] == q and list(line) == ex[title]["keys"]
+
+
+def test_event_causal_inference_reads_only_the_two_slots_the_paper_names():
+    for domain, slot in (("cause", "emotion cause"), ("cause", "time cause"), ("cause", "location cause"),
+                         ("consequence", "subsequent emotional reaction"), ("consequence", "subsequent time change"),
+                         ("consequence", "subsequent location change")):
+        assert list(bm.causal_items(_annotation(domain=domain, slot=slot), seed=0)) == []
+    assert [i["variant"] for i in bm.causal_items(_annotation(domain="cause", slot="event cause"), seed=0)] == ["cause"]
+
+
+def test_statistics_give_turns_characters_and_words_with_the_paper_beside():
+    from tasks.corecode.statistics import PAPER_TOKENS_EASY, statistics, tokens_unit
+
+    turns = {"d1": [{"speaker": "A", "text": "外面一直在下雨。"}, {"speaker": "B", "text": "出门记得带伞。"}],
+             "d2": [{"speaker": "A", "text": "你好。"}, {"speaker": "B", "text": "你好啊。"}, {"speaker": "A", "text": "再见。"}]}
+    screening = pd.DataFrame({"id": list(turns), "turns": list(turns.values()), "matches": [4, 5]})
+    ann = pd.DataFrame({"id": ["a1", "a2", "a3"], "dialogue_id": ["d1", "d2", "d2"], "set": ["EASY", "EASY", "HARD"],
+                        "dimension": ["event"] * 3, "domain": ["cause"] * 3})
+    out = statistics(pd.DataFrame({"id": list(turns)}), screening, ann,
+                     pd.DataFrame({"dialogue_id": ["d1", "d2"], "split": ["train", "dev"]}))
+    m = out.data.set_index("id")["value"]
+    assert m["turns_per_dialogue/EASY"] == 2.5 and m["turns_per_dialogue_min/EASY"] == 2
+    assert m["turns_per_dialogue_max/EASY"] == 3 and m["characters_per_dialogue/EASY"] == (15 + 10) / 2
+    assert m["characters_per_dialogue/HARD"] == 10
+    assert out.data.set_index("id")["paper"]["characters_per_dialogue/EASY"] == PAPER_TOKENS_EASY
+    assert out.notes["tokens_unit"].startswith("characters (12.5 per EASY dialogue")
+    assert tokens_unit({"characters": 465.0, "jieba_words": 322.0}).startswith("characters (465.0 per EASY dialogue, 0.86x")
+    assert any("by dialogue" in d for d in out.notes["differs_from_release"])

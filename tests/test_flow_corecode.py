@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -62,14 +63,17 @@ def test_corecode_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     for task in STAGES[6:12]:
         items = pd.read_parquet(f"{by[task]['path']}/data.parquet")
         assert len(items) and items.groupby("dialogue_id")["split"].nunique().max() == 1, task
-    # released files: JSON Lines per set and split, ids from 0, MCQ answers ["(x)", text]
-    files = {p.name: p for p in store.rglob("*.jsonl") if "_lineage" not in p.parts}  # not the OpenLineage log
-    assert any(n.endswith("_clipped_subsequent_event.jsonl") for n in files)
-    assert any(n.endswith("_knowledge_filling_reindex_shuffle.jsonl") for n in files)
+    # released files in the release's layout, ids from 0, MCQ answers ["(x)", text], the release's keys only
+    files = {str(p): p for p in store.rglob("*.jsonl") if "_lineage" not in p.parts}  # not the OpenLineage log
+    assert any(re.search(r"/easy/generation/(train|dev|test)/Event_Causal_Inference--Clipped_Subsequent_Event_"
+                         r"Inference\.jsonl$", n) for n in files)
+    assert any(re.search(r"/reindex_shuffle/easy/multiple_choice/(train|dev|test)/Commonsense_Knowledge_Filling\.jsonl$",
+                         n) for n in files)
     for name, p in files.items():
         rows = [json.loads(x) for x in p.read_text(encoding="utf-8").splitlines()]
         assert [r["id"] for r in rows] == list(range(len(rows))), name
         for r in rows:
+            assert set(r) - {"id", "dialogue", "question", "answer"} <= {f"({c})" for c in [*"abcdefghijklmno", *map(str, range(1, 16))]}, name
             if isinstance(r["answer"], list):
                 assert r[r["answer"][0]] == r["answer"][1], name
     assert (tmp_path / "artifacts").rglob("statistics.png")

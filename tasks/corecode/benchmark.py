@@ -1,10 +1,12 @@
-"""SEEDS 3.5-3.6: CORECODE's six tasks built from the checked annotations, in the released JSON Lines
-layout (`id`, `dialogue` as "A: ..." lines, `question`, options "(a)", "(b)", ..., `answer`:
-["(a)", text] for a multiple-choice item, a string otherwise), and the robustness perturbations of
-the multiple-choice tasks.
+"""SEEDS 3.5-3.6: CORECODE's six tasks built from the checked annotations, in the release's layout
+(`{easy,hard}/{generation,multiple_choice,span_extraction}/{split}/Task_Name.jsonl`, each line `id`,
+`dialogue` as "A: ..." lines, `question`, options "(a)", "(b)", ..., `answer`: ["(a)", text] for a
+multiple-choice item, a string otherwise; nothing else), and the robustness perturbations of the
+multiple-choice tasks.
 
-Each task is its own stage; a builder states only how one annotation becomes items. Files are
-written per set and split: `easy_dev_clipped_subsequent_event.jsonl` as released."""
+Each task is its own stage; a builder states only how one annotation becomes items. Questions,
+option labels and slot names are the release's, byte for byte (its README documents each task's
+format; its causal-inference files were checked line by line)."""
 
 from __future__ import annotations
 
@@ -16,18 +18,39 @@ from csk import compute
 from csk.runtime import StageOutput
 from data_contracts.corecode import DOMAIN_ZH, ONTOLOGY
 
-# The generation questions open with the release's instruction (checked on its causal-inference files);
-# the clipped subsequent-event question says "the dialogue so far" (对话上文), as released.
-PREAMBLE = "请不要重述问题或解释原因，而是尽可能简短地回答下面的问题："
+# The release's instructions. Generation questions open with one of two preambles: the knowledge-
+# generation example's, and the causal-inference files'. The clipped subsequent-event question says
+# "the dialogue so far" (对话上文) and "can be inferred" (推测出), the other two "can be seen" (看出).
+CAUSAL_PREAMBLE = "请不要重述问题或解释原因，而是尽可能简短地回答下面的问题："
+GENERATION_PREAMBLE = "请根据对话内容，直接回答下面问题的答案，不要重述问题或解释原因："
 QUESTIONS = {
-    "knowledge_filling": "请根据对话内容和常识，选择最适合填入[MASK]处的短语。",
-    "knowledge_generation": PREAMBLE + "根据对话可以推测出，关于“{instance}”，“{slot}”是什么？",
-    "conflict_phrase_detection": "下面的对话中有一个短语与常识相矛盾，请找出这个短语。",
-    "domain_identification": "根据对话，关于“{instance}”的常识知识“{value}”属于以下哪个领域？",
-    "slot_identification": "根据对话，关于“{instance}”的常识知识“{value}”属于以下哪个槽位？",
-    "cause": PREAMBLE + "根据对话可以推测出，导致事件“{instance}”的原因是什么？",
-    "subsequent": PREAMBLE + "根据对话可以推测出，事件“{instance}”导致的后续事件是什么？",
-    "clipped_subsequent": PREAMBLE + "根据对话上文可以推测出，事件“{instance}”导致的后续事件是什么？",
+    "knowledge_filling": "请根据对话内容，从a、b、c选项中选择对话中的[MASK]处应填入的选项。",
+    # the README's one example is an event's subsequent event: 事件“…”的后续事件是什么？ The release shows
+    # no entity or social-interaction form: those keep the event form's shape without the word 事件
+    "knowledge_generation": {"event": GENERATION_PREAMBLE + "事件“{instance}”的{slot}是什么？",
+                             "other": GENERATION_PREAMBLE + "“{instance}”的{slot}是什么？"},
+    "conflict_phrase_detection": "请从对话中抽取出在常识上与对话上下文不符的文本。注意不要重述问题或解释原因，直接写出答案即可。",
+    # the README's two forms differ in the colon after 短语1/短语2 (": " in one, "：" in the other): kept as released
+    "domain_identification": "请根据对话内容，从a、b、c等候选领域中选择下面两个短语之间的关系所属的领域。\n短语1: {instance}  短语2: {value}",
+    "slot_identification": "请根据对话内容，从a、b、c等选项中选择下面两个短语之间的关系。\n短语1：{instance}  短语2：{value}",
+    "cause": CAUSAL_PREAMBLE + "根据对话内容可以看出，导致事件“{instance}”的原因是什么？",
+    "subsequent": CAUSAL_PREAMBLE + "根据对话内容可以看出，事件“{instance}”导致的后续事件是什么？",
+    "clipped_subsequent": CAUSAL_PREAMBLE + "根据对话上文可以推测出，事件“{instance}”导致的后续事件是什么？",
+}
+# Event causal inference reads two slots only: "the 'cause: event cause' slot and the 'consequence:
+# subsequent event' slot" (the paper); emotion, time and location causes and consequences are not events.
+CAUSAL_SLOTS = {("cause", "event cause"): "cause", ("consequence", "subsequent event"): "subsequent"}
+# task (and variant) -> the release's folder and file name
+RELEASE_FILES = {
+    "knowledge_filling": ("multiple_choice", "Commonsense_Knowledge_Filling"),
+    "knowledge_generation": ("generation", "Commonsense_Knowledge_Generation"),
+    "conflict_phrase_detection": ("span_extraction", "Commonsense_Conflict_Phrase_Detection"),
+    "domain_identification": ("multiple_choice", "Domain_Identification"),
+    "slot_identification": ("multiple_choice", "Slot_Identification"),
+    ("event_causal_inference", "cause"): ("generation", "Event_Causal_Inference--Event_Cause_Inference"),
+    ("event_causal_inference", "subsequent"): ("generation", "Event_Causal_Inference--Subsequent_Event_Inference"),
+    ("event_causal_inference", "clipped_subsequent"):
+        ("generation", "Event_Causal_Inference--Clipped_Subsequent_Event_Inference"),
 }
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 MASK = "[MASK]"
@@ -104,7 +127,8 @@ def filling_items(a: dict, seed: int) -> Iterator[dict]:
 def generation_items(a: dict, seed: int) -> Iterator[dict]:
     """Knowledge generation: the value, from the dialogue and a question templated on instance and slot."""
     slot = ONTOLOGY[a["dimension"]][a["domain"]][a["slot"]]
-    q = QUESTIONS["knowledge_generation"].format(instance=a["instance"], slot=slot)
+    form = QUESTIONS["knowledge_generation"]["event" if a["dimension"] == "event" else "other"]
+    q = form.format(instance=a["instance"], slot=slot)
     yield item(a, "knowledge_generation", a["dimension"], dialogue_lines(a["turns"]), q, a["value"])
 
 
@@ -139,12 +163,14 @@ def slot_items(a: dict, seed: int) -> Iterator[dict]:
 
 
 def causal_items(a: dict, seed: int) -> Iterator[dict]:
-    """Event causal inference: the cause of an event; its subsequent event; and the subsequent event
-    with the dialogue clipped where the phrase that shows it begins."""
-    if a["dimension"] != "event" or a["domain"] not in ("cause", "consequence"):
+    """Event causal inference: the cause of an event (slot "event cause"); its subsequent event (slot
+    "subsequent event"); and that subsequent event with the dialogue clipped where the phrase that shows
+    it begins."""
+    kind = CAUSAL_SLOTS.get((a["domain"], a["slot"])) if a["dimension"] == "event" else None
+    if kind is None:
         return
     lines = dialogue_lines(a["turns"])
-    if a["domain"] == "cause":
+    if kind == "cause":
         yield item(a, "event_causal_inference", "cause", lines, QUESTIONS["cause"].format(instance=a["instance"]),
                    a["value"])
         return
@@ -163,32 +189,27 @@ def causal_items(a: dict, seed: int) -> Iterator[dict]:
                QUESTIONS["clipped_subsequent"].format(instance=a["instance"]), a["value"])
 
 
-def file_stem(task: str, variant: str) -> str:
-    return f"{variant}_event" if task == "event_causal_inference" else task
+def release_path(row: dict) -> str:
+    """`easy/generation/dev/Event_Causal_Inference--Event_Cause_Inference.jsonl`: the release's folders."""
+    folder, name = RELEASE_FILES.get((row["task"], row["variant"])) or RELEASE_FILES[row["task"]]
+    return f"{row['set'].lower()}/{folder}/{row['split']}/{name}.jsonl"
 
 
 def released(row: dict, n: int) -> dict:
-    """One item as the release writes it."""
+    """One item as the release writes it: its keys only, in its order."""
     out = {"id": n, "dialogue": list(row["dialogue"]), "question": row["question"]}
     for label, option in zip(row["option_labels"], row["options"]):
         out[label] = option
     out["answer"] = row["answer"] if pd.isna(row["answer_label"]) else [row["answer_label"], row["answer"]]
-    for extra in ("answer_utterance", "answer_start"):
-        if extra in row and row[extra] is not None and row[extra] == row[extra]:
-            out[extra] = int(row[extra])
     return out
 
 
-def release_files(data: pd.DataFrame, suffix: str = "") -> dict[str, bytes]:
-    """JSON Lines per set, split and file stem, `id` counting from 0 in each file, as released."""
-    files = {}
-    if not len(data):
-        return files
-    stems = [file_stem(t, v) for t, v in zip(data["task"], data["variant"])]
-    for (s, split, stem), g in data.assign(_stem=stems).groupby(["set", "split", "_stem"], sort=True):
-        rows = g.drop(columns=["_stem"]).to_dict(orient="records")
-        files[f"{s.lower()}_{split}_{stem}{suffix}.jsonl"] = compute.jsonl_bytes(released(r, n) for n, r in enumerate(rows))
-    return files
+def release_files(data: pd.DataFrame, prefix: str = "") -> dict[str, bytes]:
+    """JSON Lines in the release's layout, `id` counting from 0 in each file, items in build order."""
+    files: dict[str, list[dict]] = {}
+    for r in data.to_dict(orient="records"):
+        files.setdefault(prefix + release_path(r), []).append(r)
+    return {path: compute.jsonl_bytes(released(r, n) for n, r in enumerate(rows)) for path, rows in sorted(files.items())}
 
 
 def build(annotations: pd.DataFrame, splits: pd.DataFrame, builder: Callable, seed: int) -> StageOutput:
@@ -284,9 +305,8 @@ def perturbations(knowledge_filling: pd.DataFrame, domain_identification: pd.Dat
     rows = [perturb(r, k, seed) for frame in mcq_tasks for r in frame.to_dict(orient="records") for k in kinds]
     data = pd.DataFrame(rows)
     files = {}
-    for (task, kind), g in (data.groupby(["task", "perturbation"], sort=True) if len(data) else []):
-        for name, content in release_files(g.drop(columns=["item_id", "perturbation"]), f"_{kind}").items():
-            files[f"{task}/{name}"] = content
+    for kind, g in (data.groupby("perturbation", sort=True) if len(data) else []):
+        files.update(release_files(g.drop(columns=["item_id", "perturbation"]), f"{kind}/"))
     counts = data.groupby(["task", "perturbation"]).size() if len(data) else pd.Series(dtype=int)
     return StageOutput(data=data, rows_in=sum(len(f) for f in mcq_tasks), files=files,
                        notes={"items": len(data), "kinds": kinds},
