@@ -393,7 +393,7 @@ def scale_cicero(config: Path, work: Path, n: int, seed: int) -> Path:
 
 def scale_corequisite(config: Path, work: Path, n: int, seed: int, env: dict) -> Path:
     """The sample's ConceptNet dump plus n generated assertions (UsedFor and three other relations over
-    the sample's English concepts, and as many Chinese lines the build reads and drops), edges.n = n/4,
+    the sample's English concepts, and as many Chinese lines the build reads and drops), a quota of n/4 edges per relation,
     and crowd answers for every exported task (three per question, drawn from the sample's answers),
     so the ConceptNet build, lexicalize and AF-Lite run for seconds."""
     import csv
@@ -418,7 +418,8 @@ def scale_corequisite(config: Path, work: Path, n: int, seed: int, env: dict) ->
     dump.write_text("\n".join(out) + "\n", encoding="utf-8")
     text = _sample_config_text(config)
     text = _set(text, "corequisite.conceptnet", "dump", json.dumps(str(dump)))
-    text = _set(text, "corequisite.edges", "n", str(max(1000, n // 4)))
+    quota = max(1000, n // 4)
+    text = _set(text, "corequisite.edges", "n_per_relation", f"{{ UsedFor = {quota}, Desires = {quota}, Causes = {quota} }}")
     text = _set(text, "corequisite.answer_quality", "expert_labels", '""')  # labels name the sample's answers
     staged = work / "pipelines-scaled.toml"
     staged.write_text(text)
