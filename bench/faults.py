@@ -420,7 +420,7 @@ def scale_corequisite(config: Path, work: Path, n: int, seed: int, env: dict) ->
     text = _set(text, "corequisite.conceptnet", "dump", json.dumps(str(dump)))
     quota = max(1000, n // 4)
     text = _set(text, "corequisite.edges", "n_per_relation", f"{{ UsedFor = {quota}, Desires = {quota}, Causes = {quota} }}")
-    text = _set(text, "corequisite.answer_quality", "expert_labels", '""')  # labels name the sample's answers
+    text = _set(text, "corequisite.answer_rules", "expert_labels", '""')  # labels name the sample's answers
     staged = work / "pipelines-scaled.toml"
     staged.write_text(text)
     # the exported tasks of this dump, then three answers per question

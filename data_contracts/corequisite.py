@@ -58,14 +58,19 @@ class Answers(Provenance):
 
 
 class CheckedAnswers(Answers):
-    """Answers with every rule's verdict."""
+    """Answers with every rule's verdict and the experts' label (of the answer, and whether its fact is invalid)."""
 
     rule_negatives: Series[bool]
+    rule_negatives_words: Series[object]
     rule_object_pronouns: Series[bool]
+    rule_object_pronouns_words: Series[object]
+    expert_label: Series[str] = pa.Field(nullable=True, isin=["truism", "informative", "irrelevant"])
+    fact_invalid: Series[bool]
 
 
 class KeptAnswers(CheckedAnswers):
     expert_label: Series[str] = pa.Field(nullable=True, isin=["truism", "informative"])
+    fact_invalid: Series[bool] = pa.Field(isin=[False])
 
 
 class Splits(Contract):
@@ -95,6 +100,7 @@ class MCQAInstances(AdversarialChoices):
 
     answer_id: Series[str]
     variant: Series[str] = pa.Field(isin=["same_fact", "similar", "shuffled"])
+    draw: Series[int] = pa.Field(ge=0)
     split: Series[str] = pa.Field(isin=SPLITS)
     context: Series[str]
     question: Series[str]

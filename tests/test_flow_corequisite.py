@@ -50,7 +50,8 @@ def test_corequisite_flow_bundled_sample(prefect_harness, tmp_path, config_copy,
     assert source["sha256"] == hashlib.sha256(open(source["file"], "rb").read()).hexdigest()
     # task files in the release layouts, no fact in two splits
     files = {p.name for p in (tmp_path / "artifacts").rglob("PaCo_*")}
-    assert {"PaCo_nli_train.csv", "PaCo_Gen_train.csv", "PaCo_mcqa_train.jsonl"} <= files
+    assert {"PaCo_nli_train.csv", "PaCo_nli_eval.csv", "PaCo_Gen.csv", "PaCo_mcqa_train.jsonl"} <= files
+    assert not any("_dev" in f for f in files)  # the release calls its dev split eval
     split = pd.read_parquet(f"{by['splits']['path']}/data.parquet")
     assert split.groupby("fact_id")["split"].nunique().max() == 1
     splits = check_release("corequisite", store, tmp_path / "release")
@@ -87,7 +88,7 @@ def test_corequisite_flow_on_a_real_release(prefect_harness, tmp_path, config_co
     release = real / "paco" / "PaCo_nli_train_sample.csv"
     out = _csk("run", "corequisite", "--config", config_copy, "--store", store,
                "--set", f"corequisite.annotations.release={release}", "--set", "corequisite.annotations.answers=",
-               "--set", "corequisite.answer_quality.expert_labels=", "--set", "corequisite.aflite.m=8",
+               "--set", "corequisite.answer_rules.expert_labels=", "--set", "corequisite.aflite.m=8",
                "--set", 'corequisite.mcqa_instances.variants=["same_fact"]')
     assert out.exit_code == 0, out.output
     by = {s["stage"]: s for s in json.loads(_csk("artifacts", "corequisite", "--store", store, "--json").output)}

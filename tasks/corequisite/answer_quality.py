@@ -18,7 +18,9 @@ was enforced on enabling answers only: `negatives_for` defaults to that, `rules`
 and the statistics report what each rule flags.
 
 Experts' labels (`id,label`): an answer id with truism / informative / irrelevant, or a fact id with
-invalid. Irrelevant answers and every answer of an invalid fact are removed; truisms are kept.
+invalid. Recorded per answer by `answer_rules` with the rules' verdicts (`expert_label`,
+`fact_invalid`, so the statistics can report the experts' shares); `answer_quality` removes irrelevant
+answers and every answer of an invalid fact; truisms are kept.
 """
 
 from __future__ import annotations
@@ -123,14 +125,20 @@ def _expert_labels(path, answer_ids: set[str], fact_ids: set[str]) -> dict[str, 
 
 
 def answer_rules(answers: pd.DataFrame, *, negative_words: list[str] = [
-        "no", "not", "never", "nothing", "nobody", "none", "neither", "nor", "nowhere", "cannot", "n't"]) -> StageOutput:
-    """Every rule's verdict on every answer (nothing removed here: `answer_quality` applies the rules switched on).
+        "no", "not", "never", "nothing", "nobody", "none", "neither", "nor", "nowhere", "cannot", "n't"],
+        expert_labels: InputPath = None) -> StageOutput:
+    """Every rule's verdict and the experts' label on every answer (nothing removed here: `answer_quality`
+    applies the rules switched on and the labels).
 
     Args:
         negative_words: words the negatives rule looks for (besides spaCy's `neg` dependency)
+        expert_labels: CSV id,label: answer id -> truism / informative / irrelevant, fact id -> invalid
     """
     verdicts = rule_verdicts(answers["answer"].tolist(), answers["statement"].tolist(), negative_words)
     data = pd.concat([answers.reset_index(drop=True), verdicts.add_prefix("rule_")], axis=1)
+    labels = {} if unused(expert_labels) else _expert_labels(expert_labels, set(data["id"]), set(data["fact_id"]))
+    data["expert_label"] = pd.Series([labels.get(i) for i in data["id"]], dtype=object)
+    data["fact_invalid"] = data["fact_id"].map(lambda f: labels.get(f) == "invalid").astype(bool)
     flagged = {r: data[data[f"rule_{r}"]].groupby("polarity").size().to_dict() for r in RULES}
     return StageOutput(data=data, notes={"flagged": flagged},
                        tables={"answer_rules": [{"rule": r, "answers_flagged": int(data[f"rule_{r}"].sum()),
@@ -139,21 +147,16 @@ def answer_rules(answers: pd.DataFrame, *, negative_words: list[str] = [
 
 
 def answer_quality(checked: pd.DataFrame, *, rules: list[Literal["negatives", "object_pronouns"]] = list(RULES),
-                   negatives_for: list[Literal["enabling", "disabling"]] = ["enabling"],
-                   expert_labels: InputPath = None) -> StageOutput:
-    """Remove the answers the switched-on rules flag, then apply the experts' labels.
+                   negatives_for: list[Literal["enabling", "disabling"]] = ["enabling"]) -> StageOutput:
+    """Remove the answers the switched-on rules flag, then those the experts' labels remove.
 
     Args:
         rules: rules that remove answers (`answer_rules` records every rule's verdict whether on or not)
         negatives_for: answers the negatives rule removes, by polarity: the release kept negative words in 53 of
             573 disabling answers and 1 of 627 enabling ones (real P-NLI sample), so it was enforced on enabling
             answers only; add "disabling" for the instructions' letter
-        expert_labels: CSV id,label: answer id -> truism / informative / irrelevant, fact id -> invalid
     """
     data = checked.reset_index(drop=True).copy()
-    labels = {} if unused(expert_labels) else _expert_labels(expert_labels, set(data["id"]), set(data["fact_id"]))
-    data["expert_label"] = [labels.get(i) for i in data["id"]]
-    invalid = {k for k, v in labels.items() if v == "invalid"}
     reason_code = pd.Series([None] * len(data), dtype=object)
     reason = pd.Series([None] * len(data), dtype=object)
     for rule in rules:
@@ -164,12 +167,13 @@ def answer_quality(checked: pd.DataFrame, *, rules: list[Literal["negatives", "o
         reason[hit] = [f"{rule.replace('_', ' ')} rule: {', '.join(w)}" for w in data.loc[hit, f"rule_{rule}_words"]]
     hit = (data["expert_label"] == "irrelevant") & reason_code.isna()
     reason_code[hit], reason[hit] = "irrelevant", "experts labelled the answer irrelevant"
-    hit = data["fact_id"].isin(invalid) & reason_code.isna()
+    hit = data["fact_invalid"] & reason_code.isna()
     reason_code[hit], reason[hit] = "invalid_fact", "experts marked the fact invalid"
     drop = reason_code.notna().to_numpy()
     rejected = data[drop].assign(reason_code=reason_code[drop].to_numpy(), reason=reason[drop].to_numpy())
     removed = rejected["reason_code"].value_counts().to_dict() if len(rejected) else {}
     return StageOutput(data=data[~drop], rejected=rejected if len(rejected) else None, notes={
         "rules_on": list(rules), "removed": removed,
-        "expert_labels": pd.Series(labels).value_counts().to_dict() if labels else {}},
+        "expert_labels": data["expert_label"].dropna().value_counts().to_dict(),
+        "invalid_facts": int(data.loc[data["fact_invalid"], "fact_id"].nunique())},
         tables={"answer_quality": [{"reason": k, "answers_removed": int(v)} for k, v in removed.items()]})

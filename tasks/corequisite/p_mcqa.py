@@ -11,11 +11,18 @@ Instances (`variants`), every one built inside one split so no text crosses spli
 * `shuffled`: question/answer shuffling (their goal-inference direction): the precondition is the
   prompt and the choices are facts: the gold fact and the most similar other facts, again below
   `max_similarity`.
-Choices are shuffled per instance (seeded) in `p_mcqa`; AF-Lite's removals are its rejected rows.
+Each answer gives up to `draws` instances per variant, each with other distractors (the negative-
+sampling methods draw many negatives per positive): the paper reaches "about 40K instances" after
+AF-Lite from ~5.4K answers, which one instance per answer and variant (16K) cannot. Draw d of
+`similar` and `shuffled` takes the (d+1)-th most similar `distractors` texts, so later draws are
+easier; `same_fact` draws distinct combinations of the fact's opposite answers (usually one: three
+answers a polarity). Choices are shuffled per instance (seeded) in `p_mcqa`; AF-Lite's removals are
+its rejected rows.
 """
 
 from __future__ import annotations
 
+from itertools import combinations
 from typing import Literal
 
 import numpy as np
@@ -23,6 +30,7 @@ import pandas as pd
 
 from csk import compute
 from csk.runtime import StageContext, StageOutput
+from tasks.corequisite.p_nli import RELEASE_SPLIT
 from tasks.distractors.adversarial import vector_lookup
 from tasks.embed import EmbedSpec
 
@@ -50,7 +58,7 @@ def _most_similar(gold_vec, pool_ids, vectors, texts, gold_text, k, max_similari
 
 def mcqa_instances(answers: pd.DataFrame, splits: pd.DataFrame, *, embed: EmbedSpec = EmbedSpec(), seed: int = 0,
                    variants: list[Literal["same_fact", "similar", "shuffled"]] = ["same_fact", "similar", "shuffled"],
-                   distractors: int = 3, max_similarity: float = 0.9,
+                   distractors: int = 3, draws: int = 4, max_similarity: float = 0.9,
                    ctx: StageContext | None = None) -> StageOutput:
     """Multiple-choice instances from the answers: the paper's same-fact pairing plus negative sampling.
 
@@ -59,6 +67,8 @@ def mcqa_instances(answers: pd.DataFrame, splits: pd.DataFrame, *, embed: EmbedS
         seed: seed of the choice among surplus same-fact distractors
         variants: instance kinds to build: same_fact (the paper), similar, shuffled (see the module doc)
         distractors: distractors per instance (the paper: 3)
+        draws: instances per answer and variant at most, each with its own distractors (4: ~9 instances an
+            answer before AF-Lite, toward the paper's ~40K from ~5.4K answers)
         max_similarity: cosine at or above which a sampled text counts as a paraphrase and is skipped
     """
     split = dict(zip(splits["id"], splits["split"]))
@@ -75,38 +85,53 @@ def mcqa_instances(answers: pd.DataFrame, splits: pd.DataFrame, *, embed: EmbedS
         base = {"answer_id": r.id, "group_id": r.fact_id, "split": r.split, "polarity": r.polarity,
                 "passage": [r.statement], "swaps": 0}
         for variant in variants:
-            iid = f"{r.id}/{variant}"
             if variant == "same_fact":
                 ids = same["id"].tolist()
-                if len(ids) > distractors:
-                    ids = [ids[i] for i in sorted(compute.rng(seed, "same_fact", r.id).choice(
-                        len(ids), distractors, replace=False))]
-                chosen, texts, sims = ids, [answer_text[i] for i in ids], []
+                combos = [list(c) for c in combinations(ids, distractors)] if len(ids) >= distractors else [ids]
+                if len(combos) > 1:  # a seeded order of the distinct combinations
+                    combos = [combos[i] for i in compute.rng(seed, "same_fact", r.id).permutation(len(combos))]
+                picks = [(c, []) for c in combos[:draws]]
                 context, question, gold = f"{r.statement} {r.question}", r.question, r.answer
+                text_of = answer_text
             elif variant == "similar":
                 pool = a[(a["fact_id"] != r.fact_id) & (a["polarity"] == r.polarity) & (a["split"] == r.split)]
-                chosen, sims = _most_similar(answer_vec[r.id], pool["id"].tolist(), answer_vec, answer_text,
-                                             r.answer, distractors, max_similarity)
-                texts = [answer_text[i] for i in chosen]
+                ids, sims = _most_similar(answer_vec[r.id], pool["id"].tolist(), answer_vec, answer_text,
+                                          r.answer, distractors * draws, max_similarity)
+                picks = _chunks(ids, sims, distractors)
                 context, question, gold = f"{r.statement} {r.question}", r.question, r.answer
+                text_of = answer_text
             else:
                 pool = facts[(facts["fact_id"] != r.fact_id) & (facts["split"] == r.split)]["fact_id"].tolist()
-                chosen, sims = _most_similar(fact_vec[r.fact_id], pool, fact_vec, fact_text, r.statement,
-                                             distractors, max_similarity)
-                texts = [fact_text[i] for i in chosen]
+                ids, sims = _most_similar(fact_vec[r.fact_id], pool, fact_vec, fact_text, r.statement,
+                                          distractors * draws, max_similarity)
+                picks = _chunks(ids, sims, distractors)
                 question = SHUFFLED_QUESTION[r.polarity]
                 context, gold = f"{r.answer} {question}", r.statement
-            row = {"id": iid, **base, "variant": variant, "context": context, "question": question, "gold": gold,
-                   "distractors": texts, "distractor_ids": chosen, "similarities": sims}
-            if len(texts) < distractors:
-                rejected.append({**row, "reason_code": "too_few_distractors",
-                                 "reason": f"{variant}: {len(texts)} distractor(s) found, {distractors} needed"})
-            else:
-                rows.append(row)
+                text_of = fact_text
+            for d, (chosen, sim) in enumerate(picks):
+                texts = [text_of[i] for i in chosen]
+                row = {"id": f"{r.id}/{variant}" + (f"/{d}" if d else ""), **base, "variant": variant, "draw": d,
+                       "context": context, "question": question, "gold": gold, "distractors": texts,
+                       "distractor_ids": chosen, "similarities": sim}
+                if len(texts) < distractors:  # only a first draw can fall short: later ones are whole or absent
+                    rejected.append({**row, "reason_code": "too_few_distractors",
+                                     "reason": f"{variant}: {len(texts)} distractor(s) found, {distractors} needed"})
+                else:
+                    rows.append(row)
     data = pd.DataFrame(rows)
     counts = data.groupby("variant").size().to_dict() if len(data) else {}
+    by_draw = data.groupby("draw").size().to_dict() if len(data) else {}
     return StageOutput(data=data, rejected=pd.DataFrame(rejected) if rejected else None,
-                       rows_in=len(data) + len(rejected), notes={"instances_by_variant": counts})
+                       rows_in=len(data) + len(rejected), notes={
+                           "instances_by_variant": counts, "instances_by_draw": {int(k): int(v) for k, v in by_draw.items()},
+                           "answers": len(a), "instances_per_answer": round(len(data) / len(a), 2) if len(a) else 0})
+
+
+def _chunks(ids: list, sims: list, size: int) -> list[tuple[list, list]]:
+    """Consecutive groups of `size` (the first even if short: it is rejected with the reason; later
+    short ones are not draws)."""
+    out = [(ids[i:i + size], sims[i:i + size]) for i in range(0, max(len(ids), 1), size)]
+    return [c for k, c in enumerate(out) if k == 0 or len(c[0]) == size]
 
 
 def p_mcqa(kept: pd.DataFrame, *, seed: int = 0) -> StageOutput:
@@ -126,7 +151,7 @@ def p_mcqa(kept: pd.DataFrame, *, seed: int = 0) -> StageOutput:
                                        "label"])
     files = {}
     for s, part in data.groupby("split", sort=False):
-        files[f"PaCo_mcqa_{s}.jsonl"] = compute.jsonl_bytes(
+        files[f"PaCo_mcqa_{RELEASE_SPLIT[s]}.jsonl"] = compute.jsonl_bytes(  # named as the release names P-NLI's
             part[["id", "context", "question", "choices", "label"]].to_dict(orient="records"))
     return StageOutput(data=data, files=files, notes={
         "instances_by_split": data.groupby("split").size().to_dict() if len(data) else {},

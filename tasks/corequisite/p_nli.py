@@ -1,4 +1,6 @@
-"""SEEDS 2.4, P-NLI and P-G in the released CSV layouts (one file per split), and Parquet."""
+"""SEEDS 2.4, P-NLI and P-G in the released CSV layouts, and Parquet: P-NLI one file per split named
+as released (`PaCo_nli_train.csv`, `PaCo_nli_eval.csv` for dev, `PaCo_nli_test.csv`), P-G one file
+(`PaCo_Gen.csv`, as released; per split on request)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pandas as pd
 from csk.runtime import StageOutput
 
 LABEL = {"enabling": 1, "disabling": 0}
+RELEASE_SPLIT = {"train": "train", "dev": "eval", "test": "test"}  # the release names its dev split "eval"
 
 
 def csv_bytes(header: list[str], rows: list[list]) -> bytes:
@@ -27,16 +30,21 @@ def p_nli(answers: pd.DataFrame, splits: pd.DataFrame) -> StageOutput:
     data = pd.DataFrame({"id": answers["id"], "fact_id": answers["fact_id"], "context": answers["answer"],
                          "question": answers["statement"], "label": answers["polarity"].map(LABEL).astype(int),
                          "split": answers["id"].map(split)})
-    files = {f"PaCo_nli_{s}.csv": csv_bytes(["context", "question", "label"],
+    files = {f"PaCo_nli_{RELEASE_SPLIT[s]}.csv": csv_bytes(["context", "question", "label"],
                                             part[["context", "question", "label"]].values.tolist())
              for s, part in data.groupby("split", sort=False)}
     balance = data.groupby(["split", "label"]).size().rename("n").reset_index().to_dict(orient="records")
     return StageOutput(data=data, files=files, notes={"label_balance": balance})
 
 
-def p_g(answers: pd.DataFrame, splits: pd.DataFrame) -> StageOutput:
+def p_g(answers: pd.DataFrame, splits: pd.DataFrame, *, per_split: bool = False) -> StageOutput:
     """Prompt = the fact + its question (as released: "<fact> What makes this possible? "); the answers
-    are the references."""
+    are the references.
+
+    Args:
+        per_split: write `PaCo_Gen_{train,eval,test}.csv` instead of the release's one `PaCo_Gen.csv`
+            (the split of each prompt is in the Parquet either way)
+    """
     split = dict(zip(splits["id"], splits["split"]))
     rows = []
     for (fid, polarity), group in answers.groupby(["fact_id", "polarity"], sort=False):
@@ -48,7 +56,8 @@ def p_g(answers: pd.DataFrame, splits: pd.DataFrame) -> StageOutput:
                                        "split"])
     width = max([3] + [len(r) for r in data["references"]])
     header = ["prompt"] + [f"refs_{i}" for i in range(width)]
-    files = {f"PaCo_Gen_{s}.csv": csv_bytes(header, [[p] + list(r) + [""] * (width - len(r))
-                                                     for p, r in zip(part["prompt"], part["references"])])
-             for s, part in data.groupby("split", sort=False)}
+    parts = data.groupby("split", sort=False) if per_split else [(None, data)]
+    files = {f"PaCo_Gen_{RELEASE_SPLIT[s]}.csv" if s else "PaCo_Gen.csv":
+             csv_bytes(header, [[p] + list(r) + [""] * (width - len(r)) for p, r in zip(part["prompt"], part["references"])])
+             for s, part in parts}
     return StageOutput(data=data, files=files, rows_in=len(data))
