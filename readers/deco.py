@@ -4,7 +4,9 @@ a list of samples with `history` (4 `</UTT>`-terminated slots, empty slots padde
 ConTurE's `overall_impression`), `tuples_single`, `tuples_pair`, and in train `for_dev`.
 
 Slots are kept exactly as released (ACCENT feeds the history string to its extractor as is), so
-`join_history(row["history"])` gives back the released string byte for byte."""
+`join_history(row["history"])` gives back the released string byte for byte; tuples keep the
+relation's released spelling (`relation()` normalises it where it is used). Two samples that share
+a GUID (the released train has one such pair) are both kept: their ids add the record's position."""
 
 from __future__ import annotations
 
@@ -18,6 +20,11 @@ WINDOW = 4  # utterances of history in a DECO sample
 RELATIONS = ("xNeed", "xAttr", "xReact", "xEffect", "xWant", "xIntent", "oEffect", "oReact", "oWant", "isAfter",
              "HasSubEvent", "HinderedBy")
 SPELLING = {"IsAfter": "isAfter"}  # the paper's spelling; the data has both
+
+
+def relation(name: str) -> str:
+    """A relation as ACCENT's code spells it."""
+    return SPELLING.get(name, name)
 
 
 def split_history(history: str) -> list[str]:
@@ -45,10 +52,9 @@ def _tuples(value, name: str) -> list[list[str]]:
         raise RecordError(f"'{name}' must be a list of [head, relation, tail]")
     out = []
     for t in value:
-        rel = SPELLING.get(t[1], t[1])
-        if rel not in RELATIONS:
+        if relation(t[1]) not in RELATIONS:
             raise RecordError(f"unknown relation {t[1]!r} in '{name}'")
-        out.append([str(t[0]), rel, str(t[2])])
+        out.append([str(t[0]), str(t[1]), str(t[2])])  # as released (a re-export gives its bytes)
     return out
 
 
@@ -88,6 +94,12 @@ def read_deco(path: str | Path, lenient: bool = False, corpus: str | None = None
                 "source_file": str(path), "source_record": i, "source_locator": locator})
         except RECORD_ERRORS as exc:
             handle_bad(result, lenient, path, i, locator, prefix, exc)
+    seen: dict[str, int] = {}
+    for row in result.rows:
+        seen[row["id"]] = seen.get(row["id"], 0) + 1
+    for row in result.rows:  # a GUID given twice: both samples kept, each id with its position
+        if seen[row["id"]] > 1:
+            row["id"] = f"{row['id']}@{row['source_record']}"
     return result
 
 

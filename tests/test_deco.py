@@ -114,21 +114,24 @@ def test_response_filter_rules():
         "I went to Japan last month , how about you ?",                  # a statement before a tag question
         "Thank you so much . It was nice talking to you !",              # courtesies (one by similarity)
         "Thanks . I bake bread every morning before work .",             # a courtesy and a statement
+        "not bad at all , how about you ?",                              # an answer, then a bare tag question
+        "cars and trucks , which ones do you like ?",                     # a fragment, then a real question
     ]))
     verdict = dict(zip(out.rejected["id"], out.rejected["reason_code"]))
-    assert verdict == {"r0": "too_short", "r1": "only_questions", "r2": "too_short", "r4": "only_courtesy"}
-    assert out.data["id"].tolist() == ["r3", "r5"]
+    assert verdict == {"r0": "too_short", "r1": "only_questions", "r2": "too_short", "r4": "only_courtesy",
+                       "r7": "only_questions"}
+    assert out.data["id"].tolist() == ["r3", "r5", "r6"]
     only_list = response_filter(_frame(["Thank you so much . It was nice talking to you !"]), courtesy_similarity=2)
     assert len(only_list.data) == 1  # without the similarity check, "thank you so much" is not on the list
 
 
 def test_response_filter_verdicts_on_the_release(real):
-    """The release was filtered: nearly every response passes; the ones that do not are listed."""
+    """The release was filtered: every released response passes the rules as calibrated."""
     df = _release(real)
     out = response_filter(df)
     failed = out.rejected[["id", "reason_code", "response"]].to_dict("records")
     print("\nreleased responses the filter rejects:", *failed, sep="\n  ")
-    assert len(out.data) >= 0.98 * len(df)
+    assert len(out.data) == len(df)
     assert {f["reason_code"] for f in failed} <= {"too_short", "only_questions", "only_courtesy"}
 
 
@@ -139,7 +142,9 @@ def _candidates(n: int) -> pd.DataFrame:
                          "history": [["", "", "a question ?", "an answer ."]] * n, "response": "a response .",
                          "corpus": "DailyDialog", "system": "Human", "guid": None, "event_cs_raw": None,
                          "general_cs_raw": None, "event_cs": float("nan"), "general_cs": float("nan"),
-                         "tuples_single": [[] for _ in range(n)], "tuples_pair": [[] for _ in range(n)]})
+                         "tuples_single": [[] for _ in range(n)], "tuples_pair": [[] for _ in range(n)],
+                         "source_file": "responses.csv", "source_record": range(2, n + 2),
+                         "source_locator": [f"line {i + 2}" for i in range(n)]})
 
 
 def test_sample_is_seeded_and_splits_300_200_100_40():
@@ -357,3 +362,17 @@ def test_bad_tables_are_named_errors_not_tracebacks(tmp_path):
     none.write_bytes(b"context,response,relation,setting\nhi</UTT>,caf\xe9,xNeed,single\n")
     with pytest.raises(InputError, match="none.csv"):
         _read_negatives(none)
+
+
+def test_a_release_imported_and_exported_again_is_its_bytes(real):
+    """deco_train.json through sources, response_filter and sample: all 200 samples (the two that share
+    GUID 282 too), written back byte for byte (one line, integer ratings, the release's order)."""
+    path = real / "deco" / "deco_train.json"
+    imported = sources(release=str(path)).data
+    assert len(imported) == 200 and imported["id"].is_unique
+    assert sum(i.startswith("deco-282@") for i in imported["id"]) == 2
+    kept = response_filter(imported).data
+    assert len(kept) == 200  # released samples keep their place whatever the filter says of built ones
+    out = sample(kept)
+    assert list(out.files) == ["deco_train.json"] and len(out.data) == 200
+    assert out.files["deco_train.json"] == path.read_bytes()

@@ -11,7 +11,7 @@ from typing import Iterable
 import pandas as pd
 
 from csk import compute
-from readers.deco import RELATIONS, join_history
+from readers.deco import RELATIONS, join_history, relation
 
 # ACCENT's released code (eventualization/few_shot_evt.py), in its relation order.
 WHERE = {
@@ -76,8 +76,8 @@ def parse_output(text: str) -> tuple[str, str] | None:
 def gold_tuples(row) -> list[tuple[str, str, str, str]]:
     """(head, relation, tail, setting) of a sample's human tuples; `pair` tuples take event1 from the
     previous utterance and event2 from the response, `single` both from the response."""
-    return ([(h, r, t, "single") for h, r, t in row["tuples_single"]]
-            + [(h, r, t, "pair") for h, r, t in row["tuples_pair"]])
+    return ([(h, relation(r), t, "single") for h, r, t in row["tuples_single"]]
+            + [(h, relation(r), t, "pair") for h, r, t in row["tuples_pair"]])
 
 
 def none_negatives(samples: pd.DataFrame, *, single: int, pair: int, seed: int) -> dict[str, list[tuple[str, str]]]:
@@ -85,7 +85,7 @@ def none_negatives(samples: pd.DataFrame, *, single: int, pair: int, seed: int) 
     drawn (seeded) among annotated samples without any tuple of that relation, so `None` is true."""
     mask = [bool(len(a) or len(b)) for a, b in zip(samples["tuples_single"], samples["tuples_pair"])]
     annotated = samples.loc[pd.Series(mask, index=samples.index, dtype=bool)]
-    has = {sid: {t[1] for t in list(a) + list(b)}
+    has = {sid: {relation(t[1]) for t in list(a) + list(b)}
            for sid, a, b in zip(annotated["id"], annotated["tuples_single"], annotated["tuples_pair"])}
     out = {}
     for rel in RELATIONS:

@@ -3,7 +3,8 @@ question, and says more than a courtesy ("It's been nice chatting with you.").
 
 Sentences come from spaCy's parser (en_core_web_sm 3.8.0, offline); a sentence is a question when
 it ends with "?" (unless a statement precedes a tag question after a comma: "I went to Japan,
-how about you?") or opens with subject-auxiliary inversion ("do you like cars", "what are you
+how about you?", or an answer without a verb precedes a bare "how about you?" / "what about you?" /
+"and you?": "pretty good, how about you?", which the release keeps) or opens with subject-auxiliary inversion ("do you like cars", "what are you
 doing") whatever its punctuation. A sentence is a courtesy when, lower-cased and stripped of
 punctuation, it is one on the courtesy list, or its embedding is at least `courtesy_similarity`
 cosine to one of them (catching "it was really nice talking to you").
@@ -24,6 +25,8 @@ from tasks.english import PIPELINE, english
 WORD = re.compile(r"[^\W_]+")  # a contraction is two words, as tokenizers split it (He's = He 's)
 WH_TAGS = {"WDT", "WP", "WP$", "WRB"}
 SUBJECTS = {"nsubj", "nsubjpass", "expl", "csubj"}
+BARE_TAGS = {"how about you", "what about you", "and you", "how bout you", "what about yourself", "and yourself"}
+ANSWER_POS = {"ADJ", "ADV", "NOUN", "PROPN", "NUM"}
 COURTESIES = [
     "It's been nice chatting with you.", "It was nice talking to you.", "Nice to meet you.", "Nice to meet you too.",
     "Thank you.", "Thanks.", "Thank you very much.", "Thanks for chatting.", "You're welcome.", "No problem.",
@@ -65,7 +68,10 @@ def _statement_before_tag(toks) -> bool:
     head = toks[:commas[-1]]
     if head and (head[0].pos_ == "AUX" or head[0].tag_ in WH_TAGS):
         return False
-    return any(t.dep_ in SUBJECTS and t.head.i < toks[commas[-1]].i for t in head)
+    if any(t.dep_ in SUBJECTS and t.head.i < toks[commas[-1]].i for t in head):
+        return True
+    tail = " ".join(t.lower_ for t in toks[commas[-1] + 1:] if not t.is_punct)
+    return tail in BARE_TAGS and any(t.pos_ in ANSWER_POS for t in head)  # "pretty good, how about you?"
 
 
 def _norm(text: str) -> str:

@@ -23,18 +23,26 @@ def _guid(g, k: int):
     return k if g is None else int(g) if str(g).isdigit() else g
 
 
+def _rating(x):
+    """A rater's score as released: an integer where it is one (the release writes [2, 4, 2])."""
+    x = float(x)
+    return int(x) if x.is_integer() else x
+
+
 def release_json(rows: pd.DataFrame) -> bytes:
-    """Samples in DECO's released JSON layout (what `read_deco` reads back)."""
+    """Samples in DECO's released JSON layout, as the release writes it (one line, `json.dumps`'s
+    defaults, integer ratings as integers, no final newline): an imported release re-exported in its
+    order is its bytes. `read_deco` reads it back."""
     out = []
     for k, r in enumerate(rows.itertuples()):
-        raw = lambda v: None if v is None or (not hasattr(v, "__len__")) else [float(x) for x in v]  # noqa: E731
+        raw = lambda v: None if v is None or (not hasattr(v, "__len__")) else [_rating(x) for x in v]  # noqa: E731
         out.append({"history": join_history(list(r.history)), "response": r.response, "source": r.corpus,
                     "system": _num(r.system), "GUID": _guid(r.guid, k), "general_cs_raw": raw(r.general_cs_raw),
                     "event_cs_raw": raw(r.event_cs_raw),
                     "tuples_single": [list(map(str, t)) for t in r.tuples_single],
                     "tuples_pair": [list(map(str, t)) for t in r.tuples_pair],
                     "general_cs": _num(r.general_cs), "event_cs": _num(r.event_cs), "for_dev": bool(r.dev)})
-    return (json.dumps(out, ensure_ascii=False, indent=1) + "\n").encode()
+    return json.dumps(out).encode()
 
 
 def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 40, seed: int = 0) -> StageOutput:
@@ -59,7 +67,9 @@ def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 
     drawn = chosen.assign(split=split, dev=[i < k_dev for i in range(len(chosen))], selection="sampled",
                           for_dev=[i < k_dev for i in range(len(chosen))])
     rest = pool.iloc[order[n:]]
-    data = pd.concat([f for f in (kept, drawn) if len(f)] or [kept]).sort_values("id", kind="stable")
+    # in the order read (a release's own order), built samples by their source line
+    data = pd.concat([f for f in (kept, drawn) if len(f)] or [kept]).sort_values(
+        ["source_file", "source_record", "id"], kind="stable")
     data = data.astype({"dev": bool, "for_dev": bool, "split": "str"}).reset_index(drop=True)
     counts = data.groupby(["split", "dev"]).size()
     return StageOutput(
