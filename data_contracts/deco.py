@@ -6,7 +6,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from data_contracts.common import Contract, Provenance
+from data_contracts.common import Contract, Provenance, RunStatistics
 from readers.deco import RELATIONS
 
 CORPORA = ["DailyDialog", "PersonaChat", "TopicalChat", "ConTurE"]
@@ -131,6 +131,10 @@ class Scores(Contract):
     @pa.dataframe_check(name="off_means_no_score")
     def off(cls, df):
         return (df["scorer"] == "off") == df["score"].isna()
+
+
+class Agreement(RunStatistics):
+    """The human ratings' agreement (inter-annotator and event-vs-overall Spearman), beside the paper."""
 
 
 class Correlation(Contract):

@@ -16,6 +16,7 @@ from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
 from csk.release import Release
 from data_contracts import deco as contracts
+from tasks.deco.agreement import agreement
 from tasks.deco.compatibility import compatibility
 from tasks.deco.correlation import correlation
 from tasks.deco.extract import extract, extraction_tasks
@@ -35,6 +36,7 @@ STAGES = (
     Stage(sources, contract=contracts.Samples, unit="samples", parent_column=None, conserves_rows=False),
     Stage(response_filter, contract=contracts.Filtered, unit="samples"),
     Stage(sample, contract=contracts.Sampled, unit="samples"),
+    Stage(agreement, contract=contracts.Agreement, unit="measures", parent_column=None, conserves_rows=False),
     Stage(extraction_tasks, contract=contracts.ExtractionTasks, unit="tasks", parent_column="sample_id",
           conserves_rows=False),
     Stage(extract, contract=contracts.Tuples, unit="tuples", parent_column="task_id", conserves_rows=False),
@@ -44,10 +46,12 @@ STAGES = (
 
 
 def deco(run: PipelineRun) -> None:
-    """sources -> response_filter -> sample -> extraction_tasks -> extract -> compatibility -> correlation."""
+    """sources -> response_filter -> sample (-> agreement) -> extraction_tasks -> extract -> compatibility ->
+    correlation."""
     candidates = run.stage("sources")
     kept = run.stage("response_filter", samples=candidates)
     samples = run.stage("sample", samples=kept)
+    run.stage("agreement", samples=samples)
     tasks = run.stage("extraction_tasks", samples=samples)
     tuples = run.stage("extract", tasks=tasks)
     scores = run.stage("compatibility", samples=samples, tuples=tuples)

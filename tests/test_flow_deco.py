@@ -16,7 +16,8 @@ from tests.conftest import SAMPLE
 
 pytestmark = pytest.mark.flow
 runner = CliRunner()
-STAGES = ["sources", "response_filter", "sample", "extraction_tasks", "extract", "compatibility", "correlation"]
+STAGES = ["sources", "response_filter", "sample", "agreement", "extraction_tasks", "extract", "compatibility",
+          "correlation"]
 
 
 def _csk(*args):
