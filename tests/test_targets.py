@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from csk.compute import rng as dialogue_rng
 from tasks.cicero.targets import (QUESTIONS, assign_types, n_targets, segment_bounds, select_x1,
@@ -129,3 +130,21 @@ def test_released_dialogues_get_the_release_s_target_count(real):
     per_dialogue = out.data.groupby("dialogue_id")["utterance_index"].nunique()
     assert abs(per_dialogue.mean() - 4.95) <= 0.3, per_dialogue.mean()
     assert abs(out.notes["unique_targets_per_dialogue"] - per_dialogue.mean()) < 1e-9
+
+
+def test_fidelity_reports_targets_per_dialogue_for_the_release_dialogues_and_the_rebuilt_apart():
+    import pandas as pd
+
+    from tasks.cicero.fidelity import fidelity
+
+    turns = [{"speaker": "A", "text": "x"}] * 6
+    deduped = pd.DataFrame({"id": ["c1", "c2", "d1"], "source": ["cicero", "cicero", "dailydialog"],
+                            "turns": [turns] * 3})
+    targets = pd.DataFrame({"dialogue_id": ["c1", "c1", "c2", "d1", "d1", "d1", "d1"],
+                            "utterance_index": [0, 2, 1, 0, 1, 3, 5], "inference_type": ["cause"] * 7})
+    out = fidelity(deduped, deduped, deduped, targets).data.set_index("id")
+    got = out["rebuild"]
+    assert got["targets/unique_targets_per_dialogue/release's dialogues (sources.cicero)"] == 1.5
+    assert got["targets/unique_targets_per_dialogue/rebuilt sources (dailydialog, mutual, dream)"] == 4.0
+    assert out.loc["targets/unique_targets_per_dialogue/rebuilt sources (dailydialog, mutual, dream)", "paper"] \
+        == pytest.approx(4.948, abs=1e-3)

@@ -67,6 +67,15 @@ def fidelity(sources: pd.DataFrame, filtered: pd.DataFrame, deduped: pd.DataFram
             "released (target, question) instances among the rebuild's annotation tasks")
     add("targets", "unique_targets_per_dialogue", "all rebuilt dialogues", per_dialogue.mean() if len(per_dialogue)
         else None, PAPER_TARGETS_PER_DIALOGUE, None, "paper: 28,066 unique targets / 5,672 dialogues")
+    # the release's own dialogues (sources.cicero) apart from the rebuilt corpora: TextRank on dialogues the
+    # authors chose against TextRank on dialogues this run chose
+    source_of = deduped.set_index("id")["source"]
+    by_origin = per_dialogue.groupby(per_dialogue.index.map(
+        lambda d: "release's dialogues (sources.cicero)" if source_of.get(d) == "cicero"
+        else "rebuilt sources (dailydialog, mutual, dream)"))
+    for origin, values in by_origin:
+        add("targets", "unique_targets_per_dialogue", origin, values.mean(), PAPER_TARGETS_PER_DIALOGUE, None,
+            f"{len(values)} dialogues")
     for name in POSITIONS:
         add("target_positions", "share_of_targets", name, rebuilt_positions.get(name), None,
             release_positions.get(name) if release_positions else None)
