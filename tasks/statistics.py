@@ -19,7 +19,8 @@ class Measures:
                           "value": float(value), "paper": self.paper.get((measure, group))})
 
     def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.rows)
+        cols = ["id", "measure", "stage", "group", "value", "paper"]
+        return pd.DataFrame(self.rows, columns=cols).astype({"value": float, "paper": float})
 
     def output(self, files: dict[str, bytes]) -> StageOutput:
         """The measures as the artifact and as a table (the paper's column null where it gives no figure)."""

@@ -48,6 +48,9 @@ def test_bundled_defaults_equal_the_signatures():
         for path, value in _leaves(raw.get(name, {})):
             node, field = defaults, None
             for part in path:
+                if isinstance(node, dict):  # a setting whose value is a table (e.g. n_per_relation)
+                    node = node.get(part)
+                    continue
                 field = type(node).model_fields[part]
                 node = getattr(node, part)
             if any(isinstance(m, Input) for m in field.metadata):

@@ -50,7 +50,7 @@ def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     second = _csk("run", "deco", "--config", config_copy, "--store", store, *sets)
     assert second.exit_code == 0, second.output
     by = _artifacts(store)
-    assert [by[s]["reused"] for s in STAGES] == [True] * 5 + [False] * 2
+    assert [by[s]["reused"] for s in STAGES] == [True] * 6 + [False] * 2
     scores = pd.read_parquet(f"{by['compatibility']['path']}/data.parquet")
     assert scores["score"].between(0, 1).all() and scores["scorer"].str.startswith("accent:comet@").all()
     scored = scores[scores["n_tuples"] > 0]
@@ -86,7 +86,7 @@ def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
         states = {t.state_name for t in client.read_task_runs(
             task_run_filter=TaskRunFilter(flow_run_id=TaskRunFilterFlowRunId(any_=[runs[0].id])), limit=50)}
     table = json.loads(summary.data) if isinstance(summary.data, str) else summary.data
-    assert [r["status"] for r in table] == ["cached"] * 7 and table[0]["rows_out"].endswith(" samples")
+    assert [r["status"] for r in table] == ["cached"] * 8 and table[0]["rows_out"].endswith(" samples")
     assert states == {"Cached"}
 
     # every stage run emitted START then COMPLETE; each event rebuilds through the client's typed classes
@@ -94,7 +94,7 @@ def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
 
     # csk runs lists the three runs and says what changed between two; csk show prints rows
     listed = json.loads(_csk("runs", "deco", "--store", store, "--json").output)
-    assert [r["computed"] for r in listed] == [7, 2, 0]
+    assert [r["computed"] for r in listed] == [8, 2, 0]
     changed = json.loads(_csk("runs", "deco", "--store", store, "--diff", "-3", "--diff", "-2", "--json").output)
     by_stage = {s["stage"]: s for s in changed["stages"]}
     assert by_stage["sample"]["same_key"] and not by_stage["compatibility"]["same_key"]
@@ -113,7 +113,7 @@ def _check_openlineage(store):
     from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 
     events = [json.loads(x) for x in (store / "_lineage" / "events.jsonl").read_text().splitlines()]
-    assert len(events) == 2 * 7 * 3  # three runs of seven stages
+    assert len(events) == 2 * 8 * 3  # three runs of eight stages
     for e in events:
         assert e["schemaURL"].startswith("https://openlineage.io/spec/") and e["producer"]
         RunEvent(eventType=RunState(e["eventType"]), eventTime=e["eventTime"], producer=e["producer"],
@@ -125,7 +125,7 @@ def _check_openlineage(store):
         by_run.setdefault(e["run"]["runId"], []).append(e["eventType"])
     assert all(types == ["START", "COMPLETE"] for types in by_run.values())
     latest = {s["stage"]: s for s in _artifacts(store).values()}
-    done = [e for e in events if e["eventType"] == "COMPLETE"][-7:]
+    done = [e for e in events if e["eventType"] == "COMPLETE"][-8:]
     for e in done:
         stage = e["job"]["name"].split(".", 1)[1]
         out = e["outputs"][0]

@@ -26,7 +26,8 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.server
 CSK = Path(sys.executable).with_name("csk")
-STAGES = ["sources", "response_filter", "sample", "extraction_tasks", "extract", "compatibility", "correlation"]
+STAGES = ["sources", "response_filter", "sample", "agreement", "extraction_tasks", "extract", "compatibility",
+          "correlation"]
 
 
 def _port() -> int:
