@@ -6,7 +6,8 @@ ConTurE's `overall_impression`), `tuples_single`, `tuples_pair`, and in train `f
 Slots are kept exactly as released (ACCENT feeds the history string to its extractor as is), so
 `join_history(row["history"])` gives back the released string byte for byte; tuples keep the
 relation's released spelling (`relation()` normalises it where it is used). Two samples that share
-a GUID (the released train has one such pair) are both kept: their ids add the record's position."""
+a GUID (the released train has one such pair) are both kept: their ids add the record's position
+(`deco-282-item134`)."""
 
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def read_deco(path: str | Path, lenient: bool = False, corpus: str | None = None
         seen[row["id"]] = seen.get(row["id"], 0) + 1
     for row in result.rows:  # a GUID given twice: both samples kept, each id with its position
         if seen[row["id"]] > 1:
-            row["id"] = f"{row['id']}@{row['source_record']}"
+            row["id"] = f"{row['id']}-item{row['source_record']}"
     return result
 
 

@@ -116,18 +116,28 @@ def plan_passes(lengths: np.ndarray, batch_tokens: int, batch_size: int, pad_mul
 
 
 def encode_pass(model, texts: list[str], rows: int, padded: int, precision: str, device: str) -> np.ndarray:
-    """One forward pass of shape (rows, padded): sentence-transformers' own preprocessing padded to
-    `padded` tokens, `rows - len(texts)` empty texts as filler; normalised vectors of `texts`."""
+    """One forward pass of shape (rows, padded): sentence-transformers' own preprocessing (its padding
+    and its truncation at max_seq_length), then padded on to `padded` tokens, `rows - len(texts)` empty
+    texts as filler; normalised vectors of `texts`. A text longer than the plan said is an error, never
+    a silent truncation."""
     import torch
+    import torch.nn.functional as F
     from sentence_transformers.util import batch_to_device
 
     if not texts:
         return np.zeros((0, model.get_embedding_dimension()), np.float32)
     batch = list(texts) + [""] * (rows - len(texts))
-    features = model.preprocess(batch, processing_kwargs={"text": {"padding": "max_length", "max_length": padded}})
-    if features["input_ids"].shape != (rows, padded):
-        raise RuntimeError(f"embedder: a pass planned as {rows} x {padded} tokens came out "
-                           f"{tuple(features['input_ids'].shape)}; token_lengths and the model's preprocessing disagree")
+    features = model.preprocess(batch)
+    width = features["input_ids"].shape[1]
+    if width > padded:
+        raise RuntimeError(f"embedder: a pass planned for texts of at most {padded} tokens holds one of {width}: "
+                           "token_lengths and the model's preprocessing count tokens differently")
+    left = getattr(model.tokenizer, "padding_side", "right") == "left"
+    pad_id = model.tokenizer.pad_token_id or 0
+    for key, value in features.items():  # input_ids with the pad token, masks and type ids with 0
+        if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape == (rows, width) and width < padded:
+            fill = pad_id if key == "input_ids" else 0
+            features[key] = F.pad(value, (padded - width, 0) if left else (0, padded - width), value=fill)
     with torch.inference_mode(), compute.autocast(precision, device):
         emb = model.forward(batch_to_device(features, device))["sentence_embedding"]
     emb = torch.nn.functional.normalize(emb.float(), p=2, dim=1)

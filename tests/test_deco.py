@@ -370,7 +370,7 @@ def test_a_release_imported_and_exported_again_is_its_bytes(real):
     path = real / "deco" / "deco_train.json"
     imported = sources(release=str(path)).data
     assert len(imported) == 200 and imported["id"].is_unique
-    assert sum(i.startswith("deco-282@") for i in imported["id"]) == 2
+    assert sum(i.startswith("deco-282-item") for i in imported["id"]) == 2
     kept = response_filter(imported).data
     assert len(kept) == 200  # released samples keep their place whatever the filter says of built ones
     out = sample(kept)
@@ -388,5 +388,10 @@ def test_agreement_of_the_released_ratings_beside_the_paper(real):
     assert round(m.loc["inter_annotator_spearman_event_cs/all", "value"], 3) == 0.548
     assert m.loc["inter_annotator_spearman_event_cs/all", "paper"] == 0.578
     assert round(m.loc["event_vs_overall_spearman/all", "value"], 3) == 0.853
+    conture = pd.DataFrame(read_conture(DECO / "conture_sample.json").rows)
+    both = agreement(pd.concat([_release(real).assign(split="train"), conture])).data.set_index("id")
+    assert both.loc["inter_annotator_spearman_event_cs/all", "value"] == m.loc["inter_annotator_spearman_event_cs/all",
+                                                                                  "value"]  # ConTurE apart
+    assert both.loc["rated_samples/ConTurE:event_cs", "value"] == len(conture)
     assert inter_annotator([[1, 2, 3], [2, 3, 4], [3, 4, 5], [5, 5, 4]]) > 0.5
     assert inter_annotator([[1, 2]]) != inter_annotator([[1, 2]])  # NaN: too few ratings

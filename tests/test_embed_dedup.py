@@ -74,6 +74,14 @@ def test_a_text_embeds_to_the_same_bytes_whatever_it_is_encoded_with(tmp_path, p
         assert np.sum(cold * ref, axis=1).min() > 0.99999
 
 
+def test_a_text_longer_than_its_planned_pass_is_an_error_not_a_truncation():
+    from tasks.embed import encode_pass
+
+    e = Embedder({"model": MODEL, "precision": "fp32"}, None, progress=False)
+    with pytest.raises(RuntimeError, match="planned for texts of at most 8 tokens holds one of"):
+        encode_pass(e.model, ["word " * 30], 1, 8, "fp32", "cpu")
+
+
 def test_kernels_that_are_not_row_invariant_get_a_pass_per_text(monkeypatch, texts):
     import tasks.embed as embed
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 import pandas as pd
+from pydantic import Field
 
 from csk import compute
 from csk import conceptnet as cn
@@ -17,7 +19,7 @@ SURFACE = re.compile(r"\[\[(.+?)\]\]")
 RELEASE_MIX = {"UsedFor": 981, "Desires": 994, "Causes": 610}
 
 
-def edges(conceptnet: pd.DataFrame, *, n_per_relation: dict[str, int] = RELEASE_MIX, language: str = "en",
+def edges(conceptnet: pd.DataFrame, *, n_per_relation: dict[str, Annotated[int, Field(ge=0)]] = RELEASE_MIX, language: str = "en",
           seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
     """Every edge of each relation with both ends in the language, then that relation's quota of them
     uniformly at random (its own seeded draw, so one relation's quota never moves another's sample).

@@ -54,9 +54,13 @@ def paired_raters(a: list, b: list) -> float:
 
 
 def agreement(samples: pd.DataFrame) -> StageOutput:
-    """The human ratings' agreement per split and over all rated samples, beside the paper."""
+    """The human ratings' agreement of DECO's samples, per split and over all, beside the paper; ConTurE's
+    rated turns (another dataset) on their own."""
     measures = Measures(PAPER)
-    groups = [("all", samples)] + [(s, g) for s, g in samples.groupby("split", sort=True)]
+    conture = samples["corpus"] == "ConTurE"
+    deco = samples[~conture]
+    groups = [("all", deco)] + [(s, g) for s, g in deco.groupby("split", sort=True)]
+    groups += [("ConTurE", samples[conture])] if conture.any() else []
     notes = {}
     for group, g in groups:
         for rating in ("event_cs", "general_cs"):
