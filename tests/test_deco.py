@@ -159,6 +159,29 @@ def test_sample_is_seeded_and_splits_300_200_100_40():
     assert kept["selection"].tolist() == ["released", "released"] and kept["dev"].tolist() == [True, False]
 
 
+def test_sample_quotas_follow_a_make_up_per_system_and_corpus():
+    systems = ["Human", "PLATO-2", "DiSCoL", "DialoGPT"] * 150
+    corpora = ["DailyDialog", "PersonaChat", "TopicalChat"] * 200
+    pool = _candidates(600).assign(system=systems, corpus=corpora)
+    quota = {"system": {"Human": 45, "PLATO-2": 130}, "corpus": {"TopicalChat": 100}}
+    out = sample(pool, quota=quota, seed=1)
+    drawn = out.data[out.data["selection"] == "sampled"]
+    assert len(drawn) == 300 and len(out.rejected) == 300
+    bys = drawn["system"].value_counts()
+    assert bys["Human"] == 45 and bys["PLATO-2"] == 130 and bys[["DiSCoL", "DialoGPT"]].sum() == 125
+    assert (drawn["corpus"] == "TopicalChat").sum() == 100
+    assert out.notes["drawn_by"]["system"]["Human"] == 45 and "short_of_quota" not in out.notes
+    assert set(out.data["id"]) | set(out.rejected["id"]) == set(pool["id"])  # none lost
+    # a quota the pool cannot fill is reported, not padded with other systems
+    few = pool[(pool["system"] != "Human") | (pool.index < 40)]
+    short = sample(few, quota={"system": {"Human": 45}}, seed=1)
+    assert short.notes["short_of_quota"] == {"system=Human": 35}
+    with pytest.raises(ConfigError, match="quota.system: 310 samples named but n = 300"):
+        sample(pool, quota={"system": {"Human": 310}})
+    with pytest.raises(ConfigError, match="no column 'model'"):
+        sample(pool, quota={"model": {"Human": 1}})
+
+
 # ------------------------------------------------------------------ extraction
 def test_prompts_are_accents():
     assert len(RELATIONS) == 12

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import json
 
+from typing import Annotated
+
+import numpy as np
 import pandas as pd
+from pydantic import Field
 
 from csk import compute
 from csk.errors import ConfigError
@@ -45,28 +49,67 @@ def release_json(rows: pd.DataFrame) -> bytes:
     return json.dumps(out).encode()
 
 
-def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 40, seed: int = 0) -> StageOutput:
+def _draw(pool: pd.DataFrame, order, n: int, quota: dict[str, dict[str, int]]):
+    """Positions (into `pool`) of the samples drawn, in draw order: the seeded permutation walked in
+    order, a sample taken while every quota it falls under has room. A column's values not named in
+    its quota share what the named ones leave of n, so quotas over two columns (system and corpus)
+    hold together as far as the pool allows; what a quota could not fill is reported, never padded."""
+    if not quota:
+        return list(order[:n])
+    room = {}
+    for column, counts in quota.items():
+        if column not in pool.columns:
+            raise ConfigError(f"deco.sample.quota: no column {column!r}; quota columns are 'system' and 'corpus'")
+        named = sum(counts.values())
+        if named > n:
+            raise ConfigError(f"deco.sample.quota.{column}: {named} samples named but n = {n}; lower the quotas or raise n")
+        room[column] = {**{str(v): int(c) for v, c in counts.items()}, None: n - named}
+    taken = []
+    for i in order:
+        if len(taken) == n:
+            break
+        keys = {c: (str(pool[c].iat[i]) if str(pool[c].iat[i]) in room[c] else None) for c in room}
+        if all(room[c][k] > 0 for c, k in keys.items()):
+            taken.append(i)
+            for c, k in keys.items():
+                room[c][k] -= 1
+    return taken
+
+
+def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 40,
+           quota: dict[str, dict[str, Annotated[int, Field(ge=0)]]] | None = None, seed: int = 0) -> StageOutput:
     """Selected samples with `split` (train / test) and `dev`; the others rejected as not_sampled.
 
     Args:
         n: samples to select among those without a released split (the paper: 300)
         train: of the n, how many go to train; the rest is test (the paper: 200)
         dev: of train, how many are marked dev (the release: 40)
+        quota: column (`system`, `corpus`) -> value -> how many of the n have it, e.g.
+            {system = {Human = 45}}; values not named share the rest. None: whatever the pool holds
         seed: seed of the selection and the split
     """
     if not 0 <= dev <= train <= n:
         raise ConfigError(f"deco.sample: need 0 <= dev <= train <= n, got dev={dev}, train={train}, n={n}")
+    quota = {c: dict(v) for c, v in (quota or {}).items()}
     released = samples["split"].notna()
     kept = samples[released].assign(dev=samples.loc[released, "for_dev"].astype(bool), selection="released")
     pool = samples[~released].sort_values("id")
     order = compute.rng(seed, "deco-sample").permutation(len(pool))
-    chosen = pool.iloc[order[:n]]
+    taken = _draw(pool, order, n, quota)
+    chosen = pool.iloc[taken]
     k_train = min(train, len(chosen)) if len(chosen) >= n else round(len(chosen) * train / n)
     k_dev = min(dev, k_train) if len(chosen) >= n else round(len(chosen) * dev / n)
     split = ["train"] * k_train + ["test"] * (len(chosen) - k_train)
     drawn = chosen.assign(split=split, dev=[i < k_dev for i in range(len(chosen))], selection="sampled",
                           for_dev=[i < k_dev for i in range(len(chosen))])
-    rest = pool.iloc[order[n:]]
+    short = {}
+    for column, counts in quota.items():
+        have = chosen[column].astype(str).value_counts()
+        short.update({f"{column}={v}": c - int(have.get(str(v), 0)) for v, c in counts.items()
+                      if int(have.get(str(v), 0)) < c})
+    left = np.ones(len(pool), bool)
+    left[taken] = False
+    rest = pool[left]
     # in the order read (a release's own order), built samples by their source line
     data = pd.concat([f for f in (kept, drawn) if len(f)] or [kept]).sort_values(
         ["source_file", "source_record", "id"], kind="stable")
@@ -74,8 +117,12 @@ def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 
     counts = data.groupby(["split", "dev"]).size()
     return StageOutput(
         data=data, files={f"deco_{split}.json": release_json(rows) for split, rows in data.groupby("split")},
-        rejected=rest.assign(reason_code="not_sampled", reason=f"not among the {n} samples drawn (seed {seed})"),
+        rejected=rest.assign(reason_code="not_sampled",
+                             reason=f"not among the {n} samples drawn (seed {seed}{', quotas' if quota else ''})"),
         notes={"released": int(released.sum()), "drawn": len(drawn), "candidates": len(pool),
                **({"short": f"only {len(pool)} candidates for n={n}: train/dev scaled to {k_train}/{k_dev}"}
                   if len(pool) < n else {}),
+               **({"quota": quota, "drawn_by": {c: chosen[c].astype(str).value_counts().sort_index().to_dict()
+                                                 for c in quota}} if quota else {}),
+               **({"short_of_quota": short} if short else {}),
                "splits": {f"{s}{' (dev)' if d else ''}": int(c) for (s, d), c in counts.items()}})
