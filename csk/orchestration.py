@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from csk.errors import CskError, NoRowsError, StageError
+from csk.errors import CskError, NoRowsError, SourceError, StageError
 from csk.pipeline import Pipeline, Stage, get_pipeline
 from csk.runtime import ArtifactRef, Store
 
@@ -96,10 +96,15 @@ class PipelineRun:
         self.store = Store(store_root, verify=verify)
         self.dry = dry
         self.shard_rows = shard_rows or DEFAULT_SHARD_ROWS
-        self.merge_latest = False  # a partial rerun (e.g. rebuild-distractors) updates the latest run's record
+        self.flow = None if steps in (None, pipeline.main) else steps.__name__  # recorded: which flow ran
         self.stages: list[dict] = []
         if not dry:
             self.store.clean_stale_tmp()
+            from prefect.runtime import flow_run
+
+            from csk.interrupt import ACTIVE
+
+            ACTIVE.update(flow_run_id=flow_run.get_id(), tmp=self.store._tmp)
 
     # -- what a flow body calls
     def stage(self, name: str, /, **bound: Any) -> ArtifactRef | Pending | None:
@@ -152,6 +157,9 @@ class PipelineRun:
             # A source that kept nothing: its artifact and rejected rows are written; the run stops here,
             # saying which files gave which rejections (every later stage would have nothing to do).
             raise NoRowsError(no_rows_message(self.pipeline, ref))
+        stop = (ref.manifest().get("notes") or {}).get("stop")
+        if stop:  # written with its rejected rows; the stage says why the run cannot go on (e.g. a wrong file)
+            raise SourceError(f"stage {stage.name!r}: {stop}\nEvery rejected row with its reason: {ref.rejected_path}")
         return ref
 
     def enabled(self, name: str) -> bool:
@@ -210,16 +218,11 @@ class PipelineRun:
 
         run_id = str(flow_run.get_id() or "local")
         stages = self.stages
-        if self.merge_latest:
-            mine = {s["stage"] for s in self.stages}
-            earlier = [{**s, "reused": True} for s in self.store.latest_run(self.pipeline.name)["stages"]
-                       if s["stage"] not in mine]
-            stages = earlier + self.stages
         covered = None
         if self.selected is not None:
             covered = {"until": self.until} if self.until else {"only": list(self.only)}
             covered["stages"] = sorted(self.selected)
-        path = self.store.record_run(self.pipeline.name, run_id, stages, covered=covered)
+        path = self.store.record_run(self.pipeline.name, run_id, stages, covered=covered, flow=self.flow)
         self._summary_artifact(stages)
         reused = [s["stage"] for s in self.stages if s["reused"]]
         log.info("run recorded in %s; reused: %s", path, ", ".join(reused) or "none")
@@ -320,6 +323,17 @@ def _flatten(d: Any, prefix: str = "") -> dict:
 def _reason_counts(rejected) -> str:
     counts = rejected["reason_code"].astype(str).value_counts()
     return ", ".join(f"{code}: {n}" for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def counts_line(rows: dict, unit: str = "rows") -> str:
+    """`18 in, 9 out, 1 rejected` that adds up on screen: where out + rejected is not in, say why (a
+    stage whose rows in become several rows out, or many rows one, e.g. targets per dialogue)."""
+    line = f"{rows['in']} in, {rows['out']} {unit} out, {rows['rejected']} rejected"
+    if rows["in"] == rows["out"] + rows["rejected"]:
+        return line
+    why = ("a row in gives several rows out" if rows["out"] + rows["rejected"] > rows["in"]
+           else "several rows in give one out")
+    return f"{line}; {why}"
 
 
 def no_rows_message(pipeline: Pipeline, ref: ArtifactRef, consumer: str | None = None, top: int = 5,
@@ -424,8 +438,8 @@ def _execute(store_root: str, pipeline: str, stage_name: str, params: dict, inpu
     if result.reused:
         logger.info("%s: reused %s (key %s, not recomputed)", stage.name, ref.path, ref.key)
     else:
-        logger.info("%s: computed %s in %.2fs (%d in, %d out, %d rejected)", stage.name, ref.path,
-                    manifest["seconds"], rows["in"], rows["out"], rows["rejected"])
+        logger.info("%s: computed %s in %.2fs (%s)", stage.name, ref.path, manifest["seconds"],
+                    counts_line(rows, stage.unit))
     # Every run shows what each stage did, reused or not.
     create_table_artifact(
         key=_artifact_key(pipeline, stage.name),
@@ -525,10 +539,22 @@ def preflight(pipeline: Pipeline, config: Any, base_dir: Path | None = None) -> 
                     resolve_model(str(value), "model", where, assemble=False)
                 elif not Path(str(value)).exists():
                     problems.append(f"  {where}: {value} does not exist{_base_hint(Path(str(value)), base_dir)}")
+                elif kind == "file" and Path(str(value)).is_dir():
+                    problems.append(f"  {where}: {value} is a directory; this setting names one file "
+                                    f"({_arg_doc(stage, setting)})")
             except CskError as exc:
                 problems.append(f"  {exc}")
     if problems:
         raise CskError("the configuration names inputs that cannot be used:\n" + "\n".join(dict.fromkeys(problems)))
+
+
+def _arg_doc(stage: Stage, setting: str) -> str:
+    """A setting's one-line doc (what file it wants), from the stage's docstring."""
+    import docstring_parser
+
+    doc = docstring_parser.parse(stage.fn.__doc__ or "")
+    return next((" ".join((p.description or "").split()) for p in doc.params if p.arg_name == setting),
+                "see `csk config`")
 
 
 def _base_hint(path: Path, base_dir: Path | None) -> str:

@@ -11,6 +11,7 @@ content into the artifact key and records them in the manifest, the same way for
 stage:
 
 * `InputPath`: a file or a directory of files (sources, releases, candidate files);
+* `InputFile`: a file, never a directory (the preflight says so before anything runs);
 * `ModelDir`: a model directory or `package:NAME` (an installed package shipping one).
 
 Settings whose "auto" is decided by the machine are typed too, and the runtime resolves them
@@ -66,6 +67,7 @@ def _resolve_path(value: str | None, info: ValidationInfo) -> str | None:
 
 
 InputPath = Annotated[str | None, Input("path"), AfterValidator(_resolve_path)]
+InputFile = Annotated[str | None, Input("file"), AfterValidator(_resolve_path)]
 ModelDir = Annotated[str | None, Input("model"), AfterValidator(_resolve_path)]
 
 

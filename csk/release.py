@@ -34,7 +34,10 @@ class Release:
     split_stage: a stage holding each row's `split` (joined by id) when `table` has no split column.
     files: stages whose extra files (the paper's released formats) go under release/<stage>/.
     licences: source setting (as in pipelines.toml) -> licence of that corpus.
-    deviations: known deviations from the paper, one sentence each.
+    deviations: known deviations from the paper, one sentence each: a string, or a function of the
+        run's parameters ({stage: its params}) returning the sentence (None: not a deviation of this run),
+        so the card states what the run did (`lambda p: f"... at cosine {p['dedup']['threshold']}"`).
+    file_notes: a folder of the release (e.g. "release/mcq") -> what its files hold.
     """
 
     table: str
@@ -46,7 +49,8 @@ class Release:
     task_categories: tuple[str, ...] = ()
     citation: str = ""
     licences: dict[str, str] = field(default_factory=dict)
-    deviations: tuple[str, ...] = ()
+    deviations: tuple = ()
+    file_notes: dict[str, str] = field(default_factory=dict)
 
 
 def _pipeline_release(pipeline: str) -> tuple[object, Release]:
@@ -58,16 +62,62 @@ def _pipeline_release(pipeline: str) -> tuple[object, Release]:
     return p, p.release
 
 
-def _entries(store: Store, pipeline: str) -> dict[str, dict]:
-    run = store.latest_run(pipeline)
-    return {s["stage"]: {**s, "manifest": json.loads((Path(s["path"]) / "manifest.json").read_text())}
-            for s in run["stages"]}
+def _entries(store: Store, pipeline: str, run: str | None = None) -> dict[str, dict]:
+    from csk.runs import chosen_run
+
+    record = chosen_run(store, pipeline, run)
+    entries = {s["stage"]: {**s, "manifest": json.loads((Path(s["path"]) / "manifest.json").read_text())}
+               for s in record["stages"]}
+    return {"_run": {"record": record}, **entries}
 
 
-def dataset_table(store: Store, pipeline: str) -> pd.DataFrame:
-    """The released rows with their split, from the latest run."""
+def _stages(entries: dict) -> dict[str, dict]:
+    return {k: v for k, v in entries.items() if k != "_run"}
+
+
+def _walk_strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _walk_strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _walk_strings(v)
+
+
+def public_paths(entries: dict) -> dict[str, str]:
+    """Every local absolute path the run's manifests name -> the name a release gives it: a source
+    file relative to the configured source (`mutual/dev/dev_1.txt` for a file of the configured
+    directory `.../mutual`, `dialogues_text.txt` for a configured file), any other path (a model
+    directory, a configured file) by its last component. A release names no local folder."""
+    out: dict[str, str] = {}
+    for e in _stages(entries).values():
+        m = e["manifest"]
+        params = m.get("params", {})
+        for f in m.get("files", []):
+            root = params.get(f["param"])
+            path = Path(f["path"])
+            if isinstance(root, str) and root and path != Path(root) and path.is_relative_to(root):
+                out[f["path"]] = f"{Path(root).name}/{path.relative_to(root).as_posix()}"
+            else:
+                out[f["path"]] = path.name
+        for v in _walk_strings([params, m.get("models", [])]):
+            if v.startswith(("/", "~")) and len(v) > 1:
+                out.setdefault(v, Path(v).name)
+    return out
+
+
+def _scrub(text: str, paths: dict[str, str]) -> str:
+    for local in sorted(paths, key=len, reverse=True):  # the longest first: a file before its folder
+        text = text.replace(local, paths[local])
+    return text
+
+
+def dataset_table(store: Store, pipeline: str, run: str | None = None, entries: dict | None = None) -> pd.DataFrame:
+    """The released rows with their split, from a run (default: the latest full run)."""
     _, rel = _pipeline_release(pipeline)
-    entries = _entries(store, pipeline)
+    entries = entries or _entries(store, pipeline, run)
     if rel.table not in entries:
         raise CskError(f"the latest {pipeline} run has no {rel.table!r} artifact to release")
     df = read_parquet(Path(entries[rel.table]["path"]) / "data.parquet")
@@ -80,7 +130,33 @@ def dataset_table(store: Store, pipeline: str) -> pd.DataFrame:
         if missing.any():
             raise CskError(f"{pipeline}: {int(missing.sum())} rows of {rel.table!r} have no split in "
                            f"{rel.split_stage!r} (e.g. {df.loc[missing, 'id'].head(3).tolist()}); rerun the pipeline")
-    return df
+    return _public_columns(df, entries)
+
+
+def _public_columns(df: pd.DataFrame, entries: dict) -> pd.DataFrame:
+    """Columns as a release shows them: every local path (`source_file`, a file named in `evidence`)
+    as the release names it (relative to its configured source), and `source_sha256` beside
+    `source_file`, so a row is traceable without a local path."""
+    paths = public_paths(entries)
+    sha = {f["path"]: f["sha256"] for e in _stages(entries).values() for f in e["manifest"].get("files", [])}
+
+    def public(v):
+        if isinstance(v, str):
+            return paths.get(v, Path(v).name if v.startswith("/") else v)
+        if isinstance(v, dict):
+            return {k: public(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)) or (hasattr(v, "tolist") and getattr(v, "ndim", 0) == 1):
+            return [public(x) for x in v]
+        return v
+
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
+            out[col] = out[col].map(public)
+    if "source_file" in out.columns:
+        out.insert(out.columns.get_loc("source_file") + 1, "source_sha256",
+                   df["source_file"].astype(str).map(sha).astype(object))
+    return out
 
 
 def _size_category(n: int) -> str:
@@ -94,17 +170,38 @@ def _md(df: pd.DataFrame) -> str:
     cols = list(df.columns)
     lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
     for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |")
+        lines.append("| " + " | ".join("" if isinstance(v, float) and v != v else
+                                       str(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |")
     return "\n".join(lines)
 
 
-def card(store: Store, pipeline: str) -> str:
-    """The dataset card (README.md) of the latest run."""
+def _rounded(value):
+    """Figures as a card shows them: floats to 4 significant digits, containers walked."""
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def _release_name(stage: str, name: str) -> str:
+    """Where a stage's released file goes: release/<stage>/<name>, without doubling the stage's folder
+    when its files already sit in one (`mcq/2.1_single_answer/...` -> release/mcq/2.1_single_answer/...)."""
+    first, _, rest = name.partition("/")
+    return f"release/{stage}/{rest if first == stage and rest else name}"
+
+
+def card(store: Store, pipeline: str, run: str | None = None) -> str:
+    """The dataset card (README.md) of a run (default: the latest full run), from its manifests."""
     from huggingface_hub import DatasetCard, DatasetCardData
 
     p, rel = _pipeline_release(pipeline)
-    entries = _entries(store, pipeline)
-    table = dataset_table(store, pipeline)
+    entries = _entries(store, pipeline, run)
+    record = entries["_run"]["record"]
+    stages = _stages(entries)
+    table = dataset_table(store, pipeline, entries=entries)
     counts = table["split"].value_counts().sort_index()
     data = DatasetCardData(
         pretty_name=rel.pretty_name or p.name, language=list(rel.language), license=rel.license,
@@ -112,66 +209,107 @@ def card(store: Store, pipeline: str) -> str:
         configs=[{"config_name": "default",
                   "data_files": [{"split": s, "path": f"data/{s}-*.parquet"} for s in counts.index]}])
     out = [f"# {rel.pretty_name or p.name}", "", p.doc, "",
-           f"Rebuilt by the `{pipeline}` pipeline of csk; run `{store.latest_run(pipeline)['run_id']}`.", ""]
+           f"Rebuilt by the `{pipeline}` pipeline of csk; run `{record['run_id']}` "
+           f"({record.get('flow', pipeline)}, finished {record['finished'][:19]} UTC).", ""]
     out += ["## Sources", "", "| setting | file | sha256 | licence |", "|---|---|---|---|"]
     seen = set()
-    for name, e in entries.items():
+    for name, e in stages.items():
         for f in e["manifest"].get("files", []):
             if (f["param"], f["path"]) in seen:
                 continue
             seen.add((f["param"], f["path"]))
             out.append(f"| {name}.{f['param']} | `{f['path']}` | `{f['sha256']}` | "
                        f"{rel.licences.get(f['param'], 'see the corpus')} |")
+    folders: dict[str, str] = {}  # the release's folders, each with what it holds (the deepest note that covers it)
+    for stage in rel.files:
+        for name in stages[stage]["manifest"].get("outputs", []) if stage in stages else ():
+            path = _release_name(stage, name)
+            key = max((k for k in rel.file_notes if path.startswith(k + "/")), key=len, default=f"release/{stage}")
+            folders.setdefault(key, rel.file_notes.get(key, f"the `{stage}` stage's files"))
+    if folders:
+        out += ["", "## Files", "", "| folder | what it holds |", "|---|---|",
+                "| `data/` | the dataset's rows, one Parquet file per split |"]
+        out += [f"| `{k}/` | {v} |" for k, v in folders.items()]
     out += ["", "## Construction steps", ""]
-    for name, e in entries.items():
+    declared = {s.name for s in p.stages}
+    for name, e in stages.items():
         m, r = e["manifest"], e["rows"]
-        lines = (p.stage(name).fn.__doc__ or "").strip().splitlines() if name in {s.name for s in p.stages} else []
-        doc = lines[0] if lines else ""
+        doc = _summary_line(p.stage(name).fn.__doc__ if name in declared else "") or "a stage of an earlier version"
         reasons = ", ".join(f"{k} {v}" for k, v in m.get("rejected_reasons", {}).items())
         unit = p.units.get(name, "rows")
         out.append(f"### `{name}`: {doc}")
         out.append(f"{r['in']} in, {r['out']} {unit} out, {r['rejected']} rejected"
-                   + (f" ({reasons})" if reasons else "") + f"; key `{e['key']}`, {m.get('seconds', 0)} s.")
+                   + (f" ({reasons})" if reasons else "") + f"; key `{e['key']}`, {float(m.get('seconds', 0)):.1f} s.")
         params = {k: v for k, v in m.get("params", {}).items() if v not in (None, "", [], {})}
         if params:
-            out.append(f"Parameters: `{json.dumps(params, ensure_ascii=False, default=str)}`")
+            out.append(f"Parameters: `{json.dumps(_rounded(params), ensure_ascii=False, default=str)}`")
         for model in m.get("models", []):
-            out.append(f"Model `{model.get('name', model.get('param'))}`: `{model.get('path')}` sha256 "
+            from csk.models import display_name
+
+            what = display_name(model["spec"]) if model.get("spec") else Path(str(model.get("path", ""))).name
+            precision = f", {model['precision']}" if isinstance(model.get("precision"), str) else ""
+            out.append(f"Model `{model.get('name', model.get('param'))}`: {what}{precision}, sha256 "
                        f"`{model.get('sha256')}`")
         out.append("")
     out += ["## Splits", "", _md(counts.rename_axis("split").reset_index(name="rows")), ""]
-    if rel.deviations:
-        out += ["## Known deviations from the paper", ""] + [f"- {d}" for d in rel.deviations] + [""]
-    if "fidelity" in entries:
-        fid = read_parquet(Path(entries["fidelity"]["path"]) / "data.parquet")
-        out += ["## Fidelity to the release", "", _md(fid.drop(columns=["id"], errors="ignore").head(50)), ""]
+    deviations = _deviations(rel, stages)
+    if deviations:
+        out += ["## Known deviations from the paper", ""] + [f"- {d}" for d in deviations] + [""]
+    if "fidelity" in stages:
+        fid = read_parquet(Path(stages["fidelity"]["path"]) / "data.parquet")
+        fid = fid.drop(columns=["id"], errors="ignore").head(50)
+        out += ["## Fidelity to the release", "", _md(fid.map(_rounded)), ""]
     if rel.citation:
         out += ["## Citation", "", "```bibtex", rel.citation.strip(), "```", ""]
-    return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(out)))
+    text = _scrub("\n".join(out), public_paths(entries))
+    return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n" + text))
 
 
-def export(store: Store, pipeline: str, to: str | Path) -> dict:
+def _summary_line(doc: str | None) -> str:
+    """A docstring's first sentence (its first paragraph up to the first full stop), on one line."""
+    para = " ".join((doc or "").strip().split("\n\n")[0].split())
+    head, dot, _ = para.partition(". ")
+    return (head if dot else para).rstrip(".")
+
+
+def _deviations(rel: Release, stages: dict) -> list[str]:
+    """The release's deviations as they hold for this run: callables read the run's own parameters."""
+    params = {name: e["manifest"].get("params", {}) for name, e in stages.items()}
+    out = []
+    for d in rel.deviations:
+        if callable(d):
+            try:
+                d = d(params)
+            except KeyError:  # a stage this run did not have: the deviation is not this run's
+                d = None
+        if d:
+            out.append(d)
+    return out
+
+
+def export(store: Store, pipeline: str, to: str | Path, run: str | None = None) -> dict:
     """Write the release directory; returns {file: sha256}. `to` must be empty or absent."""
     _, rel = _pipeline_release(pipeline)
     to = Path(to)
     if to.exists() and any(to.iterdir()):
         raise CskError(f"{to} is not empty: export writes a fresh release directory")
-    table = dataset_table(store, pipeline)
-    entries = _entries(store, pipeline)
+    entries = _entries(store, pipeline, run)
+    stages = _stages(entries)
+    table = dataset_table(store, pipeline, entries=entries)
     tmp = to.with_name(f".{to.name}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "data").mkdir(parents=True)
     for split, rows in table.groupby("split", sort=True):
         rows.reset_index(drop=True).to_parquet(tmp / "data" / f"{split}-00000-of-00001.parquet", index=False)
     for stage in rel.files:
-        if stage not in entries:
+        if stage not in stages:
             continue
-        src = Path(entries[stage]["path"])
-        for name in entries[stage]["manifest"].get("outputs", []):
-            dst = tmp / "release" / stage / name
+        src = Path(stages[stage]["path"])
+        for name in stages[stage]["manifest"].get("outputs", []):
+            dst = tmp / _release_name(stage, name)
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src / name, dst)
-    (tmp / "README.md").write_text(card(store, pipeline), encoding="utf-8")
+    (tmp / "README.md").write_text(card(store, pipeline, run), encoding="utf-8")
     sums = {}
     for f in sorted(x for x in tmp.rglob("*") if x.is_file()):
         sums[f.relative_to(tmp).as_posix()] = hashlib.sha256(f.read_bytes()).hexdigest()

@@ -44,12 +44,27 @@ def find_run(runs: list[dict], ref: str) -> dict:
     return hits[0]
 
 
+def chosen_run(store: Store, pipeline: str, ref: str | None = None) -> dict:
+    """The run a reading command reads: by default the latest full run of the main flow (`csk run
+    PIPELINE`); `ref` (an id, an id prefix, `latest` or -1, -2 ...) picks any recorded run, partial
+    runs and other flows (e.g. `csk cicero rebuild-distractors`) included."""
+    if ref is None:
+        return store.latest_run(pipeline)
+    return find_run(run_records(store, pipeline), ref)
+
+
+def run_name(run: dict) -> str:
+    """`run 1a2b3c4d` (the latest full run is also named so), for messages."""
+    return f"run {run['run_id'][:8]} ({run.get('flow', run['pipeline'])})"
+
+
 def summary(run: dict) -> dict:
     stages = run["stages"]
     cov = run.get("covered")
     covered = "all" if not cov else (f"--until {cov['until']}" if cov.get("until") else
                                      "--only " + " ".join(cov.get("only", [])))
-    return {"run_id": run["run_id"], "finished": run["finished"], "covered": covered, "stages": len(stages),
+    return {"run_id": run["run_id"], "finished": run["finished"], "flow": run.get("flow", run["pipeline"]),
+            "covered": covered, "stages": len(stages),
             "computed": sum(not s["reused"] for s in stages), "reused": sum(bool(s["reused"]) for s in stages),
             "rows_out": {s["stage"]: s["rows"]["out"] for s in stages}}
 
@@ -147,13 +162,13 @@ def diff(a: dict, b: dict) -> list[dict]:
 
 
 def stage_rows(store: Store, pipeline: str, stage: str, *, rejected: bool = False, head: int = 10,
-               row_id: str | None = None) -> pd.DataFrame:
-    """Rows of the latest run's artifact of `stage` (or its rejected rows): the first `head`, or the one `row_id`."""
-    run = store.latest_run(pipeline)
-    entry = next((s for s in run["stages"] if s["stage"] == stage), None)
+               row_id: str | None = None, run: str | None = None) -> pd.DataFrame:
+    """Rows of a run's artifact of `stage` (or its rejected rows): the first `head`, or the one `row_id`."""
+    record = chosen_run(store, pipeline, run)
+    entry = next((s for s in record["stages"] if s["stage"] == stage), None)
     if entry is None:
-        raise CskError(f"the latest {pipeline} run has no stage {stage!r}; it has "
-                       f"{', '.join(s['stage'] for s in run['stages'])}")
+        raise CskError(f"{run_name(record)} of {pipeline} has no stage {stage!r}; it has "
+                       f"{', '.join(s['stage'] for s in record['stages'])}")
     path = Path(entry["path"]) / ("rejected.parquet" if rejected else "data.parquet")
     if not path.exists():
         return pd.DataFrame()

@@ -684,10 +684,13 @@ class Store:
     def runs_dir(self, pipeline: str) -> Path:
         return self.root / pipeline / "_runs"
 
-    def record_run(self, pipeline: str, run_id: str, stages: list[dict], covered: dict | None = None) -> Path:
-        """The run record; `covered`: a partial run's selection (`until` or `only`, and its stages). A
-        partial run is listed by `csk runs` but does not become the latest run the reading commands use."""
-        record = {"pipeline": pipeline, "run_id": run_id,
+    def record_run(self, pipeline: str, run_id: str, stages: list[dict], covered: dict | None = None,
+                   flow: str | None = None) -> Path:
+        """The run record; `covered`: a partial run's selection (`until` or `only`, and its stages);
+        `flow`: which of the pipeline's flows ran (None: its main flow). Only a full run of the main
+        flow becomes `latest.json`, the run the reading commands use by default; the others are listed
+        by `csk runs` and read with `--run`."""
+        record = {"pipeline": pipeline, "run_id": run_id, "flow": flow or pipeline,
                   "finished": datetime.now(timezone.utc).isoformat(), "stages": stages}
         if covered is not None:
             record["covered"] = covered
@@ -695,18 +698,23 @@ class Store:
         d.mkdir(parents=True, exist_ok=True)
         payload = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
         path = d / f"{run_id}.json"
-        for target in (path,) + (() if covered is not None else (d / "latest.json",)):
+        main = covered is None and flow in (None, pipeline)
+        for target in (path,) + ((d / "latest.json",) if main else ()):
             tmp = target.with_suffix(f".tmp{os.getpid()}")
             _write_file(tmp, payload)
             os.replace(tmp, target)
         return path
 
     def latest_run(self, pipeline: str, required: bool = True) -> dict | None:
+        """The latest full run of the pipeline's main flow (`csk run PIPELINE`)."""
         p = self.runs_dir(pipeline) / "latest.json"
         if not p.exists():
             if not required:
                 return None
-            raise CskError(f"no finished run of {pipeline!r} in {self.root} (run `csk run {pipeline}` first)")
+            others = sorted(self.runs_dir(pipeline).glob("*.json")) if self.runs_dir(pipeline).is_dir() else []
+            hint = (f"; the store has {len(others)} other run(s) of it (partial runs or other flows): "
+                    f"`csk runs {pipeline}` lists them, `--run -1` reads the last" if others else "")
+            raise CskError(f"no finished run of {pipeline!r} in {self.root} (run `csk run {pipeline}` first){hint}")
         return json.loads(p.read_text())
 
     def ref_from_manifest_entry(self, pipeline: str, entry: dict) -> ArtifactRef:

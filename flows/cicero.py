@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from csk.errors import CskError
+from csk.models import display_name
 from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
 from csk.release import Release
@@ -124,7 +125,6 @@ def rebuild_distractors(run: PipelineRun, release: str | None = None) -> None:
     if release:
         distractor_engine(run, run.stage("release", release=release), None)
         return
-    run.merge_latest = True
     latest = run.latest()
     answers = latest.get("quality_check") or latest.get("annotations")
     if answers is None:
@@ -176,13 +176,28 @@ RELEASE = Release(
               "dream": "DREAM's license.txt (nlpdata/dream): check before redistributing",
               "cicero": "CICERO's release terms (declare-lab/CICERO)", "release": "CICERO's release terms (declare-lab/CICERO)"},
     deviations=(
-        "Near-duplicates are found with all-MiniLM-L6-v2 at cosine 0.87 (the paper's threshold was set for its own "
-        "embedder); set cicero.embed.model to change the model.",
-        "The counterfactual pool defaults to rule-based rewrites and retrieval; the paper's T5 generator runs when "
-        "cicero.counterfactuals.generators includes t5 with a model directory.",
-        "Adversarial filtering defaults to a linear probe on sentence embeddings; the paper's RoBERTa "
-        "discriminator runs with adversarial_filter.discriminator = transformer (GPU).",
-    ))
+        lambda p: f"Near-duplicates are found with {display_name(p['embed']['embed']['model'])} at cosine "
+                  f"{p['dedup']['threshold']} (the paper's threshold was set for its own embedder); "
+                  "cicero.embed.model and cicero.dedup.threshold change them.",
+        lambda p: None if "t5" in p["counterfactuals"]["generators"] else
+                  "The counterfactual pool comes from " + " and ".join(p["counterfactuals"]["generators"]) +
+                  " generators; the paper's T5 generator runs when cicero.counterfactuals.generators includes t5 "
+                  "with a model directory.",
+        lambda p: None if p["adversarial_filter"]["discriminator"] == "transformer" else
+                  "Adversarial filtering used a linear probe on sentence embeddings as its discriminator; the "
+                  "paper's RoBERTa discriminator runs with adversarial_filter.discriminator = transformer (GPU).",
+    ),
+    file_notes={
+        "release/quality_check": "the annotated instances with the quality check's votes, one JSON line each",
+        "release/nlg": "the generative tasks (1.1.1-1.2.3) per split, from the annotated answers",
+        "release/mcq": "the multiple-choice tasks 2.1 / 2.2 with the REBUILT distractors (this run's distractor "
+                       "engine); the release's own choices are under release/experiments/published/",
+        "release/experiments/rebuilt": "the authors' experiment files built from the REBUILT choices",
+        "release/experiments/published": "the authors' experiment files built from the RELEASE's own choices "
+                                         "(for comparison with the rebuilt ones)",
+    })
+
+
 
 PIPELINE = Pipeline(
     name="cicero",

@@ -86,8 +86,9 @@ RELEASE = Release(
                                                                   "text-generation"),
     licences={"dump": "CC BY-SA 4.0 (ConceptNet 5)", "release": "PaCo's release terms: check before redistributing"},
     deviations=(
-        "Without a masked-LM directory, templates are scored by an offline spaCy grammar scorer instead of "
-        "RoBERTa (corequisite.lexicalize.masked_lm).",
+        lambda p: None if p["lexicalize"]["masked_lm"] else
+                  "Templates were scored by an offline spaCy grammar scorer (no masked-LM directory configured), "
+                  "not by RoBERTa; corequisite.lexicalize.masked_lm sets one.",
         "Zhang et al.'s two negative-sampling methods are read as the `similar` and `shuffled` variants.",
     ))
 

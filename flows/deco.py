@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from csk.models import display_name
 from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
 from csk.release import Release
@@ -90,9 +91,14 @@ RELEASE = Release(
     deviations=(
         "Human ratings and tuples are imported (released files), not collected; built samples without them are "
         "scored on the extractor's tuples only.",
-        "The compatibility embedder defaults to all-MiniLM-L6-v2 (installed offline); ACCENT used "
-        "paraphrase-MiniLM-L6-v2.",
+        lambda p: f"The compatibility embedder was {display_name(p['compatibility']['embed']['model'])}; ACCENT used "
+                  "paraphrase-MiniLM-L6-v2." if "paraphrase-MiniLM-L6-v2" not in p["compatibility"]["embed"]["model"]
+                  else None,
+        lambda p: None if p["compatibility"]["comet"] not in ("", "off", None) else
+                  "Not scored: no COMET model configured (deco.compatibility.comet), so the event-commonsense "
+                  "scores and their correlations with the human ratings are absent.",
     ))
+
 
 PIPELINE = Pipeline(
     name="deco",

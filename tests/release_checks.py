@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import re
+import sys
+import tempfile
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -31,4 +34,29 @@ def check_release(pipeline: str, store: Path, out: Path) -> dict:
         digest, name = line.split("  ", 1)
         assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest, name
     assert (out / "README.md").read_text(encoding="utf-8").strip() == card.output.strip()  # the same card
+    _no_local_paths(card.output, out, store)
+    assert not re.search(r"^### `\w+`: *$", card.output, re.M), "a construction step without a description"
+    for line in (out / "SHA256SUMS").read_text().splitlines():  # release/<stage>/<stage>/...: a doubled folder
+        parts = line.split("  ", 1)[1].split("/")
+        assert not (parts[0] == "release" and len(parts) > 3 and parts[1] == parts[2]), line
     return by_duckdb
+
+
+def _no_local_paths(card: str, out: Path, store: Path) -> None:
+    """Neither the card nor any exported column names a folder of this machine: the checkout, the
+    store, the Python environment, a home or temporary directory."""
+    import pandas as pd
+
+    local = {str(Path(__file__).resolve().parent.parent), str(Path(store).resolve()), sys.prefix,
+             str(Path.home()), tempfile.gettempdir()}
+    for folder in local:
+        assert folder not in card, f"the card names the local folder {folder}"
+    for part in sorted((out / "data").glob("*.parquet")):
+        df = pd.read_parquet(part)
+        for col in df.columns:
+            text = df[col].astype(str)
+            for folder in local:
+                assert not text.str.contains(folder, regex=False).any(), f"{part.name}: column {col} names {folder}"
+        if "source_file" in df.columns:
+            assert not df["source_file"].astype(str).str.startswith("/").any(), part.name
+            assert df["source_sha256"].dropna().str.fullmatch(r"[0-9a-f]{64}").all(), part.name

@@ -75,8 +75,13 @@ def test_set_overrides_and_types(tmp_path):
     p.write_text("[cicero]\nseed = 1\n")
     cfg = load_config(p, ["cicero.length_filter.min_avg_words=5.5", "cicero.seed=7"])
     assert cfg.cicero.length_filter.min_avg_words == 5.5 and cfg.cicero.seed == 7
-    with pytest.raises(ConfigError, match="cicero.seed"):
+    with pytest.raises(ConfigError, match=r"^invalid --set value\n.*cicero.seed.*\(from --set cicero.seed=abc\)"):
         load_config(p, ["cicero.seed=abc"])
+    with pytest.raises(ConfigError, match=r"unknown key 'thresold'.*\(from --set cicero.dedup.thresold=0.9\)"):
+        load_config(p, ["cicero.dedup.thresold=0.9"])
+    p.write_text("[cicero]\nseed = 'x'\n")  # a mistake in the file is the file's
+    with pytest.raises(ConfigError, match=r"p.toml: invalid configuration\n  cicero.seed"):
+        load_config(p, ["cicero.length_filter.min_avg_words=5.5"])
     with pytest.raises(ConfigError, match="expected KEY=VALUE"):
         load_config(p, ["cicero.seed"])
 

@@ -286,6 +286,36 @@ def test_aflite_removes_predictable_instances():
     assert out.rejected["reason"].str.contains("predictability").all()
 
 
+def test_probe_family_gives_scikit_learns_probes():
+    """The m probes solved together by L-BFGS are scikit-learn's LogisticRegression fits, one by one
+    (same objective): the same argmax choice on (nearly) every instance, the same coefficients."""
+    from sklearn.linear_model import LogisticRegression
+
+    from tasks.distractors.discriminators import ProbeFamily
+
+    rng = np.random.default_rng(0)
+    n, width, d, m = 300, 4, 24, 6
+    pos = np.tile(np.arange(width), n)
+    owner = np.repeat(np.arange(n), width)
+    gold = rng.integers(0, width, n)
+    X = rng.normal(size=(n * width, d)).astype(np.float32)
+    X[pos == gold[owner], :4] += 0.8  # a signal the probes can learn, not a perfect one
+    train = np.zeros((m, n), dtype=bool)
+    for k in range(m):
+        train[k, rng.choice(n, n // 2, replace=False)] = True
+    family = ProbeFamily(X, owner, pos)
+    predicted = family.fit_predict(train, gold)
+    agree = []
+    for k in range(m):
+        rows = train[k][owner]
+        lr = LogisticRegression(C=1.0, max_iter=2000, class_weight="balanced", tol=1e-8).fit(
+            X[rows], (pos == gold[owner])[rows].astype(int))
+        z = lr.decision_function(X).reshape(n, width)
+        agree.append((z.argmax(1) == predicted[k]).mean())
+    assert min(agree) >= 0.99, agree
+    assert 0.3 < (predicted == gold[None, :]).mean() < 0.99  # learned, not perfect
+
+
 def test_verification_import_and_errors(tmp_path):
     from tasks.distractors.verification import verification
 

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from csk.cli import app
+from tests.conftest import ROOT
 from tests.release_checks import check_release
 
 pytestmark = pytest.mark.flow
@@ -53,6 +54,8 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     lineage = _csk("lineage", "cicero", "length_filter", "--row", "dailydialog-000002", "--store", store, "--json")
     steps = json.loads(lineage.output)
     assert steps[-1]["source"]["locator"] == "line 2"
+    dropped = _csk("lineage", "cicero", "dedup", "--row", "dailydialog-000008", "--store", store)
+    assert dropped.exit_code == 1 and "rejected earlier, at stage 'length_filter' (too_few_utterances" in dropped.output
 
     # An NLG instance traces back through splits, annotations, dedup ... to its dialogue's source line.
     by_stage = {s["stage"]: s for s in stages}
@@ -85,13 +88,28 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
                    "--set", "cicero.adversarial_filter.max_iterations=3",
                    "--set", "cicero.aflite.enabled=true", "--set", "cicero.aflite.m=8")
     assert rebuilt.exit_code == 0, rebuilt.output
-    after = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}
-    for name in ("annotations", "quality_check", "splits", "instances", "counterfactuals", "candidate_filter", "nlg",
-                 "statistics"):
+    assert "read this one with --run -1" in rebuilt.output
+    # the reading commands still read the main run by default; --run -1 reads the rebuild
+    main = json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)
+    assert [s["key"] for s in main] == [s["key"] for s in stages]
+    assert _csk("show", "cicero", "targets", "--store", store).exit_code == 0
+    assert _csk("lineage", "cicero", "nlg", "--row", row["id"], "--store", store).exit_code == 0
+    assert _csk("export", "cicero", "--to", tmp_path / "again", "--store", store).exit_code == 0
+    listing = _csk("runs", "cicero", "--store", store, "--json")
+    assert [r["flow"] for r in json.loads(listing.output)][-1] == "rebuild_distractors"
+    after = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--run", "-1",
+                                                    "--json").output)}
+    for name in ("quality_check", "splits", "instances", "counterfactuals", "candidate_filter"):
         assert after[name]["reused"] and after[name]["key"] == by_stage[name]["key"], name
+    assert "nlg" not in after and "statistics" not in after  # a rebuild records what it ran and read only
     for name in ("adversarial_filter", "aflite", "verification", "mcq", "experiments", "distractor_quality"):
         assert not after[name]["reused"] and after[name]["key"] != by_stage.get(name, {}).get("key"), name
     assert json.load(open(Path(after["adversarial_filter"]["path"]) / "manifest.json"))["notes"]["iterations"] <= 3
+    mcq_row = pd.read_parquet(Path(after["mcq"]["path"]) / "data.parquet")["id"].iloc[0]
+    traced = _csk("lineage", "cicero", "mcq", "--row", mcq_row, "--store", store, "--run", "-1")
+    assert traced.exit_code == 0 and "aflite" in traced.output, traced.output
+    swapped = _csk("show", "targets", "cicero", "--store", store)
+    assert swapped.exit_code == 1 and "'targets' is a stage of 'cicero', not a pipeline" in swapped.output
 
 
 @pytest.mark.slow  # over a minute on 2 cores: `make test-all`
@@ -138,6 +156,19 @@ def test_bad_input_fails_cleanly_without_artifact(prefect_harness, tmp_path, con
     src = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}["sources"]
     assert src["rows"]["rejected"] == 1
 
+    # a file of another format: every record rejected, so the run stops naming it (lenient is for irregular records)
+    wrong = ROOT / "data" / "sample" / "deco" / "responses.csv"
+    stopped = _csk("run", "cicero", "--config", config_copy, "--store", store, "--set", f"cicero.sources.dailydialog={wrong}")
+    assert stopped.exit_code == 1
+    assert f"dailydialog = {wrong}: 12 of 12 records rejected (100%, no row read)" in stopped.output
+    assert "line does not end with '__eou__'" in stopped.output and "max_rejected_share" in stopped.output
+    assert stopped.output.count("source files that do not read as their format") == 1  # reported once
+    # a directory where a file belongs: refused before Prefect starts
+    folder = _csk("run", "cicero", "--config", config_copy, "--store", store, "--set",
+                  f"cicero.sources.dailydialog={ROOT / 'data' / 'sample'}")
+    assert folder.exit_code == 1 and "is a directory; this setting names one file" in folder.output
+    assert "Starting temporary server" not in folder.output
+
 
 def test_bad_config_key_fails_before_running(tmp_path, config_copy):
     result = _csk("run", "cicero", "--config", config_copy, "--store", tmp_path / "a",
@@ -180,6 +211,20 @@ def test_schedule_uses_the_configured_cron(tmp_path, config_copy):
     assert dep.name == "cicero-scheduled"
     assert [s.schedule.cron for s in dep.schedules] == ["15 2 * * *"]
     assert dep.parameters["config"] == str(config_copy.resolve())
+
+
+def test_schedule_without_a_server_refuses_and_says_how_to_start_one(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    out = subprocess.run([sys.executable, "-m", "csk.cli", "schedule", "deco"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "needs a running Prefect server" in out.stderr and "prefect server start" in out.stderr
+    assert "export PREFECT_API_URL=" in out.stderr and "serving" not in out.stdout
 
 
 def test_asset_keys_survive_awkward_store_paths(tmp_path):

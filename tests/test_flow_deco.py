@@ -41,6 +41,10 @@ def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     assert {"too_short", "only_questions", "only_courtesy"} <= set(rejected["reason_code"].astype(str))
     scores = pd.read_parquet(f"{by['compatibility']['path']}/data.parquet")
     assert set(scores["scorer"]) == {"off"}  # comet = "off" in the bundled config: no scores, said so
+    table = pd.read_parquet(f"{by['correlation']['path']}/data.parquet")
+    assert set(table["note"]) == {"not scored: no COMET model configured (deco.compatibility.comet)"}
+    card = _csk("card", "deco", "--store", store).output
+    assert "Not scored: no COMET model configured (deco.compatibility.comet)" in card
 
     # with a COMET model configured, the stages before compatibility are reused (the extractor runs on
     # tiny models in tests/test_deco.py: a random one answers no tuple, which would leave COMET idle)

@@ -46,6 +46,7 @@ def render_dialogue(turns) -> list[str]:
 
 # ------------------------------------------------------------------ export
 def annotation_tasks(targets: pd.DataFrame, dialogues: pd.DataFrame) -> StageOutput:
+    """One annotation task per (dialogue, target, question), with the exact question string, for annotators."""
     turns = dict(zip(dialogues["id"], dialogues["turns"]))
     data = targets[["id", "dialogue_id", "utterance_index", "target", "inference_type", "question"]].copy()
     data["dialogue"] = [render_dialogue(turns[d]) for d in data["dialogue_id"]]
@@ -132,7 +133,10 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputP
         data["human_written_answer"] = data["human_written_answer"].astype("Int64")
     match = match_rates(data)
     log = logging.getLogger("csk")
-    for corpus, m in match.items():
+    if not len(dialogues):  # a release alone (rebuild-distractors --release): nothing to match against
+        log.info("annotations: %d released instances of %d dialogues, every dialogue taken from the release "
+                 "(no rebuilt sources in this run)", len(data), sum(m["dialogues"] for m in match.values()))
+    for corpus, m in match.items() if len(dialogues) else ():
         log.info("annotations: %s: %d of %d released dialogues matched rebuilt ones (%.1f%%)", corpus,
                  m["matched"], m["dialogues"], 100 * m["rate"])
     matched_any = any(m["matched"] for m in match.values())

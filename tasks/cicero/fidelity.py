@@ -30,6 +30,7 @@ def _type_shares(types: pd.Series) -> dict[str, float]:
 
 def fidelity(sources: pd.DataFrame, filtered: pd.DataFrame, deduped: pd.DataFrame, targets: pd.DataFrame,
              annotations: pd.DataFrame | None = None, splits: pd.DataFrame | None = None) -> StageOutput:
+    """The rebuild's figures beside the paper's and the release's, and the share of the release it reproduces."""
     rows = []
 
     def add(section: str, measure: str, group: str, rebuild, paper=None, release=None, note: str = ""):

@@ -13,6 +13,7 @@ from csk.runtime import StageOutput
 
 
 def instances(annotations: pd.DataFrame) -> StageOutput:
+    """Annotated answers as the distractor engine's instances (a group is a dialogue; published choices kept)."""
     dialogue = annotations["dialogue"].map(lambda d: " ".join(list(d)))
     data = pd.DataFrame({
         "id": annotations["id"].astype(str),

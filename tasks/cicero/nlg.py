@@ -26,6 +26,7 @@ NLG_TASKS = {
 
 
 def nlg(split_rows: pd.DataFrame, annotations: pd.DataFrame) -> StageOutput:
+    """CICERO's generative tasks (1.1.1-1.2.3) per split, inputs as the authors' data preparation writes them."""
     ann = annotations.merge(split_rows[["id", "split"]], on="id", how="inner")
     by_target = {(r.dialogue_id, r.utterance_index, r.inference_type): r for r in ann.itertuples()}
     rows = []

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from csk.params import InputPath
+from csk.params import InputFile, InputPath
 from csk.runtime import StageOutput
 from readers import read_cicero_dialogues, read_dailydialog, read_dream, read_mutual
-from tasks.sources import read_sources
+from tasks.sources import MAX_REJECTED_SHARE, Share, read_sources
 
 READERS = {"dailydialog": read_dailydialog, "mutual": read_mutual, "dream": read_dream, "cicero": read_cicero_dialogues}
 
 
-def sources(*, dailydialog: InputPath = None, mutual: InputPath = None, dream: InputPath = None,
-            cicero: InputPath = None, lenient: bool = True, dyadic_only: bool = True) -> StageOutput:
+def sources(*, dailydialog: InputFile = None, mutual: InputPath = None, dream: InputFile = None,
+            cicero: InputPath = None, lenient: bool = True, dyadic_only: bool = True,
+            max_rejected_share: Share = MAX_REJECTED_SHARE) -> StageOutput:
     """One dialogues table from the three corpora, as CICERO built its dialogues: DailyDialog
     speakers alternate from A; MuTual turns split into sentences, m -> A, f -> B; DREAM speakers
     lettered in order of appearance.
@@ -25,6 +26,8 @@ def sources(*, dailydialog: InputPath = None, mutual: InputPath = None, dream: I
         lenient: reject a malformed record with its reason and go on (real corpora have some); false:
             stop at the first one, naming file and record
         dyadic_only: reject dialogues without exactly two speakers (CICERO's sources are dyadic)
+        max_rejected_share: a source file more of whose records than this cannot be read (or that gives
+            no row) stops the run, named: lenient reading is for irregular records, not for a wrong file
     """
     return read_sources(READERS, {"dailydialog": dailydialog, "mutual": mutual, "dream": dream, "cicero": cicero},
-                        lenient, dyadic_only)
+                        lenient, dyadic_only, max_rejected_share, "cicero.sources")

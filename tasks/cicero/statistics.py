@@ -45,6 +45,7 @@ def _plot(per_stage: pd.DataFrame, hist: pd.Series, shares: dict[str, float]) ->
 
 def statistics(sources: pd.DataFrame, filtered: pd.DataFrame, deduped: pd.DataFrame, targets: pd.DataFrame,
                splits: pd.DataFrame | None = None, annotations: pd.DataFrame | None = None) -> StageOutput:
+    """Dialogues per source after each filter, targets, inference types and splits, beside the paper's figures."""
     rows = []
     stages = {"sources": sources, "length_filter": filtered, "dedup": deduped}
     per_stage = pd.DataFrame({name: df.groupby("source").size() for name, df in stages.items()}).fillna(0)

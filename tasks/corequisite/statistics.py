@@ -22,6 +22,7 @@ DIFFERS = [
 
 def statistics(edges: pd.DataFrame, facts: pd.DataFrame, checked: pd.DataFrame, kept: pd.DataFrame,
                p_nli: pd.DataFrame, p_g: pd.DataFrame, instances: pd.DataFrame, p_mcqa: pd.DataFrame) -> StageOutput:
+    """Facts per relation, answers kept, polarity and expert-label shares, instances per task, beside the paper."""
     measures = Measures(PAPER)
     add = measures.add
 

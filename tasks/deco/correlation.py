@@ -15,6 +15,7 @@ from tasks.plots import figure, png
 
 METHODS = {"pearson": stats.pearsonr, "spearman": stats.spearmanr}
 MIN_PAIRS = 3  # a correlation of fewer pairs says nothing
+NOT_SCORED = "not scored: no COMET model configured (deco.compatibility.comet)"
 
 
 def _interval(x: np.ndarray, y: np.ndarray, method: str, n_resamples: int, confidence: float,
@@ -51,6 +52,7 @@ def correlation(scores: pd.DataFrame, *, ratings: list[str] = ["event_cs", "gene
     """
     rows = []
     scored = scores[scores["score"].notna()]
+    off = len(scores) > 0 and "scorer" in scores and bool((scores["scorer"] == "off").all())
     groups = [("all", scored)] + [(s, g) for s, g in scored.groupby("split", sort=True)]
     for split, g in groups:
         for rating in ratings:
@@ -60,7 +62,9 @@ def correlation(scores: pd.DataFrame, *, ratings: list[str] = ["event_cs", "gene
                 row = {"id": f"{split}:{rating}:{method}", "split": split, "rating": rating, "method": method,
                        "n": len(pairs), "r": np.nan, "p_value": np.nan, "ci_low": np.nan, "ci_high": np.nan,
                        "note": None}
-                if len(pairs) < MIN_PAIRS:
+                if off:
+                    row["note"] = NOT_SCORED
+                elif len(pairs) < MIN_PAIRS:
                     row["note"] = f"{len(pairs)} scored and rated samples: too few to correlate"
                 elif np.ptp(x) == 0 or np.ptp(y) == 0:
                     row["note"] = "constant scores or ratings: the correlation is undefined"
@@ -73,17 +77,19 @@ def correlation(scores: pd.DataFrame, *, ratings: list[str] = ["event_cs", "gene
                                        "correlation is defined")
                 rows.append(row)
     data = pd.DataFrame(rows).astype({"r": float, "p_value": float, "ci_low": float, "ci_high": float})
-    files = {"scatter.png": _scatter(scored, ratings)}
-    why = ("no scores: the compatibility stage ran with comet = \"off\"" if len(scores) and scored.empty
-           else "no scored sample" if scored.empty else None)
+    files = {"scatter.png": _scatter(scored, ratings, NOT_SCORED if off else None)}
+    why = NOT_SCORED if off else "no scored sample" if scored.empty else None
     return StageOutput(data=data, files=files, tables={"correlation": data.astype(object).where(data.notna(), None).to_dict("records")},
                        notes={"confidence": confidence, "n_resamples": n_resamples, "bootstrap": "percentile, pairs",
                               **({"empty": why} if why else {})})
 
 
-def _scatter(scored: pd.DataFrame, ratings: list[str]) -> bytes:
+def _scatter(scored: pd.DataFrame, ratings: list[str], empty: str | None = None) -> bytes:
     plt, fig, axes = figure(4.5 * len(ratings), 4, ncols=len(ratings))
     for ax, rating in zip(np.atleast_1d(axes), ratings):
+        if empty:  # say why the plot has no points rather than draw empty axes
+            ax.text(0.5, 0.5, empty.replace(": ", ":\n", 1), ha="center", va="center", wrap=True,
+                    transform=ax.transAxes)
         have = scored[scored[rating].notna()] if rating in scored else scored.iloc[:0]
         for split, g in have.groupby("split", sort=True):
             ax.scatter(g[rating], g["score"], s=14, alpha=0.7, label=f"{split} ({len(g)})")

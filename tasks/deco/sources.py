@@ -13,11 +13,12 @@ import pandas as pd
 
 from csk.compute import jsonl_bytes
 from csk.errors import ConfigError, InputError
-from csk.params import InputPath
+from csk.params import InputFile, InputPath
 from csk.runtime import StageOutput
 from readers import read_conture, read_dailydialog, read_deco, read_personachat, read_topicalchat
 from readers.base import ReadResult, csv_rows, iter_json_lines, require_file
 from readers.deco import UTT, WINDOW, join_history
+from tasks.sources import MAX_REJECTED_SHARE, Share, stop_unless_readable, unreadable
 
 DIALOGUE_READERS = {"dailydialog": (read_dailydialog, "DailyDialog"), "personachat": (read_personachat, "PersonaChat"),
                     "topicalchat": (read_topicalchat, "TopicalChat")}
@@ -57,9 +58,10 @@ def _responses(path: str) -> list[tuple[int, str, dict]]:
     return [(n, f"line {n}", row if row is not None else {"_problem": problem}) for n, row, problem in records]
 
 
-def sources(*, dailydialog: InputPath = None, personachat: InputPath = None, topicalchat: InputPath = None,
-            responses: InputPath = None, human_responses: bool = True, window: int = WINDOW,
-            release: InputPath = None, conture: InputPath = None, lenient: bool = True) -> StageOutput:
+def sources(*, dailydialog: InputFile = None, personachat: InputFile = None, topicalchat: InputPath = None,
+            responses: InputFile = None, human_responses: bool = True, window: int = WINDOW,
+            release: InputFile = None, conture: InputFile = None, lenient: bool = True,
+            max_rejected_share: Share = MAX_REJECTED_SHARE) -> StageOutput:
     """Candidate samples: (history, response, system), each with the record it came from.
 
     Args:
@@ -73,8 +75,10 @@ def sources(*, dailydialog: InputPath = None, personachat: InputPath = None, top
         release: a released DECO JSON (deco_train.json, deco_test.json): samples as released
         conture: ACCENT's ConTurE subset (conture_subset.json): rated turns in the DECO layout
         lenient: reject a malformed record with its reason and go on; false: stop at the first one
+        max_rejected_share: a source file more of whose records than this cannot be read (or that gives
+            no row) stops the run, named: lenient reading is for irregular records, not for a wrong file
     """
-    rows, rejected, used, records = [], [], {}, 0
+    rows, rejected, used, records, problems = [], [], {}, 0, []
     histories: dict[str, dict] = {}
     dialogues: dict[str, dict] = {}
     paths = {"dailydialog": dailydialog, "personachat": personachat, "topicalchat": topicalchat}
@@ -83,6 +87,7 @@ def sources(*, dailydialog: InputPath = None, personachat: InputPath = None, top
         if not path:
             continue
         result: ReadResult = reader(path, lenient=lenient)
+        problems += filter(None, [unreadable(name, str(path), result, max_rejected_share)])
         rejected += result.rejected
         records += len(result.rejected)
         used[name] = {"path": str(path), "records": result.records, "dialogues": len(result.rows),
@@ -101,6 +106,7 @@ def sources(*, dailydialog: InputPath = None, personachat: InputPath = None, top
     if responses:
         seen = set()
         table = _responses(responses)
+        got = ReadResult(records=len(table))
         used["responses"] = {"path": str(responses), "records": len(table)}
         for n, locator, obj in table:
             records += 1
@@ -118,14 +124,18 @@ def sources(*, dailydialog: InputPath = None, personachat: InputPath = None, top
                 if not lenient:
                     raise InputError(str(responses), locator, problem[1])
                 rejected.append({"id": f"responses-{n}", "reason_code": problem[0], "reason": problem[1], **base})
+                got.rejected.append(rejected[-1])
                 continue
             seen.add(sid)
+            got.rows.append(sid)
             h = histories[hid]
             rows.append(_sample(sid, h, text, system, str(responses), n, locator, dialogues[h["dialogue"]]))
+        problems += filter(None, [unreadable("responses", str(responses), got, max_rejected_share)])
     for name, path, reader in (("release", release, read_deco), ("conture", conture, read_conture)):
         if not path:
             continue
         result = reader(path, lenient=lenient)
+        problems += filter(None, [unreadable(name, str(path), result, max_rejected_share)])
         records += result.records
         rejected += result.rejected
         used[name] = {"path": str(path), "records": result.records, "samples": len(result.rows),
@@ -148,7 +158,8 @@ def sources(*, dailydialog: InputPath = None, personachat: InputPath = None, top
         for hid, h in histories.items())} if histories else {}
     return StageOutput(data=data.reset_index(drop=True),
                        rejected=pd.DataFrame(rejected) if rejected else None, rows_in=records,
-                       notes={"sources": used, "window": window, "separator": UTT}, files=files)
+                       notes={"sources": used, "window": window, "separator": UTT,
+                              **stop_unless_readable(problems, "deco.sources")}, files=files)
 
 
 def _sample(sid: str, h: dict, response: str, system: str, file: str, record: int, locator: str, d: dict) -> dict:

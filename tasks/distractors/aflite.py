@@ -21,53 +21,60 @@ import pandas as pd
 from csk import compute
 from csk.runtime import StageContext, StageOutput
 from tasks.distractors.adversarial import vector_lookup
-from tasks.distractors.discriminators import LinearProbe
+from tasks.distractors.discriminators import ProbeFamily, probe_features
 from tasks.embed import EmbedSpec
 
 
-def predictability(contexts: list[str], choices: list[list[str]], gold: list[int], vector, *, m: int, t: float,
+def predictability(family: ProbeFamily, active: np.ndarray, gold: np.ndarray, *, m: int, t: float,
                    seed: int) -> np.ndarray:
-    n = len(contexts)
+    """Each active instance's share of right predictions by the probes that did not train on it."""
+    n = len(active)
     size = int(t * n) if t < 1 else int(t)
     size = min(max(size, 2), n - 1)
-    right = np.zeros(n)
-    seen = np.zeros(n)
-    from csk.progress import track
-
     rng = compute.rng(seed, "aflite-subsets")
-    for _ in track(range(m), m, "AF-Lite classifiers", unit="classifiers", disable=n < 2000):
-        train = rng.choice(n, size, replace=False)
-        held = np.setdiff1d(np.arange(n), train)
-        probe = LinearProbe(vector, seed=seed).fit([contexts[i] for i in train], [choices[i] for i in train],
-                                                   [gold[i] for i in train])
-        scores = probe.score([contexts[i] for i in held], [choices[i] for i in held])
-        for i, s in zip(held, scores):
-            right[i] += int(int(np.argmax(s)) == gold[i])
-            seen[i] += 1
+    train = np.zeros((m, n), dtype=bool)
+    for k in range(m):
+        train[k, rng.choice(n, size, replace=False)] = True
+    full = np.zeros((m, family.n), dtype=bool)
+    full[:, active] = train
+    rows = np.flatnonzero(np.isin(family.owner, active))
+    predicted = family.fit_predict(full, gold, rows)[:, active]  # (m, n)
+    held = ~train
+    right = ((predicted == gold[active][None, :]) & held).sum(0)
+    seen = held.sum(0)
     return np.divide(right, seen, out=np.zeros(n), where=seen > 0)
 
 
 def aflite_rounds(contexts, choices, gold, vector, *, n: int = 0, m: int = 64, t: float = 0.5, k: int = 500,
                   tau: float = 0.75, seed: int = 0) -> tuple[dict[int, tuple[float, int]], list[dict]]:
     """Returns {removed index: (predictability, round)} and per-round history."""
-    active = list(range(len(contexts)))
+    from csk.progress import progress
+
+    if len(contexts) <= max(n, 2):  # nothing to filter (an empty or tiny set)
+        return {}, []
+    family = ProbeFamily(*probe_features(vector, contexts, choices))
+    gold = np.asarray(gold)
+    active = np.arange(len(contexts))
     removed: dict[int, tuple[float, int]] = {}
     history = []
     rnd = 0
-    while len(active) > max(n, 2):
-        rnd += 1
-        p = predictability([contexts[i] for i in active], [choices[i] for i in active], [gold[i] for i in active],
-                           vector, m=m, t=t, seed=seed + rnd)
-        k_eff = min(k, max(1, math.ceil(0.05 * len(active))))
-        qualified = sorted([j for j in range(len(active)) if p[j] >= tau], key=lambda j: (-p[j], active[j]))
-        history.append({"round": rnd, "instances": len(active), "mean_predictability": float(p.mean()),
-                        "qualified": len(qualified), "k": k_eff})
-        if len(qualified) < k_eff:
-            break
-        drop = qualified[:min(k_eff, len(active) - max(n, 2))]
-        for j in drop:
-            removed[active[j]] = (float(p[j]), rnd)
-        active = [a for j, a in enumerate(active) if j not in set(drop)]
+    with progress(None, "AF-Lite rounds", unit="rounds", disable=len(contexts) < 2000) as bar:
+        while len(active) > max(n, 2):
+            rnd += 1
+            p = predictability(family, active, gold, m=m, t=t, seed=seed + rnd)
+            k_eff = min(k, max(1, math.ceil(0.05 * len(active))))
+            qualified = sorted([j for j in range(len(active)) if p[j] >= tau], key=lambda j: (-p[j], active[j]))
+            history.append({"round": rnd, "instances": len(active), "mean_predictability": float(p.mean()),
+                            "qualified": len(qualified), "k": k_eff, "lbfgs_iterations": family.iterations})
+            bar.update(1, instances=len(active), qualified=len(qualified))
+            if len(qualified) < k_eff:
+                break
+            drop = qualified[:min(k_eff, len(active) - max(n, 2))]
+            for j in drop:
+                removed[int(active[j])] = (float(p[j]), rnd)
+            keep = np.ones(len(active), dtype=bool)
+            keep[drop] = False
+            active = active[keep]
     return removed, history
 
 

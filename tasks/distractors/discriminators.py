@@ -3,6 +3,11 @@
 * `LinearProbe`: frozen sentence embeddings of the context (question + target + dialogue) and
   the choice, features [c*e, e, |c-e|], scikit-learn logistic regression (gold vs not). The
   fast CPU default, also the probe of the distractor-quality measurement.
+* `ProbeFamily`: many `LinearProbe`s at once (AF-Lite's m classifiers on m random subsets): the
+  features of every (context, choice) row computed once, the m L2-regularised logistic
+  regressions (scikit-learn's objective: balanced class weights, unpenalised intercept) solved
+  together as one batched problem by torch's L-BFGS, and every held-out prediction taken from one
+  matrix product.
 * `TransformerMC`: a transformers multiple-choice head on a configured encoder (the paper: a
   fresh roberta-large every iteration, 3 epochs), re-initialised from the pretrained weights
   on every `fit`, bf16 autocast on CUDA. It runs unchanged on a GPU machine.
@@ -45,6 +50,83 @@ class LinearProbe:
 
     def score(self, contexts: list[str], choices: list[list[str]]) -> list[np.ndarray]:
         return [self.model.decision_function(self._features(c, ch)) for c, ch in zip(contexts, choices)]
+
+
+def probe_features(vector: Callable[[str], np.ndarray], contexts: list[str],
+                   choices: list[list[str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """LinearProbe's features of every (context, choice) row, stacked: (rows x 3d float32, the
+    instance of each row, the row's position among its instance's choices)."""
+    feats, owner, pos = [], [], []
+    for i, (c, ch) in enumerate(zip(contexts, choices)):
+        cv = np.asarray(vector(c), dtype=np.float32)
+        e = np.stack([np.asarray(vector(x), dtype=np.float32) for x in ch])
+        feats.append(np.concatenate([e * cv, e, np.abs(e - cv)], axis=1))
+        owner += [i] * len(ch)
+        pos += range(len(ch))
+    return np.concatenate(feats), np.asarray(owner), np.asarray(pos)
+
+
+class ProbeFamily:
+    """m logistic-regression probes, each trained on its own subset of instances, fitted together.
+
+    Each probe k minimises scikit-learn's LogisticRegression objective on its subset (class_weight
+    "balanced", L2 with strength 1/C on the weights, not the intercept), divided by its weight sum
+    (same minimiser, comparable gradients across probes); the sum over probes is minimised by
+    torch.optim.LBFGS (strong-Wolfe line search) on the stacked weights: the probes share no
+    parameter, so the joint minimiser is each probe's own. Features are computed once and shared by
+    all probes and all rounds."""
+
+    def __init__(self, X: np.ndarray, owner: np.ndarray, pos: np.ndarray, C: float = 1.0, max_iter: int = 500,
+                 tol: float = 1e-5):
+        import torch
+
+        self.X = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+        self.owner, self.pos = owner, pos
+        self.n = int(owner.max()) + 1 if len(owner) else 0
+        self.C, self.max_iter, self.tol = C, max_iter, tol
+        self.iterations = 0
+
+    def fit_predict(self, train: np.ndarray, gold: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """train: (m, n) bool, which instances each probe trains on; gold: (n,) the gold position of each
+        instance; rows: the rows (of X) in play (default all). Returns (m, n): each probe's argmax choice
+        for every instance."""
+        import torch
+
+        rows = np.arange(len(self.owner)) if rows is None else rows
+        owner, pos = self.owner[rows], self.pos[rows]
+        X = self.X[torch.from_numpy(rows)]
+        y = torch.from_numpy((pos == gold[owner]).astype(np.float32))  # (R,)
+        mask = torch.from_numpy(train[:, owner].astype(np.float32))  # (m, R)
+        # balanced class weights per probe: n / (2 n_class) over its own rows
+        n_pos = (mask * y).sum(1, keepdim=True)
+        n_all = mask.sum(1, keepdim=True)
+        w_pos = n_all / (2 * n_pos.clamp(min=1))
+        w_neg = n_all / (2 * (n_all - n_pos).clamp(min=1))
+        sw = mask * (y * w_pos + (1 - y) * w_neg)  # (m, R) sample weights, 0 off the probe's subset
+        total = sw.sum(1).clamp(min=1e-12)
+        m, d = mask.shape[0], X.shape[1]
+        W = torch.zeros(m, d, requires_grad=True)
+        b = torch.zeros(m, requires_grad=True)
+        opt = torch.optim.LBFGS([W, b], lr=1, max_iter=self.max_iter, tolerance_grad=self.tol,
+                                tolerance_change=1e-10, history_size=20, line_search_fn="strong_wolfe")
+        yt = y.unsqueeze(0).expand(m, -1)
+
+        def closure():
+            opt.zero_grad()
+            z = torch.addmm(b.unsqueeze(1), W, X.T)  # (m, R)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(z, yt, weight=sw, reduction="none").sum(1)
+            loss = ((loss + 0.5 / self.C * (W * W).sum(1)) / total).sum()
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        self.iterations = int(opt.state[opt._params[0]].get("n_iter", 0))
+        with torch.no_grad():
+            z = (W @ X.T).numpy()  # (m, R); the intercept shifts every choice alike
+        width = int(pos.max()) + 1
+        grid = np.full((m, self.n, width), -np.inf, dtype=np.float32)
+        grid[:, owner, pos] = z
+        return grid.argmax(axis=2)
 
 
 class TransformerMC:

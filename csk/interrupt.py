@@ -1,0 +1,124 @@
+"""Ctrl-C stops a run in seconds, cleanly.
+
+Left to itself, Prefect 3.8.8 handles SIGINT badly for a local run: the temporary API server is a
+child in the terminal's process group, so Ctrl-C stops it too while the flow engine still talks to
+it (connection-refused tracebacks), the process then waits minutes on its retries, and the flow run
+stays "Running" in the database forever.
+
+So `csk run` (1) starts the temporary server itself, in a session of its own, where the terminal's
+Ctrl-C does not reach it, and (2) handles SIGINT/SIGTERM itself: it marks the flow run and its
+running task runs Cancelled through the still-running API, removes this process's temporary
+directories in the store (a finished artifact is never touched: artifacts appear by an atomic
+rename), stops the server, says what happened in one line and exits with 130 (SIGTERM: 143). A
+second Ctrl-C while that happens exits at once. The next `csk run` reuses every finished stage.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Iterator
+
+# Set by the flow body when it starts (csk.orchestration.PipelineRun): what to cancel and clean.
+ACTIVE: dict[str, object] = {"flow_run_id": None, "tmp": None}
+
+
+def start_temporary_server():
+    """Prefect's own temporary server (`SubprocessASGIServer`, the one `get_client` would start on
+    first use), started now in a new session so the terminal's Ctrl-C is not delivered to it; None
+    when a server is configured (PREFECT_API_URL), which the run then uses."""
+    from prefect.settings import PREFECT_API_URL
+
+    if os.environ.get("PREFECT_API_URL") or PREFECT_API_URL.value():
+        return None
+    from unittest import mock
+
+    from prefect.server.api import server as server_module
+
+    server = server_module.SubprocessASGIServer()  # the instance get_client() finds and reuses
+    if not server.running:
+        with mock.patch.object(server_module.subprocess, "Popen", partial(subprocess.Popen, start_new_session=True)):
+            server.start()
+    return server
+
+
+def _cancel_in_prefect(flow_run_id) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (FlowRunFilter, FlowRunFilterId, TaskRunFilter,
+                                                TaskRunFilterState, TaskRunFilterStateType)
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Cancelled
+
+    with get_client(sync_client=True) as client:
+        running = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+            task_run_filter=TaskRunFilter(state=TaskRunFilterState(
+                type=TaskRunFilterStateType(any_=[StateType.RUNNING, StateType.PENDING, StateType.SCHEDULED]))))
+        for task_run in running:
+            client.set_task_run_state(task_run.id, Cancelled(message="interrupted (Ctrl-C)"), force=True)
+        client.set_flow_run_state(flow_run_id, Cancelled(message="interrupted (Ctrl-C); rerun to resume: "
+                                                         "finished stages are reused"), force=True)
+
+
+def _remove_own_tmp() -> None:
+    tmp = ACTIVE.get("tmp")
+    if tmp and Path(str(tmp)).is_dir():
+        for d in Path(str(tmp)).glob(f"{os.getpid()}-*"):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _stop(server, wait: float = 1.0) -> None:
+    proc = getattr(server, "server_process", None)
+    if proc is None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    server.server_process = None
+
+
+@contextmanager
+def interruptible(what: str, server=None) -> Iterator[None]:
+    """Within it, SIGINT / SIGTERM cancel the run as the module says, then exit 130 / 143."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    stopping = {"on": False}
+
+    def handler(signum, frame):  # noqa: ARG001
+        code = 128 + signum
+        if stopping["on"]:  # a second Ctrl-C: out now
+            os._exit(code)
+        stopping["on"] = True
+        said = []
+        try:
+            if ACTIVE.get("flow_run_id") is not None:
+                _cancel_in_prefect(ACTIVE["flow_run_id"])
+                said.append(f"flow run {ACTIVE['flow_run_id']} marked Cancelled")
+        except Exception as exc:  # noqa: BLE001 - the exit must happen whatever the API says
+            said.append(f"could not mark the flow run Cancelled ({type(exc).__name__})")
+        _remove_own_tmp()
+        _stop(server)
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        sys.stderr.write(f"\ninterrupted ({name}): {what} stopped; " + "; ".join(said + [
+            "its unfinished stage's temporary files removed; rerun to resume (finished stages are reused)"]) + "\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(code)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

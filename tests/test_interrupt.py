@@ -1,0 +1,63 @@
+"""Ctrl-C during `csk run`: a real SIGINT to the process group of a run in a pseudo-terminal, as a
+terminal sends it. The run stops in seconds with exit 130, says so in one line (no traceback), marks
+its flow run Cancelled in Prefect's database and leaves no temporary directory in the store."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from tests.conftest import ROOT
+
+
+def _read(fd: int, until: str, timeout: float) -> str:
+    out, end = "", time.monotonic() + timeout
+    while until not in out and time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                out += os.read(fd, 65536).decode(errors="replace")
+            except OSError:  # the child closed the terminal
+                break
+    return out
+
+
+def test_ctrl_c_stops_a_run_cancels_it_and_cleans_up(tmp_path, config_copy):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               CSK_MODEL_CACHE=os.environ.get("CSK_MODEL_CACHE", ""), COLUMNS="200")
+    store = tmp_path / "artifacts"
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "csk.cli", "run", "corequisite", "--config", str(config_copy),
+                             "--store", str(store)], cwd=ROOT, env=env, stdin=follower, stdout=follower,
+                            stderr=follower, start_new_session=True)
+    os.close(follower)
+    try:
+        before = _read(leader, "computed", timeout=240)  # a stage has finished: the run is under way
+        assert "computed" in before, before
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+        start = time.monotonic()
+        after = ""
+        while proc.poll() is None and time.monotonic() - start < 30:
+            after += _read(leader, "\n\n\n", timeout=0.2)
+        took = time.monotonic() - start
+        after += _read(leader, "\n\n\n", timeout=0.5)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        os.close(leader)
+    print(f"\nCtrl-C to exit: {took:.2f} s")
+    assert proc.returncode == 130, after
+    assert took <= 2.0, f"took {took:.2f} s to stop"
+    assert "interrupted (Ctrl-C)" in after and "marked Cancelled" in after, after
+    assert "Traceback" not in after and "Crash detected" not in after, after
+    assert not [d for d in (store / ".tmp").glob(f"{proc.pid}-*")]  # its unfinished stage's files removed
+    with sqlite3.connect(tmp_path / "prefect" / "prefect.db") as db:
+        states = db.execute("select state_type from flow_run").fetchall()
+    assert states == [("CANCELLED",)], states
