@@ -139,6 +139,16 @@ def run_flow(pipeline: str, steps, config: Path, store: Path, overrides: list[st
         from csk.orchestration import prefect_flow, selection
 
         selection(p, cfg, store, steps, until, only or ())  # a misnamed stage is an error before Prefect starts
+        if steps is p.main and not (until or only or options):
+            from csk.config import load_config
+            from csk.orchestration import reuse_everything
+
+            done = reuse_everything(p, cfg, store, verify=load_config(config, overrides).runtime.verify)
+            if done is not None:  # every stage's artifact is there: recorded without starting Prefect
+                _print_stages(p, done)
+                console.print("every stage reused: nothing to compute, so Prefect was not started",
+                              highlight=False, soft_wrap=True)
+                return
         _quiet_prefect_console()
         from csk.interrupt import interruptible, start_temporary_server
 

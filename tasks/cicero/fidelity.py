@@ -91,8 +91,20 @@ def fidelity(sources: pd.DataFrame, filtered: pd.DataFrame, deduped: pd.DataFram
             add("splits", "share_of_instances", s, share, {"train": 0.6, "validation": 0.2, "test": 0.2}.get(s))
     data = pd.DataFrame(rows, columns=["id", "section", "measure", "group", "rebuild", "paper", "release", "note"])
     data[["rebuild", "paper", "release"]] = data[["rebuild", "paper", "release"]].astype(float)  # None -> NaN
-    return StageOutput(data=data, rows_in=len(data), files={"fidelity.png": _plot(data)},
-                       tables={"fidelity": data.astype(object).where(data.notna(), None).to_dict(orient="records")})
+    return StageOutput(data=data, rows_in=len(data), files={"fidelity.png": _plot(data)}, tables=ui_tables(data))
+
+
+def ui_tables(data: pd.DataFrame) -> dict[str, list[dict]]:
+    """Two narrow tables for Prefect's UI (one wide table put the figures off-screen at 1400 px): the
+    figures (measure, rebuild, paper, release; 4 significant digits) and the notes of the rows that have one."""
+    def fig(v):
+        return None if pd.isna(v) else float(f"{v:.4g}")
+
+    figures = [{"measure": f"{r.section}: {r.measure} ({r.group})", "rebuild": fig(r.rebuild), "paper": fig(r.paper),
+                "release": fig(r.release)} for r in data.itertuples()]
+    notes = [{"measure": f"{r.section}: {r.measure} ({r.group})", "note": r.note}
+             for r in data.itertuples() if isinstance(r.note, str) and r.note]
+    return {"fidelity": figures, **({"fidelity-notes": notes} if notes else {})}
 
 
 def _plot(data: pd.DataFrame) -> bytes:

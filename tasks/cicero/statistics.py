@@ -31,6 +31,9 @@ def _plot(per_stage: pd.DataFrame, hist: pd.Series, shares: dict[str, float]) ->
     plt, fig, axes = figure(15, 4, ncols=3)
     if per_stage.size:  # (nothing to draw for an empty run)
         per_stage.plot.bar(ax=axes[0], rot=0)
+        # headroom for the legend in one row above the bars, so it never hides one
+        axes[0].set_ylim(0, per_stage.to_numpy().max() * 1.3)
+        axes[0].legend(title=None, ncol=len(per_stage.columns), loc="upper center", fontsize=8)
     axes[0].set_title("dialogues per source after each stage")
     axes[1].bar(hist.index.astype(str), hist.values)
     axes[1].set_title("target utterances per dialogue")

@@ -5,6 +5,7 @@ release; a table and a plot."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from csk.runtime import StageOutput
@@ -61,9 +62,11 @@ def statistics(edges: pd.DataFrame, facts: pd.DataFrame, checked: pd.DataFrame, 
         add("p_mcqa_after_aflite", v, n, "p_mcqa")
     add("aflite", "removed", len(instances) - len(p_mcqa), "aflite")
     data = measures.frame()
-    plt, fig, axes = figure(14, 4, ncols=3)
+    plt, fig, axes = figure(16, 4.5, ncols=3)
     flags = data[data["measure"].str.startswith("flagged_")]
-    axes[0].bar([f"{m[8:]}\n{g}" for m, g in zip(flags["measure"], flags["group"])], flags["value"])
+    # horizontal bars: rule names are long, so they read along the y axis instead of colliding on x
+    axes[0].barh([f"{m[8:]} ({g})" for m, g in zip(flags["measure"], flags["group"])], flags["value"])
+    axes[0].invert_yaxis()
     axes[0].set_title(f"answers flagged per rule ({len(checked)} answers, {len(kept)} kept)")
     per = pd.DataFrame({t: f.groupby("split").size() for t, f in (("P-NLI", p_nli), ("P-G", p_g), ("P-MCQA", p_mcqa))})
     if per.size:  # (nothing to draw for an empty run)
@@ -71,8 +74,12 @@ def statistics(edges: pd.DataFrame, facts: pd.DataFrame, checked: pd.DataFrame, 
     axes[1].set_title("instances per task and split")
     built = instances.groupby("variant").size()
     after = p_mcqa.groupby("variant").size().reindex(built.index, fill_value=0)
-    axes[2].bar([f"{v}\nbuilt" for v in built.index], built.values)
-    axes[2].bar([f"{v}\nkept" for v in after.index], after.values)
+    x = np.arange(len(built))
+    axes[2].bar(x - 0.2, built.values, 0.4, label="built")
+    axes[2].bar(x + 0.2, after.values, 0.4, label="kept by AF-Lite")
+    axes[2].set_xticks(x, [str(v) for v in built.index])
+    if len(built):
+        axes[2].legend()
     axes[2].set_title("P-MCQA instances before / after AF-Lite")
     out = measures.output({"statistics.png": png(plt, fig)})
     out.notes = {**out.notes, "differs_from_release": DIFFERS,

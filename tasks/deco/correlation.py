@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from csk import compute
 from csk.runtime import StageOutput
 from tasks.plots import figure, png
 
-METHODS = {"pearson": stats.pearsonr, "spearman": stats.spearmanr}
+METHODS = ("pearson", "spearman")  # scipy.stats functions, looked up on use (scipy.stats is slow to import)
 MIN_PAIRS = 3  # a correlation of fewer pairs says nothing
 NOT_SCORED = "not scored: no COMET model configured (deco.compatibility.comet)"
 
@@ -23,7 +22,9 @@ def _interval(x: np.ndarray, y: np.ndarray, method: str, n_resamples: int, confi
     """Percentile interval over scipy's paired resamples. On few samples some resamples hold one
     distinct score (their correlation is undefined, scipy makes the whole interval NaN): the interval
     is taken over the defined ones and their number is returned."""
-    fn = METHODS[method]
+    from scipy import stats
+
+    fn = getattr(stats, f"{method}r")
 
     def statistic(a, b):
         return fn(a, b).statistic if np.ptp(a) > 0 and np.ptp(b) > 0 else np.nan
@@ -58,7 +59,7 @@ def correlation(scores: pd.DataFrame, *, ratings: list[str] = ["event_cs", "gene
         for rating in ratings:
             pairs = g[g[rating].notna()] if rating in g else g.iloc[:0]
             x, y = pairs["score"].to_numpy(float), pairs[rating].to_numpy(float) if len(pairs) else np.array([])
-            for method, fn in METHODS.items():
+            for method in METHODS:
                 row = {"id": f"{split}:{rating}:{method}", "split": split, "rating": rating, "method": method,
                        "n": len(pairs), "r": np.nan, "p_value": np.nan, "ci_low": np.nan, "ci_high": np.nan,
                        "note": None}
@@ -69,7 +70,9 @@ def correlation(scores: pd.DataFrame, *, ratings: list[str] = ["event_cs", "gene
                 elif np.ptp(x) == 0 or np.ptp(y) == 0:
                     row["note"] = "constant scores or ratings: the correlation is undefined"
                 else:
-                    res = fn(x, y)
+                    from scipy import stats
+
+                    res = getattr(stats, f"{method}r")(x, y)
                     low, high, defined = _interval(x, y, method, n_resamples, confidence, seed)
                     row.update(r=float(res.statistic), p_value=float(res.pvalue), ci_low=low, ci_high=high)
                     if defined < n_resamples:
