@@ -524,24 +524,33 @@ def reuse_everything(pipeline: Pipeline, config: Any, store: str | Path, verify:
     as usual (also when a reused artifact would stop the run: Prefect's run says why)."""
     import uuid
 
+    from csk import lineage_events
     from csk.runtime import check_artifact
 
-    plan = status(pipeline, config, store)
-    if not plan or any(s.get("status") != "reused" for s in plan):
-        return None
-    st = Store(store, verify=verify)
-    stages = []
-    for s in plan:
-        ref = st.find(pipeline.name, s["stage"], s["key"])
-        if ref is None:
+    try:
+        plan = status(pipeline, config, store)
+        if not plan or any(s.get("status") != "reused" for s in plan):
             return None
-        m = ref.manifest()
-        if check_artifact(ref.path, content=verify or not m.get("inputs")) or m["rows"]["out"] == 0 \
-                or (m.get("notes") or {}).get("stop"):
-            return None  # damaged, empty or stopping: the ordinary run reports it
-        stages.append({"stage": s["stage"], "key": s["key"], "path": ref.path, "rows": m["rows"], "reused": True,
-                       "seconds": 0.0})
-    run_id = f"reuse-{uuid.uuid4()}"
+        st = Store(store, verify=verify)
+        stages, refs = [], []
+        for s in plan:
+            ref = st.find(pipeline.name, s["stage"], s["key"])
+            if ref is None:
+                return None
+            m = ref.manifest()
+            if check_artifact(ref.path, content=verify or not m.get("inputs")) or m["rows"]["out"] == 0 \
+                    or (m.get("notes") or {}).get("stop"):
+                return None  # damaged, empty or stopping: the ordinary run reports it
+            stages.append({"stage": s["stage"], "key": s["key"], "path": ref.path, "rows": m["rows"], "reused": True,
+                           "seconds": 0.0})
+            refs.append((ref, m))
+    except Exception:  # noqa: BLE001 - anything unreadable: the ordinary run names it
+        return None
+    run_id = str(uuid.uuid4())
+    for ref, m in refs:  # the same lineage events a reusing Prefect run emits
+        inputs = [ArtifactRef(pipeline.name, i["stage"], i["key"], i["path"]) for i in m.get("inputs", [])]
+        lineage_events.start(st.root, run_id, pipeline.name, ref.stage, inputs)
+        lineage_events.complete(st.root, run_id, pipeline.name, ref.stage, m, ref.data_path, True)
     path = st.record_run(pipeline.name, run_id, stages)
     log.info("every stage reused: run recorded in %s without starting Prefect (nothing to compute)", path)
     return stages
