@@ -174,6 +174,7 @@ def _requirements(dist: str) -> tuple[str, ...]:
     return tuple(sorted(set(out)))
 
 
+@lru_cache(maxsize=None)
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
@@ -202,5 +203,5 @@ def packages(roots: tuple[str, ...]) -> dict[str, str]:
 
 def forget() -> None:
     """Read the sources and installed versions again (tests that edit a module or fake a version)."""
-    for f in (module_file, _parsed, closure, packages, _distributions_of_module, _requirements):
+    for f in (module_file, _parsed, closure, packages, _distributions_of_module, _requirements, _version):
         f.cache_clear()

@@ -28,9 +28,22 @@ def device(requested: str = "auto") -> str:
     """"auto": CUDA when a GPU is visible, else CPU; anything else is taken as given."""
     if requested != "auto":
         return requested
+    if _cpu_only_torch():  # a CPU build sees no GPU: no need to import torch (a second of start-up) to ask
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@lru_cache(maxsize=None)
+def _cpu_only_torch() -> bool:
+    """The installed torch is a CPU build (its version's local label is `cpu`, e.g. 2.13.0+cpu)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch").partition("+")[2] == "cpu"
+    except metadata.PackageNotFoundError:
+        return False
 
 
 @lru_cache(maxsize=None)

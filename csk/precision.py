@@ -196,6 +196,11 @@ def decision(dev: str = "cpu", refresh: bool = False) -> dict:
     k = kind(dev)
     if k in _DECISIONS and not refresh:
         return _DECISIONS[k]
+    if not refresh:
+        known = _known_without_torch(dev)
+        if known is not None:
+            _DECISIONS[k] = known
+            return known
     from filelock import FileLock
 
     fp = fingerprint(dev)
@@ -213,8 +218,51 @@ def decision(dev: str = "cpu", refresh: bool = False) -> dict:
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             tmp.write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
             os.replace(tmp, path)
+    _remember_without_torch(dev, path.name)
     _DECISIONS[k] = found
     return found
+
+
+def _machine_key(dev: str) -> Path | None:
+    """Where the CPU decision's id is filed under what determines torch's part of the fingerprint
+    without importing torch (a second of start-up): the CPU, its flags, torch's installed version, the
+    CPUs this process may use and the thread / kernel environment variables torch reads. None on a GPU."""
+    if kind(dev) != "cpu":
+        return None
+    from csk.compute import cpu_model
+
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+    env = {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY")}
+    key = {"method": METHOD, "cpu": cpu_model(), "flags": cpu_flags(), "torch": torch_version, "env": env,
+           "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+           "shapes": [list(x) for x in shapes()]}
+    return cache_dir() / "precision" / "machines" / f"{fingerprint_id(key)}.json"
+
+
+def _known_without_torch(dev: str) -> dict | None:
+    """The decision filed for this machine key, if one was measured: read without importing torch."""
+    where = _machine_key(dev)
+    try:
+        name = json.loads(where.read_text())["file"] if where is not None else None
+        found = json.loads((cache_dir() / "precision" / Path(name).name).read_text()) if name else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(found, dict) or found.get("precision") not in ("fp32", "bf16"):
+        return None
+    return found
+
+
+def _remember_without_torch(dev: str, decision_file: str) -> None:
+    where = _machine_key(dev)
+    if where is None:
+        return
+    where.parent.mkdir(parents=True, exist_ok=True)
+    tmp = where.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"file": decision_file}) + "\n")
+    os.replace(tmp, where)
 
 
 def _read(path: Path, fp: dict) -> dict | None:

@@ -68,11 +68,25 @@ def test_decision_is_measured_once_per_machine(own_cache, monkeypatch):
     # another thread count (or CPU, flags, torch) is another machine: measured again
     real = precision.fingerprint
     monkeypatch.setattr(precision, "fingerprint", lambda dev="cpu": {**real(dev), "threads": 97})
+    monkeypatch.setenv("OMP_NUM_THREADS", "97")  # (how the thread count changes: the machine key follows it)
     monkeypatch.setattr(precision, "measure", lambda dev="cpu": calls.append(dev) or fake("fp32"))
     precision.forget()
     assert precision.decision("cpu")["precision"] == "fp32" and len(calls) == 2
     # within a process the first answer stays, whatever the cache says later
     assert precision.decision("cpu")["precision"] == "fp32"
+
+
+def test_a_known_machine_reads_its_decision_without_torch(own_cache, monkeypatch):
+    """Later processes find the decision under a key built without importing torch (a second of a
+    fully reused run's start-up); the key moves with what torch's part of the fingerprint follows."""
+    monkeypatch.setattr(precision, "measure", lambda dev="cpu": fake("bf16"))
+    first = precision.decision("cpu")
+    precision.forget()
+    monkeypatch.setattr(precision, "fingerprint", lambda dev="cpu": pytest.fail("torch's fingerprint was taken"))
+    assert precision.decision("cpu") == first
+    precision.forget()
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")  # another kernel choice: not this machine's decision
+    assert precision._known_without_torch("cpu") is None
 
 
 def _stage(*, embed: EmbedSpec = EmbedSpec(), precision: Precision = "auto",
