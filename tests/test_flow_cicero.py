@@ -45,6 +45,12 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
 
     splits = check_release("cicero", store, tmp_path / "release")
     assert splits
+    import subprocess
+    import sys
+
+    piped = subprocess.run([sys.executable, "-m", "csk.cli", "artifacts", "cicero", "--store", str(store)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)  # stdout is a pipe, not a terminal
+    assert all(any(s["path"] in line for line in piped.stdout.splitlines()) for s in stages), piped.stdout  # unwrapped
     second = _csk("run", "cicero", "--config", config_copy, "--store", store)
     assert second.exit_code == 0, second.output
     again = json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)
