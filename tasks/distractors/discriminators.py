@@ -66,6 +66,9 @@ def probe_features(vector: Callable[[str], np.ndarray], contexts: list[str],
     return np.concatenate(feats), np.asarray(owner), np.asarray(pos)
 
 
+SMALL_PROBLEM = 2e9  # rows x features x probes below which the probes are fitted on one thread
+
+
 class ProbeFamily:
     """m logistic-regression probes, each trained on its own subset of instances, fitted together.
 
@@ -119,7 +122,13 @@ class ProbeFamily:
             loss.backward()
             return loss
 
-        opt.step(closure)
+        threads = torch.get_num_threads()
+        if X.shape[0] * d * m < SMALL_PROBLEM:  # small products: one thread (more only wait on each other,
+            torch.set_num_threads(1)          # 6x slower on 2 busy cores); the count follows the size alone
+        try:
+            opt.step(closure)
+        finally:
+            torch.set_num_threads(threads)
         self.iterations = int(opt.state[opt._params[0]].get("n_iter", 0))
         with torch.no_grad():
             z = (W @ X.T).numpy()  # (m, R); the intercept shifts every choice alike
