@@ -22,6 +22,15 @@ def test_antonym_and_case():
     assert "Sad people always win." in out and "Happy people never win." in out
 
 
+def test_the_article_is_chosen_again_for_the_new_word():
+    out = [t for _, t in lx.antonym_rewrites("She found a closed room and an honest man.")]
+    assert "She found an opened room and an honest man." in out  # never "a opened room"
+    assert "She found a closed room and a dishonest man." in out  # never "an dishonest man"
+    assert [t for _, t in lx.antonym_rewrites("A happy girl.")][0] == "A sad girl."
+    assert lx._replace_span("An old car.", 3, 6, "new") == "A new car."  # the article keeps its case
+    assert lx._replace_span("I took an apple.", 10, 15, "hour") == "I took an hour."
+
+
 def test_negation_flip_keeps_grammar():
     assert lx.negation_rewrites("He is at home.") == [("negation:add", "He is not at home.")]
     assert lx.negation_rewrites("He is not at home.")[0][1] == "He is at home."

@@ -9,11 +9,14 @@ every place it applies; the generator also chains two rules for a larger pool:
 * role swap: speaker <-> listener, he <-> she, man <-> woman ...;
 * entity swap: a named entity of the answer (spaCy NER) replaced by another entity of the same
   type from the same dialogue (a person for a person, a date for a date).
+Every replacement re-chooses the indefinite article before the new word (inflect: "an opened
+room", "a closed door").
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Callable, Iterable
 
 # Written for this project: common English antonyms that appear in everyday dialogue answers.
@@ -87,8 +90,26 @@ def _match_case(new: str, old: str) -> str:
     return new
 
 
+ARTICLE = re.compile(r"\b(a|an|A|An|AN)(\s+)$")
+
+
 def _replace_span(text: str, start: int, end: int, new: str) -> str:
-    return text[:start] + new + text[end:]
+    """`text` with [start, end) replaced by `new`, and an indefinite article right before it chosen
+    again for the new word ("a closed room" -> "an opened room", never "a opened room")."""
+    head = text[:start]
+    article = ARTICLE.search(head)
+    if article is not None and new:
+        chosen = _engine().a(new).split(" ", 1)[0]  # inflect: "an" before a vowel sound ("an hour", "a one")
+        chosen = _match_case(chosen, article.group(1)) if article.group(1) != "AN" else chosen.upper()
+        head = head[:article.start(1)] + chosen + article.group(2)
+    return head + new + text[end:]
+
+
+@lru_cache(maxsize=1)
+def _engine():
+    import inflect
+
+    return inflect.engine()
 
 
 def _words(text: str) -> list[re.Match]:
