@@ -4,6 +4,7 @@ own commands are under `csk PIPELINE ...` (e.g. `csk cicero rebuild-distractors`
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -85,13 +86,14 @@ class _ReportedOnce(logging.Filter):
         return not re.search(rf"\b(?:{names})\b[(:]", record.getMessage())
 
 
-def _error_names() -> set[str]:
+@functools.lru_cache(maxsize=1)
+def _error_names() -> frozenset[str]:
     seen, todo = set(), [CskError]
     while todo:
         cls = todo.pop()
         seen.add(cls.__name__)
         todo += cls.__subclasses__()
-    return seen
+    return frozenset(seen)
 
 
 def _quiet_prefect_console() -> None:

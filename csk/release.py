@@ -133,6 +133,9 @@ def dataset_table(store: Store, pipeline: str, run: str | None = None, entries: 
     return _public_columns(df, entries)
 
 
+PATH_FIELDS = ("source_file", "file")  # columns and record keys that hold a file's path
+
+
 def _public_columns(df: pd.DataFrame, entries: dict) -> pd.DataFrame:
     """Columns as a release shows them: every local path (`source_file`, a file named in `evidence`)
     as the release names it (relative to its configured source), and `source_sha256` beside
@@ -140,19 +143,23 @@ def _public_columns(df: pd.DataFrame, entries: dict) -> pd.DataFrame:
     paths = public_paths(entries)
     sha = {f["path"]: f["sha256"] for e in _stages(entries).values() for f in e["manifest"].get("files", [])}
 
-    def public(v):
+    def public(v, field: str | None = None):
+        # only paths: a value the manifests name as a file read, or a file field (`source_file`, an
+        # evidence item's `file`) holding an absolute path; text that merely starts with "/" stays
         if isinstance(v, str):
-            return paths.get(v, Path(v).name if v.startswith("/") else v)
+            if v in paths:
+                return paths[v]
+            return Path(v).name if field in PATH_FIELDS and v.startswith("/") else v
         if isinstance(v, dict):
-            return {k: public(x) for k, x in v.items()}
+            return {k: public(x, k) for k, x in v.items()}
         if isinstance(v, (list, tuple)) or (hasattr(v, "tolist") and getattr(v, "ndim", 0) == 1):
-            return [public(x) for x in v]
+            return [public(x, field) for x in v]
         return v
 
     out = df.copy()
     for col in out.columns:
         if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
-            out[col] = out[col].map(public)
+            out[col] = out[col].map(lambda v, c=col: public(v, c))
     if "source_file" in out.columns:
         out.insert(out.columns.get_loc("source_file") + 1, "source_sha256",
                    df["source_file"].astype(str).map(sha).astype(object))

@@ -26,6 +26,9 @@ def unreadable(name: str, path: str, result: ReadResult, max_rejected_share: flo
         return None
     if not result.records:
         return f"{name} = {path}: no record in it (an empty file, or not a {name} file)"
+    if not result.rejected and result.skipped:  # read, but every record outside the selection
+        why = ", ".join(f"{k}: {n}" for k, n in sorted(result.skipped.items()))
+        return f"{name} = {path}: {result.records} records read, none selected ({why})"
     share = len(result.rejected) / result.records
     reasons = Counter(str(r.get("reason", r.get("reason_code", "?"))) for r in result.rejected)
     top_reasons = "; ".join(f"{why[:120]} ({n})" for why, n in reasons.most_common(top))
