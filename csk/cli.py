@@ -33,6 +33,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 app = typer.Typer(help="Commonsense-dialogue dataset construction pipelines.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
+
+
 def _console(stderr: bool = False) -> Console:
     """A terminal gets rich's layout at its width; a pipe or a log gets whole lines (an artifact path
     is one line to copy or grep, never wrapped at 80 columns)."""
