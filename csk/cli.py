@@ -561,15 +561,25 @@ def verify(pipeline: Optional[str] = typer.Argument(None, help="the pipeline; no
 @app.command("precision")
 def precision_command(device: str = typer.Option("auto", "--device", help="cpu, cuda[:i], or auto (CUDA when visible)"),
                       refresh: bool = typer.Option(False, "--refresh", help="measure again and replace the cached answer"),
-                      as_json: bool = typer.Option(False, "--json", help="print the cached record as JSON")) -> None:
+                      as_json: bool = typer.Option(False, "--json", help="print the cached records as JSON"),
+                      model: str = typer.Option(None, "--model", help="the sentence embedder whose precision ladder "
+                                                "(fp32 / bf16 / int8) to show (default: the embed tables' default)")) -> None:
     """This machine's precision decision (bf16 or fp32, for every `precision = "auto"` setting): measured
-    once at the embedder's shapes, cached per CPU model, flags, thread count and torch version."""
+    once at the embedder's shapes, cached per CPU model, flags, thread count and torch version; and the
+    sentence embedder's ladder (int8 too, where it is faster and the stages' decisions agree)."""
     from csk import compute
+    from csk.models import model_identity
     from csk.precision import cache_path, decision
+    from tasks import embed_precision
+    from tasks.embed import EmbedSpec, load_sentence_model
 
-    d = decision(compute.device(device), refresh=refresh)
+    dev = compute.device(device)
+    d = decision(dev, refresh=refresh)
+    model = model or EmbedSpec.model_fields["model"].default
+    path, sha = model_identity(model, "--model")
+    ladder = embed_precision.decision(sha, dev, lambda: load_sentence_model(path, dev), refresh=refresh)
     if as_json:
-        print(json.dumps(d, indent=2, sort_keys=True))
+        print(json.dumps({"machine": d, "embedder": ladder}, indent=2, sort_keys=True))
         return
     fp = d["fingerprint"]
     console.print(f"[bold]{d['precision']}[/]: {escape(d['why'])}", highlight=False, soft_wrap=True)
@@ -584,6 +594,13 @@ def precision_command(device: str = typer.Option("auto", "--device", help="cpu, 
         console.print(f"quick screen: bf16 {d['screen_speedup']}x fp32", highlight=False)
     console.print(f"measured {d['measured']}; cached in {cache_path(fp)} (--refresh measures again)",
                   highlight=False, soft_wrap=True)
+    console.print(f"embedder {escape(model)}: [bold]{ladder['precision']}[/] ({escape(ladder['why'])})",
+                  highlight=False, soft_wrap=True)
+    for rung, s in (ladder.get("speedup") or {}).items():
+        a = (ladder.get("agreement") or {}).get(rung, {})
+        same = ", ".join(f"{k.replace('_', ' ')} {a[k]:.2%} (of {a['counted'][k]})" for k in embed_precision.BARS if k in a)
+        console.print(f"  {rung}: {s}x fp32, whole model, one thread; decisions as fp32: {same}; min cosine {a.get('min_cosine')}",
+                      highlight=False, soft_wrap=True)
 
 
 @app.command()

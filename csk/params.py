@@ -72,10 +72,15 @@ ModelDir = Annotated[str | None, Input("model"), AfterValidator(_resolve_path)]
 
 
 class Resolved:
-    """Marks a setting the runtime resolves on this machine before keying the stage: "device" or "precision"."""
+    """Marks a setting the runtime resolves on this machine before keying the stage: "device" or
+    "precision". `decide(settings, device, model, cache)` (optional) resolves a precision "auto" for the
+    settings table it sits in (`model`: the manifest entry of that table's ModelDir, or None; `cache`:
+    the store's cache directory, where split models are unpacked) instead
+    of the machine's one bf16-or-fp32 decision: the sentence embedder's ladder, which has an int8 rung."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, decide: Callable[[dict, str, dict | None, Path | None], str] | None = None):
         self.kind = kind
+        self.decide = decide
 
     def __repr__(self) -> str:
         return f"Resolved({self.kind!r})"
@@ -125,9 +130,14 @@ def params_model(fn: Callable) -> type[Params]:
 
 # ------------------------------------------------------------------ typed inputs
 def _input_kind(field: FieldInfo, marker: type = Input) -> str | None:
+    found = _marker(field, marker)
+    return found.kind if found is not None else None
+
+
+def _marker(field: FieldInfo, marker: type = Input):
     for meta in field.metadata:
         if isinstance(meta, marker):
-            return meta.kind
+            return meta
     return None
 
 
@@ -157,10 +167,13 @@ def typed_inputs(model: type[BaseModel], values: dict, prefix: str = "", marker:
             yield from typed_inputs(nested, sub, f"{prefix}{name}.", marker)
 
 
-def resolve_settings(model: type[BaseModel], values: dict) -> dict[str, str]:
+def resolve_settings(model: type[BaseModel], values: dict, models: list[dict] | None = None,
+                     cache: Path | None = None) -> dict[str, str]:
     """dotted setting -> what it means on this machine, for every Device and Precision setting: the
     device "auto" names, the precision "auto" decides for the Device setting beside it (CPU when
-    there is none). Part of the stage's key: a different machine decision gives a different key."""
+    there is none; a precision whose marker has `decide` asks it, with the manifest entry of the
+    ModelDir beside it from `models`, as `csk.runtime.hash_inputs` lists them). Part of the stage's
+    key: a different machine decision gives a different key."""
     from csk import compute
     from csk.precision import decision
 
@@ -180,10 +193,36 @@ def resolve_settings(model: type[BaseModel], values: dict) -> dict[str, str]:
         if kind == "device":
             out[setting] = devices[parent(setting)]
         elif value == "auto":
-            out[setting] = decision(devices.get(parent(setting), "cpu"))["precision"]
+            dev = devices.get(parent(setting), "cpu")
+            marker = _resolved_marker(model, setting)
+            if marker is not None and marker.decide is not None:
+                table = _table(values, parent(setting))
+                entry = next((m for m in models or [] if parent(m["param"]) == parent(setting)), None)
+                out[setting] = marker.decide(table, dev, entry, cache)
+            else:
+                out[setting] = decision(dev)["precision"]
         else:
             out[setting] = str(value)
     return dict(sorted(out.items()))
+
+
+def _resolved_marker(model: type[BaseModel], setting: str) -> Resolved | None:
+    """The Resolved marker of a dotted setting."""
+    head, _, rest = setting.partition(".")
+    field = model.model_fields.get(head)
+    if field is None:
+        return None
+    if not rest:
+        return _marker(field, Resolved)
+    nested = _nested_model(field.annotation)
+    return _resolved_marker(nested, rest) if nested is not None else None
+
+
+def _table(values: dict, dotted: str) -> dict:
+    """The nested settings table at a dotted path ("" : the top)."""
+    for part in filter(None, dotted.split(".")):
+        values = values.get(part) or {}
+    return values
 
 
 def describe(model: type[BaseModel], values: BaseModel | None, prefix: str = "") -> Iterator[dict]:

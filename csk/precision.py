@@ -223,10 +223,10 @@ def decision(dev: str = "cpu", refresh: bool = False) -> dict:
     return found
 
 
-def _machine_key(dev: str) -> Path | None:
-    """Where the CPU decision's id is filed under what determines torch's part of the fingerprint
-    without importing torch (a second of start-up): the CPU, its flags, torch's installed version, the
-    CPUs this process may use and the thread / kernel environment variables torch reads. None on a GPU."""
+def machine_material(dev: str) -> dict | None:
+    """What determines torch's part of the CPU fingerprint, known without importing torch (a second of
+    start-up): the CPU, its flags, torch's installed version, the CPUs this process may use and the
+    thread / kernel environment variables torch reads. None on a GPU."""
     if kind(dev) != "cpu":
         return None
     from csk.compute import cpu_model
@@ -236,9 +236,16 @@ def _machine_key(dev: str) -> Path | None:
     except metadata.PackageNotFoundError:
         return None
     env = {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY")}
-    key = {"method": METHOD, "cpu": cpu_model(), "flags": cpu_flags(), "torch": torch_version, "env": env,
-           "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-           "shapes": [list(x) for x in shapes()]}
+    return {"method": METHOD, "cpu": cpu_model(), "flags": cpu_flags(), "torch": torch_version, "env": env,
+            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "shapes": [list(x) for x in shapes()]}
+
+
+def _machine_key(dev: str) -> Path | None:
+    """Where the CPU decision's id is filed under `machine_material`. None on a GPU."""
+    key = machine_material(dev)
+    if key is None:
+        return None
     return cache_dir() / "precision" / "machines" / f"{fingerprint_id(key)}.json"
 
 

@@ -499,7 +499,7 @@ class Store:
             "files": [(f["param"], f["path"], f["sha256"]) for f in files],
             "models": [(m["param"], m["sha256"]) for m in models],
         }
-        resolved = resolve_settings(stage.params_model, params_json)
+        resolved = resolve_settings(stage.params_model, params_json, models, self.root / "_cache")
         if resolved:  # "auto" precision and device as decided here: another decision, another key
             material["resolved"] = resolved
         key = hashlib.sha256(canonical_json(material).encode()).hexdigest()[:24]

@@ -5,11 +5,13 @@ The cache is an LMDB database in the artifact store
 and runs. That is sound because a text's vector depends on the text alone: each text is computed in a
 forward pass whose shape is fixed by its own token count (`pass_shape`), never padded to whichever
 longer text happened to share its batch; so a stage's output is the same bytes however warm the cache
-(a stage re-run after a crash, other stages having cached some of its texts). Precision "auto" is decided by
-`csk.compute.precision`: bf16 autocast only where this machine's one decision takes it
-(`csk.precision`: measured once at this embedder's batch shapes, cached, resolved into the
-stage's key) AND a length-spread probe of the actual texts agrees with fp32 to cosine >=
-`min_agreement`; the decision and the agreement go into the manifest.
+(a stage re-run after a crash, other stages having cached some of its texts). Precision "auto" climbs
+the embedder's ladder (`tasks.embed_precision`, measured once per machine and model, resolved into the
+stage's key): int8 (dynamic quantization of the Linear layers) only where it is clearly faster than
+fp32 here AND the decisions the stages take from the vectors stay the same on a fixed calibration
+sample; bf16 autocast only where this machine's one decision takes it (`csk.precision`) AND a
+length-spread probe of the stage's own texts agrees with fp32 to cosine >= `min_agreement`; else
+fp32. The decision and its figures go into the manifest.
 
 Use it as a context manager: `with open_embedder(spec, ctx) as emb: vectors = emb.encode(texts)`.
 """
@@ -20,20 +22,38 @@ import hashlib
 import json
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Annotated, Iterator, Literal
 
 import numpy as np
 import pandas as pd
 
 from csk import compute
 from csk.models import model_identity, pretrained_kwargs, resolve_model
-from csk.params import Device, ModelDir, Params, Precision
+from csk.errors import ConfigError
+from csk.params import Device, ModelDir, Params, Resolved
 from csk.progress import progress
 from csk.runtime import StageContext, StageOutput
 from csk.shards import map_shards
 
 PROBE_SIZE = 32
-_MODELS: dict[tuple[str, str], object] = {}
+_MODELS: dict[tuple[str, str, str], object] = {}
+
+
+def ladder_precision(settings: dict, device: str, model: dict | None, cache: Path | None) -> str:
+    """What `precision = "auto"` of an embed table resolves to here: the ladder's rung for its model
+    (`tasks.embed_precision.decision`), for the stage's key."""
+    from tasks.embed_precision import decision
+
+    if model is None:  # no model configured: the stage fails on it later; key by the machine decision
+        from csk.precision import decision as machine_decision
+
+        return machine_decision(device)["precision"]
+    load = lambda: load_sentence_model(resolve_model(model["spec"], "sentence embedding model", model["param"],  # noqa: E731
+                                                     cache=cache), device)
+    return decision(model["sha256"], device, load)["precision"]
+
+
+EmbedPrecision = Annotated[Literal["auto", "fp32", "bf16", "int8"], Resolved("precision", decide=ladder_precision)]
 
 
 class EmbedSpec(Params):
@@ -51,9 +71,10 @@ class EmbedSpec(Params):
     pad_multiple: int = 8
     """a text's tokens are padded up to a multiple of this: fewer pass shapes (fuller passes) against
     more padding"""
-    precision: Precision = "auto"
-    """auto: bf16 only where this machine's decision (`csk precision`) takes it and the stage's texts
-    agree with fp32 to min_agreement"""
+    precision: EmbedPrecision = "auto"
+    """auto: the fastest rung of fp32 / bf16 / int8 allowed here (`csk precision`): int8 only where at
+    least 1.2x fp32 and the stages' decisions agree on the calibration sample, bf16 only where this
+    machine's decision takes it and the stage's texts agree with fp32 to min_agreement. int8: CPU only"""
     min_agreement: float = 0.999
     """lowest cosine between bf16 and fp32 embeddings of the probe texts for bf16 to be used"""
     device: Device = "auto"
@@ -64,14 +85,22 @@ def text_key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()[:20]
 
 
-def load_sentence_model(path: Path, device: str):
+def load_sentence_model(path: Path, device: str, precision: str = "fp32"):
+    """The sentence-transformers model, once per process; with precision "int8" a copy whose Linear
+    layers are dynamically quantized (`tasks.embed_precision.quantize_int8`), else the model itself
+    (bf16 is autocast at run time)."""
     from sentence_transformers import SentenceTransformer
 
-    key = (str(path), device)
+    key = (str(path), device, "int8" if precision == "int8" else "float")
     if key not in _MODELS:
-        _MODELS[key] = SentenceTransformer(str(path), device=device, local_files_only=True,
-                                           model_kwargs={k: v for k, v in pretrained_kwargs(path).items()
-                                                         if k != "local_files_only"})
+        if precision == "int8":
+            from tasks.embed_precision import quantize_int8
+
+            _MODELS[key] = quantize_int8(load_sentence_model(path, device))
+        else:
+            _MODELS[key] = SentenceTransformer(str(path), device=device, local_files_only=True,
+                                               model_kwargs={k: v for k, v in pretrained_kwargs(path).items()
+                                                             if k != "local_files_only"})
     return _MODELS[key]
 
 
@@ -146,7 +175,7 @@ def encode_pass(model, texts: list[str], rows: int, padded: int, precision: str,
 
 def encode_shard(frame: pd.DataFrame, *, model: str, device: str, precision: str) -> pd.DataFrame:
     """Whole passes of the plan, on a worker (the model loaded once per worker process)."""
-    st = load_sentence_model(Path(model), device)
+    st = load_sentence_model(Path(model), device, precision)
     parts = [encode_pass(st, group["text"].astype(str).tolist(), int(group["rows"].iat[0]),
                          int(group["padded"].iat[0]), precision, device)
              for _, group in frame.groupby("pass", sort=False)]
@@ -213,8 +242,13 @@ class Embedder:
 
     def packing(self, precision: str | None = None) -> dict:
         """This machine's `packing_check` for the precision (default: the one decided)."""
-        return packing_check(self.model, self.device, precision or self.precision, self.batch_tokens,
+        precision = precision or self.precision
+        return packing_check(self.model_for(precision), self.device, precision, self.batch_tokens,
                              self.batch_size, self.pad_multiple)
+
+    def model_for(self, precision: str):
+        """The model a precision runs (int8: the quantized copy)."""
+        return load_sentence_model(self.path, self.device, precision) if precision == "int8" else self.model
 
     @property
     def cache_name(self) -> str:
@@ -231,7 +265,8 @@ class Embedder:
     def _encode_raw(self, texts: list[str], precision: str, bar=None) -> np.ndarray:
         out = np.zeros((len(texts), self.model.get_embedding_dimension()), np.float32)
         for rows, padded, idx in self.plan(texts, precision):
-            out[idx] = encode_pass(self.model, [texts[i] for i in idx], rows, padded, precision, self.device)
+            out[idx] = encode_pass(self.model_for(precision), [texts[i] for i in idx], rows, padded, precision,
+                                   self.device)
             if bar is not None:
                 bar.update(len(idx))
         return out
@@ -279,9 +314,29 @@ class Embedder:
         return float(cos.min())
 
     def calibrate(self, texts: list[str]) -> str:
+        """Decide the precision once (the same decision the stage's key was computed with, see
+        `ladder_precision`); bf16 then also probes these texts against fp32."""
         if self.decision is None:
-            self.decision = compute.precision(self.spec.precision, self.device, lambda: self._agreement(texts),
-                                              self.spec.min_agreement)
+            requested = self.spec.precision
+            if requested == "int8" and not self.device.startswith("cpu"):
+                raise ConfigError(f"embed.precision = \"int8\": dynamic int8 quantization runs on CPU only, and this "
+                                  f"embedder runs on {self.device}; set precision to \"auto\", \"bf16\" or \"fp32\"")
+            if requested == "int8":
+                self.decision = {"precision": "int8", "requested": "int8", "why": "set in the configuration",
+                                 **compute.machine()}
+            elif requested == "auto":
+                from tasks.embed_precision import decision
+
+                ladder = decision(self.sha256, self.device, lambda: self.model)
+                if ladder["precision"] == "bf16":  # the machine decision takes bf16: the stage's texts must agree too
+                    self.decision = {**compute.precision("auto", self.device, lambda: self._agreement(texts),
+                                                         self.spec.min_agreement), "ladder": ladder}
+                else:
+                    self.decision = {"requested": "auto", "device": self.device, "precision": ladder["precision"],
+                                     "why": ladder["why"], "machine_decision": ladder["machine_decision"],
+                                     "ladder": ladder, **compute.machine()}
+            else:
+                self.decision = compute.precision(requested, self.device)
         return self.precision
 
     # -- cache

@@ -31,6 +31,17 @@ def fake(p: str) -> dict:
     return {"precision": p, "id": f"test-{p}", "why": f"{p} (test)", "speedup": 1.0}
 
 
+@pytest.fixture(autouse=True)
+def ladder_follows_the_machine(monkeypatch):
+    """These tests fake the machine decision; the embedder's ladder (tests/test_embed_precision.py) then
+    takes it as it is, without timing the model under a decision this machine did not make."""
+    from tasks import embed_precision
+
+    monkeypatch.setattr(embed_precision, "measure", lambda model, dev, machine_precision, rounds=3:
+                        embed_precision.choose(machine_precision, {}))
+    monkeypatch.setattr(embed_precision, "_DECISIONS", {})
+
+
 @pytest.fixture
 def own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("CSK_CACHE_DIR", str(tmp_path / "cache"))

@@ -1,0 +1,285 @@
+"""The sentence embedder's precision ladder: fp32, bf16 (autocast), int8 (dynamic quantization).
+
+`precision = "auto"` in an `embed` table resolves, per machine and model, to the fastest rung that is
+allowed here, never to one slower than fp32:
+
+* fp32 is always allowed (the reference);
+* bf16 where the machine's one decision takes it (`csk.precision`: bf16 at least 1.2x fp32 at the
+  embedder's linear-layer shapes) and the whole model, timed here, is not slower than fp32; each stage
+  still probes its own texts against fp32 (`tasks.embed.Embedder.calibrate`);
+* int8 (PyTorch's dynamic quantization of the Linear layers, CPU only) where the whole model is at
+  least `MIN_SPEEDUP` x fp32 here AND, on the fixed calibration sample (`tasks/data/embed_calibration.json`,
+  texts of the bundled sample corpora and near-duplicate variants of them), the decisions that depend
+  on the vectors stay as fp32 makes them: near-duplicate pairs at the dedup threshold, TextRank
+  targets and candidate-filter verdicts, each at least its `BARS` share. Cosine alone does not decide:
+  a vector may move while every decision stays (or the reverse).
+
+The speed of each rung is its CPU time on one intra-op thread, encoding a length-spread subset of the
+sample in the embedder's own passes, in alternating rounds (the median ratio decides), as the machine
+decision is timed; a packed pass whose rows are not independent in a rung (per-tensor activation scales
+make a row depend on its neighbours) is timed as the single-row passes it would run in.
+
+Measured once per machine, model and calibration sample, cached beside the machine decision
+(`<cache>/precision/embedder/`), readable without importing torch (so the key of a fully cached run
+is computed in milliseconds); the figures go into the manifest with the embedder's record, and the
+resolved rung into every embedding stage's key.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import json
+import os
+import statistics
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from csk.precision import MIN_SPEEDUP, cache_dir, fingerprint_id, machine_material
+
+METHOD = 2  # how the ladder is measured (2: int8 weights per channel); a new method measures again
+BARS = {"dedup_pairs": 0.995, "textrank_targets": 0.99, "candidate_verdicts": 0.995}
+"""least share of decisions identical to fp32 for int8 to be taken (issue 28)"""
+ROUNDS = 3
+SPEED_TEXTS = 48  # length-spread texts a timing trial encodes
+CALIBRATION = Path(__file__).resolve().parent / "data" / "embed_calibration.json"
+RUNGS = ("fp32", "bf16", "int8")
+
+_DECISIONS: dict[tuple[str, str, str], dict] = {}  # (model sha256, device kind, machine decision) -> ladder
+
+
+# ------------------------------------------------------------------ the sample and its decisions
+def calibration() -> dict:
+    """The fixed calibration sample: dialogues (and a near-duplicate of each: its last utterance left
+    out), and (choice, correct answer) pairs (and the answer against itself without its last word, a
+    near-paraphrase), with the thresholds of the stages whose decisions are compared."""
+    from tasks.dedup import dedup
+    from tasks.distractors.candidate_filter import candidate_filter
+
+    raw = json.loads(CALIBRATION.read_text())
+    dialogues = [list(map(str, d)) for d in raw["dialogues"]]
+    variants = [d[:-1] for d in dialogues if len(d) >= 3]
+    pairs = [tuple(map(str, p)) for p in raw["pairs"]]
+    answers = list(dict.fromkeys(b for _, b in pairs))
+    pairs += [(a, a.rsplit(" ", 1)[0]) for a in answers if " " in a]
+    default = lambda fn, name: inspect.signature(fn).parameters[name].default  # noqa: E731  (defaults written once)
+    return {"dialogues": dialogues, "joined": [" ".join(d) for d in dialogues + variants], "pairs": pairs,
+            "dedup_threshold": default(dedup, "threshold"),
+            "max_similarity": default(candidate_filter, "max_similarity"),
+            "sha256": hashlib.sha256(CALIBRATION.read_bytes()).hexdigest()}
+
+
+def texts_of(sample: dict) -> list[str]:
+    return list(dict.fromkeys([u for d in sample["dialogues"] for u in d] + sample["joined"]
+                              + [t for p in sample["pairs"] for t in p]))
+
+
+def decisions(vector: dict[str, np.ndarray], sample: dict) -> dict:
+    """What the stages decide from these vectors: near-duplicate pairs (dedup), per-dialogue TextRank
+    x1 targets (CICERO's targets stage rule), and the paraphrase verdict of each pair (candidate filter)."""
+    from csk.compute import rng
+    from tasks.cicero.targets import n_targets, select_x1, textrank_batch
+
+    joined = np.stack([vector[t] for t in sample["joined"]])
+    sims = joined @ joined.T
+    dup = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(sims >= sample["dedup_threshold"], 1)))}
+    blocks = [np.stack([vector[u] for u in d]) for d in sample["dialogues"]]
+    picks = []
+    for i, (d, scores) in enumerate(zip(sample["dialogues"], textrank_batch(blocks))):
+        n = len(d)
+        picks.append(tuple(select_x1(scores, n_targets(n, rng(0, i)), 2 if n <= 8 else 3)))
+    verdicts = [float(vector[a] @ vector[b]) >= sample["max_similarity"] for a, b in sample["pairs"]]
+    return {"dedup_pairs": dup, "textrank_targets": picks, "candidate_verdicts": verdicts}
+
+
+def agreement(ref: dict, got: dict) -> dict:
+    """Share of each decision identical to the reference's (near-duplicate pairs: Jaccard of the pair
+    sets, 1.0 when neither has any), with how many decisions it counts."""
+    union = ref["dedup_pairs"] | got["dedup_pairs"]
+    return {"dedup_pairs": len(ref["dedup_pairs"] & got["dedup_pairs"]) / len(union) if union else 1.0,
+            "textrank_targets": float(np.mean([a == b for a, b in zip(ref["textrank_targets"], got["textrank_targets"])])),
+            "candidate_verdicts": float(np.mean([a == b for a, b in zip(ref["candidate_verdicts"], got["candidate_verdicts"])])),
+            "counted": {"dedup_pairs": len(union), "textrank_targets": len(ref["textrank_targets"]),
+                        "candidate_verdicts": len(ref["candidate_verdicts"])}}
+
+
+# ------------------------------------------------------------------ the rule
+def choose(machine_precision: str, speedup: dict[str, float], agree: dict[str, dict] | None = None) -> dict:
+    """The rung `auto` takes, from the machine decision ("fp32"/"bf16") and this model's measurements:
+    `speedup` (rung -> speed vs fp32, whole model) and `agree` (rung -> `agreement` figures). The
+    fastest allowed rung; fp32 when nothing else is allowed, so never one slower than fp32."""
+    agree = agree or {}
+    allowed, why = {"fp32": 1.0}, []
+    if machine_precision == "bf16":
+        s = speedup.get("bf16")
+        if s is None or s >= 1.0:
+            allowed["bf16"] = s if s is not None else MIN_SPEEDUP
+        else:
+            why.append(f"bf16 not taken: the whole model ran {s:.2f}x fp32 here")
+    if "int8" in speedup:
+        s, a = speedup["int8"], agree.get("int8")
+        failed = [f"{k} {a[k]:.4f} < {bar}" for k, bar in BARS.items() if a is not None and a[k] < bar]
+        if s < MIN_SPEEDUP:
+            why.append(f"int8 not taken: {s:.2f}x fp32, below {MIN_SPEEDUP}x")
+        elif a is None:
+            why.append("int8 not taken: its decisions were not compared with fp32")
+        elif failed:
+            why.append(f"int8 not taken: {s:.2f}x fp32 but decisions differ from fp32 ({', '.join(failed)})")
+        else:
+            allowed["int8"] = s
+    best = max(allowed, key=lambda r: (allowed[r], -RUNGS.index(r)))
+    taken = f"{best}: {allowed[best]:.2f}x fp32" if best != "fp32" else "fp32"
+    return {"precision": best, "why": "; ".join([taken] + why)}
+
+
+# ------------------------------------------------------------------ int8
+def int8_engine() -> str | None:
+    """The quantized engine dynamic int8 runs on here, or None where there is none."""
+    import torch
+
+    engines = [e for e in torch.backends.quantized.supported_engines if e != "none"]
+    current = torch.backends.quantized.engine
+    return current if current in engines else (engines[0] if engines else None)
+
+
+def quantize_int8(model):
+    """A copy of the model with its Linear layers dynamically quantized to int8 with PyTorch's own
+    quantization: weights per output channel (all-MiniLM-L6-v2 on the calibration sample: median cosine
+    to fp32 0.977 against 0.945 with one scale per tensor, at the same speed), activations per pass at
+    run time (so a row depends on its pass: `packing_check` then gives each text a pass of its own)."""
+    import torch
+    from torch.ao.quantization import per_channel_dynamic_qconfig
+
+    with warnings.catch_warnings():  # torch.ao.quantization announces its move to torchao
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*quantize_per_(tensor|channel).*deprecated", category=UserWarning)
+        return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear: per_channel_dynamic_qconfig})
+
+
+# ------------------------------------------------------------------ measurement
+def measure(model, device: str, machine_precision: str, rounds: int = ROUNDS) -> dict:
+    """Time every candidate rung against fp32 on the calibration sample and compare the decisions its
+    vectors give (no cache). `model`: the loaded sentence-transformers model."""
+    import torch
+
+    from tasks.embed import BATCH_TOKENS, encode_pass, packing_check, plan_passes, token_lengths
+
+    rungs = ["fp32"] + (["bf16"] if machine_precision == "bf16" else [])
+    if device == "cpu" and int8_engine():
+        rungs.append("int8")
+    sample = calibration()
+    out: dict[str, Any] = {"rungs": rungs, "calibration_sha256": sample["sha256"], "bars": BARS,
+                           "min_speedup": MIN_SPEEDUP}
+    if rungs == ["fp32"]:
+        return {**out, **choose(machine_precision, {})}
+    models = {r: (quantize_int8(model) if r == "int8" else model) for r in rungs}
+    run_as = {r: ("fp32" if r == "int8" else r) for r in rungs}  # int8 runs without autocast
+    batch_tokens = BATCH_TOKENS.get(device.split(":")[0], BATCH_TOKENS["cpu"])
+    texts = texts_of(sample)
+    lengths = token_lengths(model, texts)
+
+    def encode(r: str, idx: list[int]) -> np.ndarray:
+        packed = packing_check(models[r], device, run_as[r], batch_tokens, 256)["packed"]
+        vecs = np.zeros((len(idx), model.get_embedding_dimension()), np.float32)
+        for rows, padded, sel in plan_passes(lengths[idx], batch_tokens, 256, packed=packed):
+            vecs[sel] = encode_pass(models[r], [texts[idx[i]] for i in sel], rows, padded, run_as[r], device)
+        return vecs
+
+    order = np.argsort(lengths, kind="stable")
+    speed_idx = sorted(order[::max(1, len(order) // SPEED_TEXTS)][:SPEED_TEXTS].tolist())
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread, its own CPU time: other processes do not move the answer
+    try:
+        for r in rungs:
+            encode(r, speed_idx[:8])  # warm-up: kernel selection, the quantized copy's first call
+        seconds: dict[str, list[float]] = {r: [] for r in rungs}
+        for k in range(rounds):
+            for r in (rungs if k % 2 == 0 else rungs[::-1]):
+                t0 = time.thread_time()
+                encode(r, speed_idx)
+                seconds[r].append(time.thread_time() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    speedup = {r: round(statistics.median(seconds["fp32"]) / statistics.median(seconds[r]), 3) for r in rungs[1:]}
+    out.update({"seconds": {r: [round(s, 4) for s in v] for r, v in seconds.items()}, "speedup": speedup,
+                "speed_texts": len(speed_idx), "timed": "one thread, its CPU time"})
+    everything = list(range(len(texts)))
+    vectors = {r: dict(zip(texts, encode(r, everything))) for r in rungs}
+    ref = decisions(vectors["fp32"], sample)
+    agree = {}
+    for r in rungs[1:]:
+        agree[r] = agreement(ref, decisions(vectors[r], sample))
+        got = np.stack([vectors[r][t] for t in texts])
+        agree[r]["min_cosine"] = round(float(np.min(np.sum(got * np.stack([vectors["fp32"][t] for t in texts]), axis=1))), 5)
+    out["agreement"] = agree
+    out["calibration_texts"] = len(texts)
+    return {**out, **choose(machine_precision, speedup, agree)}
+
+
+# ------------------------------------------------------------------ the decision, once per machine and model
+def cache_path(model_sha: str, dev: str, machine_id: str) -> Path:
+    """Where the ladder of this model on this machine is filed: under what the machine decision's
+    torch-free key holds (CPU, flags, torch version, usable CPUs, thread variables), the machine
+    decision itself and the model's and the calibration sample's hashes."""
+    material = {"ladder": METHOD, "machine": machine_material(dev), "decision": machine_id, "model": model_sha,
+                "calibration": hashlib.sha256(CALIBRATION.read_bytes()).hexdigest()}
+    return cache_dir() / "precision" / "embedder" / f"{fingerprint_id(material)}.json"
+
+
+def decision(model_sha: str, dev: str, load, refresh: bool = False) -> dict:
+    """The ladder's answer for the model of this sha256 on this machine: from this process's memory,
+    else the cache, else measured (one process at a time) on the model `load()` returns."""
+    from csk.precision import decision as machine_decision
+    from csk.precision import kind
+
+    machine = machine_decision(dev)  # (`csk precision --refresh` measured it again first)
+    key = (model_sha, kind(dev), machine["id"])
+    if key in _DECISIONS and not refresh:
+        return _DECISIONS[key]
+    if kind(dev) != "cpu":  # int8 dynamic quantization is CPU-only: the machine decision is the ladder
+        found = {"precision": machine["precision"], "why": machine["why"], "rungs": ["fp32", "bf16"],
+                 "machine_decision": machine["id"]}
+        _DECISIONS[key] = found
+        return found
+    path = cache_path(model_sha, dev, machine["id"])
+    found = None if refresh else _read(path, machine)
+    if found is None:
+        from filelock import FileLock
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock"):
+            found = None if refresh else _read(path, machine)
+            if found is None:
+                import logging
+
+                logging.getLogger("csk").info("measuring the embedder's precision ladder (fp32, bf16, int8) on "
+                                              "this machine (once; cached in %s)", path)
+                found = {"model_sha256": model_sha, "machine_decision": machine["id"],
+                         "machine_precision": machine["precision"], "method": METHOD,
+                         "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                         **measure(load(), dev, machine["precision"])}
+                tmp = path.with_suffix(f".tmp{os.getpid()}")
+                tmp.write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
+                os.replace(tmp, path)
+    _DECISIONS[key] = found
+    return found
+
+
+def _read(path: Path, machine: dict) -> dict | None:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict) or found.get("precision") not in RUNGS or found.get("machine_decision") != machine.get("id"):
+        return None  # the machine decision was measured again: so is the ladder
+    return found
+
+
+def forget() -> None:
+    """Drop this process's remembered ladders (tests; `csk precision --refresh`)."""
+    _DECISIONS.clear()
