@@ -568,7 +568,7 @@ def precision_command(device: str = typer.Option("auto", "--device", help="cpu, 
     once at the embedder's shapes, cached per CPU model, flags, thread count and torch version; and the
     sentence embedder's ladder (int8 too, where it is faster and the stages' decisions agree)."""
     from csk import compute
-    from csk.models import model_identity
+    from csk.models import model_identity, resolve_model
     from csk.precision import cache_path, decision
     from tasks import embed_precision
     from tasks.embed import EmbedSpec, load_sentence_model
@@ -576,8 +576,9 @@ def precision_command(device: str = typer.Option("auto", "--device", help="cpu, 
     dev = compute.device(device)
     d = decision(dev, refresh=refresh)
     model = model or EmbedSpec.model_fields["model"].default
-    path, sha = model_identity(model, "--model")
-    ladder = embed_precision.decision(sha, dev, lambda: load_sentence_model(path, dev), refresh=refresh)
+    _, sha = model_identity(model, "--model")
+    ladder = embed_precision.decision(sha, dev, lambda: load_sentence_model(resolve_model(model, "sentence embedder",
+                                                                                      "--model"), dev), refresh=refresh)
     if as_json:
         print(json.dumps({"machine": d, "embedder": ladder}, indent=2, sort_keys=True))
         return
@@ -599,7 +600,9 @@ def precision_command(device: str = typer.Option("auto", "--device", help="cpu, 
     for rung, s in (ladder.get("speedup") or {}).items():
         a = (ladder.get("agreement") or {}).get(rung, {})
         same = ", ".join(f"{k.replace('_', ' ')} {a[k]:.2%} (of {a['counted'][k]})" for k in embed_precision.BARS if k in a)
-        console.print(f"  {rung}: {s}x fp32, whole model, one thread; decisions as fp32: {same}; min cosine {a.get('min_cosine')}",
+        one, every = (ladder.get("speedup_one_thread") or {}).get(rung), (ladder.get("speedup_all_threads") or {}).get(rung)
+        console.print(f"  {rung}: {s}x fp32 (whole passes: {one}x on one thread, {every}x on {ladder.get('threads')}); "
+                      f"decisions as fp32: {same}; min cosine {a.get('min_cosine')}",
                       highlight=False, soft_wrap=True)
 
 

@@ -63,22 +63,70 @@ def read_candidate_file(path: str, known: set[str]) -> dict[str, list[str]]:
 Pool = dict[str, list[tuple[str, str]]]  # instance id -> [(rule, candidate text)]
 
 
-def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answer: int, seed: int) -> Pool:
+def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answer: int, seed: int,
+                  fluency: bool = True, rejected: list[dict] | None = None) -> Pool:
+    """The rule-based rewrites of every gold answer; with `fluency`, each checked by
+    `tasks.distractors.fluency` and a failing one left out (appended to `rejected` with its reason)."""
+    from tasks.distractors import fluency as fl
+
     lookup = None
     if conceptnet_db:
         conceptnet.connect(conceptnet_db)
         lookup = conceptnet.antonyms
-    out: Pool = {}
     texts_of = {inst.id: _texts(inst.passage, inst.gold) for inst in view.itertuples()}
     entities([t for ts in texts_of.values() for t in ts])  # parse every text once, in batches
+    found: dict[str, list[tuple[str, str]]] = {}
     for inst in view.itertuples():
         pool = rewrite_all(inst.gold, entities(texts_of[inst.id]), lookup)
-        # A deterministic, seeded subsample keeps pools bounded when chains explode.
-        if len(pool) > max_per_answer:
+        # A deterministic, seeded subsample keeps pools bounded when chains explode (twice the pool when
+        # the fluency checks will still remove some).
+        bound = max_per_answer * (2 if fluency else 1)
+        if len(pool) > bound:
             rng = compute.rng(seed, "counterfactual-subsample", inst.id)
+            pool = [pool[i] for i in sorted(rng.choice(len(pool), bound, replace=False))]
+        found[inst.id] = pool
+    if fluency:
+        parsed = fl.parse(list(view["gold"]) + [t for pool in found.values() for _, t in pool])
+        gold = dict(zip(view["id"], view["gold"]))
+        for iid, pool in found.items():
+            kept = []
+            for rule, text in pool:
+                problem = fl.check(gold[iid], text, parsed)
+                if problem is None:
+                    kept.append((rule, text))
+                elif rejected is not None:
+                    rejected.append({"instance_id": iid, "gold": gold[iid], "candidate": text, "rule": rule,
+                                     "check": problem[0], "reason": problem[1]})
+            found[iid] = kept
+    out: Pool = {}
+    for iid, pool in found.items():
+        if len(pool) > max_per_answer:
+            rng = compute.rng(seed, "counterfactual-fluent-subsample", iid)
             pool = [pool[i] for i in sorted(rng.choice(len(pool), max_per_answer, replace=False))]
-        out[inst.id] = pool
+        out[iid] = pool
     return out
+
+
+def fluency_report(checked: pd.DataFrame, rejected: list[dict]) -> list[dict]:
+    """Per lexical rule kind (a chain counts for each kind in it) and check: rewrites checked, rejected,
+    and the share each check lost."""
+    kinds = lambda rule: sorted({p.split(":")[0] for p in str(rule).split("+") if p})  # noqa: E731
+    total: dict[str, int] = {}
+    for rule in list(checked["rule"]) + [r["rule"] for r in rejected]:
+        for k in kinds(rule):
+            total[k] = total.get(k, 0) + 1
+    lost: dict[tuple[str, str], int] = {}
+    for r in rejected:
+        for k in kinds(r["rule"]):
+            lost[(k, r["check"])] = lost.get((k, r["check"]), 0) + 1
+    from tasks.distractors.fluency import CHECKS
+
+    rows = []
+    for k in sorted(total):
+        for c in CHECKS:
+            n = lost.get((k, c), 0)
+            rows.append({"rule": k, "check": c, "checked": total[k], "rejected": n, "share": round(n / total[k], 4)})
+    return rows
 
 
 def t5_pools(view: pd.DataFrame, *, model: str | None, num_return: int, num_beams: int, do_sample: bool,
@@ -152,7 +200,8 @@ def counterfactuals(instances: pd.DataFrame, *,
                     min_pool: int = 16, model: ModelDir = None, conceptnet_db: InputPath = None,
                     max_per_answer: int = 24, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
                     batch_size: int = 16, candidates: InputPath = None, retrieval_depth: int = 32,
-                    embed: EmbedSpec = EmbedSpec(), seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
+                    embed: EmbedSpec = EmbedSpec(), fluency: bool = True, seed: int = 0,
+                    ctx: StageContext | None = None) -> StageOutput:
     """A pool of alternatives to every instance's gold answer (distractors.Instances in).
 
     Args:
@@ -172,18 +221,23 @@ def counterfactuals(instances: pd.DataFrame, *,
         candidates: JSON Lines {"id": instance id, "candidates": [...]} for the file generator
         retrieval_depth: most retrieved answers per instance
         embed: the sentence embedder ranking retrieved answers
+        fluency: check every lexical rewrite with the parser (fixed expressions left alone, number
+            agreement, articles; `tasks.distractors.fluency`) and leave out those that fail: rejected rows
+            (reason_code fluency_<check>) under their instance, each rule's losses in the manifest's `fluency`
         seed: seed of subsampling and sampling
     """
     view = instances
     if not generators:
         raise ConfigError("counterfactuals.generators is empty: name at least one of lexical, t5, file, retrieval")
     make = {
-        "lexical": lambda: lexical_pools(view, conceptnet_db=conceptnet_db, max_per_answer=max_per_answer, seed=seed),
+        "lexical": lambda: lexical_pools(view, conceptnet_db=conceptnet_db, max_per_answer=max_per_answer, seed=seed,
+                                         fluency=fluency, rejected=disfluent),
         "t5": lambda: t5_pools(view, model=model, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
                                batch_size=batch_size, seed=seed, ctx=ctx),
         "file": lambda: file_pools(view, candidates=candidates),
         "retrieval": lambda: retrieval_pools(view, embed=embed, depth=retrieval_depth, ctx=ctx),
     }
+    disfluent: list[dict] = []
     pools: dict[str, list[tuple[str, str, str]]] = {i: [] for i in view["id"]}
     seen = {i: {g.strip().lower()} for i, g in zip(view["id"], view["gold"])}
     added: dict[str, int] = {}
@@ -213,14 +267,28 @@ def counterfactuals(instances: pd.DataFrame, *,
              "instances_without_candidates": int((per == 0).sum()), "mean_pool": float(per.mean()) if len(per) else 0.0,
              "median_pool": float(per.median()) if len(per) else 0.0, "min_pool": min_pool,
              "samples": _samples(data)}
+    report = fluency_report(data[data["generator"] == "lexical"], disfluent) if fluency and "lexical" in generators else []
+    if report:
+        notes["fluency"] = report  # each rule's losses to each check (the rewrites themselves: rejected rows)
+        notes["fluency_rejected"] = len(disfluent)
+        notes["fluency_rejected_by_check"] = {c: sum(r["rejected"] for r in report if r["check"] == c)
+                                              for c in sorted({r["check"] for r in report})}
     empty = per[per == 0].index.tolist()
-    rejected = pd.DataFrame({"id": empty, "reason_code": "no_candidate",
-                             "reason": f"no generator of {list(generators)} produced an alternative to this answer"}) \
-        if empty else None
+    parts = [pd.DataFrame({"id": empty, "instance_id": empty, "reason_code": "no_candidate",
+                           "reason": f"no generator of {list(generators)} produced an alternative to this answer"})] \
+        if empty else []
+    if disfluent:  # rewrites the fluency checks left out, each under its instance with the rule that made it
+        rows_out = [{"id": f"{r['instance_id']}/disfluent{k:03d}", "instance_id": r["instance_id"],
+                     "reason_code": f"fluency_{r['check']}", "reason": r["reason"], "gold": r["gold"],
+                     "candidate": r["candidate"], "generator": "lexical", "rule": r["rule"]}
+                    for k, r in enumerate(disfluent)]
+        parts.append(pd.DataFrame(rows_out))
+    rejected = pd.concat(parts, ignore_index=True) if parts else None
     return StageOutput(data=data, rejected=rejected, rows_in=len(view), notes=notes,
                        tables={"pools": [{"measure": k, "value": json.dumps(v) if not isinstance(v, (int, float)) else v}
                                          for k, v in notes.items() if k != "samples"],
-                               "rule_samples": [{"rule": r, "gold": g, "candidate": c} for r, g, c in notes["samples"]]})
+                               "rule_samples": [{"rule": r, "gold": g, "candidate": c} for r, g, c in notes["samples"]],
+                               **({"fluency": report} if report else {})})
 
 
 def _samples(data: pd.DataFrame, per_rule: int = 3) -> list[tuple[str, str, str]]:

@@ -1,0 +1,152 @@
+"""Fluency checks of rule-based rewrites: a distractor that breaks grammar is easy for any fluent reader
+and for a fine-tuned model, even when a linear probe on sentence embeddings cannot tell it apart.
+
+Every rewrite of `tasks.distractors.lexical` is compared with the answer it came from; a check fails
+only on a problem the rewrite introduced (an answer that was already ungrammatical does not condemn its
+rewrites). The checks, each a rule with its reason:
+
+* `fixed_phrase`: a word inside a fixed expression was rewritten ("as soon as possible" -> "as soon as
+  impossible", "of course" -> "of courses"): the lexicon below, written for this project;
+* `number_agreement` (spaCy's parser): a numeral and the noun it counts disagree ("four trip", "one
+  days"), a subject and its finite verb disagree ("the men is", "she have"), or an existential "there
+  is" / "there are" disagrees with what follows ("there is only four trips");
+* `article`: an indefinite article before a word that takes the other one ("a opened room"; inflect
+  decides a / an by sound: "an hour", "a one-way ticket").
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+# Written for this project: fixed expressions of everyday English whose words cannot be swapped one by one.
+FIXED_PHRASES = tuple(sorted({
+    "as soon as possible", "as far as", "as long as", "as well as", "as well", "as usual", "as a matter of fact",
+    "at least", "at most", "at all", "at first", "at last", "at once", "at the same time", "at the moment",
+    "all right", "all the same", "after all", "first of all", "in the end", "in the long run", "in a hurry",
+    "of course", "by the way", "no longer", "no doubt", "no way", "more or less", "sooner or later", "once more",
+    "once again", "right away", "right now", "for good", "for sure", "for free", "in general", "in time",
+    "on time", "on purpose", "up to date", "out of date", "make sure", "take care", "take place", "never mind",
+    "good night", "good morning", "good evening", "good luck", "how come", "little by little", "day by day",
+    "face to face", "side by side", "up and down", "back and forth", "here and there", "now and then",
+    "every now and then", "give up", "pick up", "look forward to", "get along", "so far", "had better",
+    "would rather", "thank you", "you're welcome", "excuse me", "long time no see", "make up one's mind",
+    "make a living", "keep in touch", "in front of", "in spite of", "on the other hand", "the day after tomorrow",
+    "the day before yesterday", "last night", "next week", "last week", "first time", "last time",
+}, key=lambda p: (-len(p), p)))
+CHECKS = ("fixed_phrase", "number_agreement", "article")
+_PHRASE = {p: re.compile(rf"(?<![\w'’]){re.escape(p)}(?![\w'’])", re.I) for p in FIXED_PHRASES}
+SINGULAR_NUMERALS = {"one", "1", "a", "an", "single"}
+SINGULAR_VERBS = {"is", "was", "has", "does"}
+PLURAL_VERBS = {"are", "were", "have", "do"}
+
+
+def fixed_phrases(text: str) -> dict[str, int]:
+    """Fixed expressions of the text, with how often each occurs."""
+    return {p: n for p, rx in _PHRASE.items() if (n := len(rx.findall(text)))}
+
+
+@lru_cache(maxsize=1)
+def _inflect():
+    import inflect
+
+    return inflect.engine()
+
+
+def _plural_subject(tok) -> bool | None:
+    """Is this subject plural (coordinated subjects are), None when its number is not marked."""
+    if any(c.dep_ == "conj" for c in tok.children) and any(c.dep_ == "cc" and c.lower_ == "and" for c in tok.children):
+        return True
+    number = tok.morph.get("Number")
+    if tok.tag_ in ("NNS", "NNPS") or number == ["Plur"]:
+        return True
+    if tok.tag_ in ("NN", "NNP") or number == ["Sing"]:
+        return False
+    if tok.lower_ in ("he", "she", "it", "this", "that"):
+        return False
+    if tok.lower_ in ("we", "they", "these", "those"):
+        return True
+    return None
+
+
+def agreement_problems(doc) -> list[str]:
+    """Number disagreements the parser sees in one parsed text."""
+    out = []
+    for tok in doc:
+        if tok.dep_ == "nummod" and tok.head.pos_ in ("NOUN", "PROPN") and tok.like_num:
+            singular = tok.lower_ in SINGULAR_NUMERALS
+            if singular and tok.head.tag_ in ("NNS", "NNPS") and tok.head.lower_ not in ("people", "times"):
+                out.append(f"'{tok.text} {tok.head.text}': one of a plural noun")
+            elif not singular and tok.head.tag_ in ("NN", "NNP") and tok.head.lower_ not in ("percent", "o'clock", "dollar"):
+                out.append(f"'{tok.text} ... {tok.head.text}': {tok.text} of a singular noun")
+        if tok.dep_ == "nsubj":
+            verb = tok.head if tok.head.tag_ in ("VBZ", "VBP", "VBD") else None
+            for child in tok.head.children:  # the finite auxiliary, when there is one
+                if child.dep_ in ("aux", "auxpass") and child.tag_ in ("VBZ", "VBP", "VBD"):
+                    verb = child
+                    break
+            plural = _plural_subject(tok)
+            if verb is None or plural is None or tok.lower_ in ("i", "you"):
+                continue
+            v = verb.lower_
+            if plural and (v in SINGULAR_VERBS or verb.tag_ == "VBZ"):
+                out.append(f"'{tok.text} ... {verb.text}': a plural subject with a singular verb")
+            elif not plural and (v in ("are", "were") or (verb.tag_ == "VBP" and v in PLURAL_VERBS)):
+                out.append(f"'{tok.text} ... {verb.text}': a singular subject with a plural verb")
+        if tok.dep_ == "expl" and tok.lower_ == "there" and tok.head.lemma_ == "be":
+            be = tok.head
+            attr = next((c for c in be.children if c.dep_ in ("attr", "nsubj") and c.pos_ in ("NOUN", "PROPN")), None)
+            if attr is not None:
+                counted = next((c for c in attr.children if c.dep_ == "nummod" and c.like_num), None)
+                plural = _plural_subject(attr) or (counted is not None and counted.lower_ not in SINGULAR_NUMERALS)
+                if plural and be.lower_ in SINGULAR_VERBS:
+                    out.append(f"'there {be.text} ... {attr.text}': 'there {be.text}' with a plural")
+                elif not plural and be.lower_ in ("are", "were"):
+                    out.append(f"'there {be.text} ... {attr.text}': 'there {be.text}' with a singular")
+    return out
+
+
+def article_problems(text: str) -> list[str]:
+    """Indefinite articles before a word that takes the other one."""
+    out = []
+    for m in re.finditer(r"(?<![\w'’])(a|an)\s+([A-Za-z][\w'’-]*)", text, re.I):
+        chosen = _inflect().a(m.group(2)).split(" ", 1)[0]
+        if chosen.lower() != m.group(1).lower():
+            out.append(f"'{m.group(1)} {m.group(2)}': takes '{chosen}'")
+    return out
+
+
+def _new(before: list[str], after: list[str]) -> list[str]:
+    """Problems of `after` beyond those `before` already had (as a multiset)."""
+    left = list(before)
+    out = []
+    for p in after:
+        if p in left:
+            left.remove(p)
+        else:
+            out.append(p)
+    return out
+
+
+def check(original: str, rewrite: str, parsed: dict) -> tuple[str, str] | None:
+    """(check, reason) of the first fluency problem the rewrite introduced, None when it has none.
+    `parsed`: text -> spaCy Doc of both texts (parse in batches with `parse`)."""
+    before, after = fixed_phrases(original), fixed_phrases(rewrite)
+    broken = [p for p, n in before.items() if after.get(p, 0) < n]
+    if broken:
+        return "fixed_phrase", f"rewrites a word of the fixed expression '{broken[0]}'"
+    new = _new(agreement_problems(parsed[original]), agreement_problems(parsed[rewrite]))
+    if new:
+        return "number_agreement", new[0]
+    new = _new(article_problems(original), article_problems(rewrite))
+    if new:
+        return "article", new[0]
+    return None
+
+
+def parse(texts) -> dict:
+    """text -> spaCy Doc (the shared English pipeline, batched; named entities not needed)."""
+    from tasks.english import english
+
+    unique = list(dict.fromkeys(texts))
+    return dict(zip(unique, english().pipe(unique, batch_size=256, disable=["ner"])))

@@ -1,0 +1,72 @@
+"""Fluency checks of lexical rewrites (tasks/distractors/fluency.py): one test per check, the
+"problems the rewrite introduced" rule, and the counterfactual stage's rejected rows and report."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tasks.distractors import fluency
+
+
+def problem(original: str, rewrite: str):
+    return fluency.check(original, rewrite, fluency.parse([original, rewrite]))
+
+
+def test_fixed_expressions_are_left_alone():
+    assert problem("Call me as soon as possible.", "Call me as soon as impossible.")[0] == "fixed_phrase"
+    assert problem("Of course she agreed.", "Of course she refused.") is None  # the phrase itself untouched
+    assert "at least" in problem("It costs at least ten dollars.", "It costs at most ten dollars.")[1]
+
+
+@pytest.mark.parametrize("original, rewrite", [
+    ("There is only one bus left tonight.", "There is only four bus left tonight."),   # numeral and noun
+    ("There is only one bus left tonight.", "There is only four buses left tonight."),  # there is + plural
+    ("The speaker bought one ticket.", "The speaker bought four ticket."),
+    ("The boy is tired after school.", "The boys is tired after school."),              # subject and verb
+])
+def test_number_agreement_after_a_rewrite(original, rewrite):
+    assert problem(original, rewrite)[0] == "number_agreement"
+
+
+@pytest.mark.parametrize("original, rewrite", [
+    ("The speaker has two brothers.", "The speaker has four brothers."),
+    ("The men are waiting outside.", "The women are waiting outside."),
+    ("It took three hours to get there.", "It took six hours to get there."),
+    ("The speaker and his wife are leaving.", "The listener and her wife are leaving."),
+])
+def test_agreeing_rewrites_pass(original, rewrite):
+    assert problem(original, rewrite) is None
+
+
+def test_articles_are_checked_by_sound():
+    assert problem("She lives in a new flat.", "She lives in a old flat.") == ("article", "'a old': takes 'an'")
+    assert problem("He waited for a minute.", "He waited for an hour.") is None
+    assert problem("It was a useful talk.", "It was a useless talk.") is None  # "a useless": a consonant sound
+
+
+def test_only_problems_the_rewrite_introduced_count():
+    # the answer already says "a apple"; its rewrite keeps that error and introduces none
+    assert problem("He ate a apple quickly.", "He ate a apple slowly.") is None
+
+
+def test_counterfactual_stage_rejects_disfluent_rewrites_with_reasons():
+    from tasks.distractors.counterfactuals import counterfactuals
+
+    instances = pd.DataFrame({
+        "id": ["i1", "i2"], "group_id": ["d1", "d2"], "question": ["q", "q"],
+        "passage": [["A: We leave at noon .", "B: Fine ."], ["A: How many tickets ?", "B: One ."]],
+        "gold": ["They want to leave as soon as possible.", "There is only one ticket left."],
+        "choices": [[], []], "correct": [[], []]})
+    out = counterfactuals(instances, generators=["lexical"], max_per_answer=50)
+    kept = set(out.data["candidate"])
+    assert "They want to leave as soon as impossible." not in kept
+    assert not any(c.startswith("There is only four ticket") for c in kept)
+    rej = out.rejected[out.rejected["reason_code"].str.startswith("fluency_")]
+    assert len(rej) and set(rej["instance_id"]) <= {"i1", "i2"} and rej["reason"].str.len().min() > 0
+    assert {"gold", "candidate", "rule"} <= set(rej.columns)
+    report = pd.DataFrame(out.notes["fluency"])
+    assert set(report["check"]) == set(fluency.CHECKS) and (report["share"] <= 1).all()
+    lost = report.groupby("rule")["rejected"].sum()
+    assert lost.get("quantity", 0) >= 1 and lost.sum() >= len(rej)  # a chain counts for each rule in it
+    assert out.notes["fluency_rejected"] == len(rej)
