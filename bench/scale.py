@@ -270,15 +270,18 @@ def linear_layers(model) -> list[tuple]:
 
 
 def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 2.0,
-                length_of: dict[str, int] | None = None) -> dict:
+                length_of: dict[str, int] | None = None, precision: str = "fp32", path: Path | None = None) -> dict:
     """What this machine's BLAS allows for this model, at the shapes the embedder really runs: a
     systematic sample of the stage's own passes (every k-th pass, k chosen so the sample is about
     `budget_tflop` of model FLOPs), each pass timed twice side by side: (a) the embedder's forward pass
     (`encode_pass`, fp32, as the stage calls it) and (b) only its linear layers (the model's weights,
     `torch.nn.functional.linear` on activations of the pass's padded shape). Projected to all texts by
     FLOP share. (b) is what the model's matrix products take on this BLAS whatever runs around them; (a) is
-    the stage with no overhead of its own."""
+    the stage with no overhead of its own. `precision`: the one the flow ran at (bf16: autocast; int8: the
+    quantized copy of the model at `path` for (a), and (b) left out: its products are not fp32 linears)."""
     import torch
+
+    from csk.compute import autocast
 
     from tasks.embed import (
         BATCH_TOKENS,
@@ -288,8 +291,11 @@ def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 
         token_lengths,
     )
 
+    from tasks.embed import load_sentence_model
+
     config = model[0].auto_model.config
     weights = linear_layers(model)
+    runner = load_sentence_model(path, "cpu", "int8") if precision == "int8" else model
     out: dict = {}
     for stage, texts in stage_texts.items():
         if not texts:
@@ -306,22 +312,25 @@ def model_bound(model, stage_texts: dict[str, list[str]], budget_tflop: float = 
             for j in sample:
                 rows, padded, b = passes[j]
                 t0 = time.perf_counter()
-                encode_pass(model, [texts[i] for i in b], rows, padded, "fp32", "cpu")
+                encode_pass(runner, [texts[i] for i in b], rows, padded, precision, "cpu")
                 t_model += time.perf_counter() - t0
+                if precision == "int8":
+                    continue
                 tokens = rows * padded
                 acts = {n: torch.randn(tokens, n) for n in {w.shape[1] for w, _ in weights}}
                 t0 = time.perf_counter()
-                for w, bias in weights:
-                    torch.nn.functional.linear(acts[w.shape[1]], w, bias)
+                with autocast(precision, "cpu"):
+                    for w, bias in weights:
+                        torch.nn.functional.linear(acts[w.shape[1]], w, bias)
                 t_linear += time.perf_counter() - t0
         share = sum(flops) / sum(flops[j] for j in sample)
         padded = sum(linear_flops(config, passes[j][0] * passes[j][1]) for j in sample)
         out[stage] = {"batches": len(plan), "sampled": len(sample), "model_s": round(t_model * share, 1),
                       "linear_s": round(t_linear * share, 1),
                       "model_gflops": round(sum(flops[j] for j in sample) / t_model / 1e9, 1),
-                      "linear_gflops": round(padded / t_linear / 1e9, 1)}
+                      "linear_gflops": round(padded / t_linear / 1e9, 1) if t_linear else None}
     total = {key: round(sum(v[key] for v in out.values()), 1) for key in ("model_s", "linear_s")}
-    return {"stages": out, **total}
+    return {"stages": out, "precision": precision, **total}
 
 
 def floor_section(store: Path, ceiling_gflops: float) -> dict:
@@ -350,15 +359,18 @@ def floor_section(store: Path, ceiling_gflops: float) -> dict:
         stage_texts[stage] = [t for t in dict.fromkeys(texts) if t not in seen]
         seen.update(stage_texts[stage])
         stage_tflop[stage] = round(sum(per_text[t] for t in stage_texts[stage]) / 1e12, 3)
-    encoded = {}
+    encoded, precision = {}, {}
     for stage in ("embed", "targets"):
         (m,) = list((store / "cicero" / stage).glob("*/manifest.json"))
         for rec in json.loads(m.read_text()).get("models", []):
             if rec.get("name") == "sentence-embedder":
                 encoded[stage] = rec.get("encoded", 0)
-    bound = model_bound(model, stage_texts, length_of=dict(zip(distinct, lengths.tolist())))
-    return {"bound": bound, "texts": len(dialogue_texts) + len(utterances), "distinct_texts": len(distinct),
-            "tokens": int(lengths.sum()), "tflop": round(flops / 1e12, 2),
+                precision[stage] = rec.get("precision") or "fp32"
+    ran_at = precision.get("targets", precision.get("embed", "fp32"))  # what auto chose (the stages agree)
+    bound = model_bound(model, stage_texts, length_of=dict(zip(distinct, lengths.tolist())), precision=ran_at,
+                        path=resolve_model(EMBEDDER))
+    return {"bound": bound, "precision": precision, "texts": len(dialogue_texts) + len(utterances),
+            "distinct_texts": len(distinct), "tokens": int(lengths.sum()), "tflop": round(flops / 1e12, 2),
             "floor_s": round(flops / (ceiling_gflops * 1e9), 1), "encoded_by_stage": encoded, "stage_tflop": stage_tflop,
             "embedded_twice": int(sum(encoded.values()) - len(distinct))}
 
@@ -376,7 +388,7 @@ def flow_section(sizes: list[int], ceiling: dict, work: Path) -> dict:
         if again["best"] > ceiling["best"]:
             ceiling.update(again)
         stages = stage_table(store)
-        floor = floor_section(store, ceiling["best"])
+        floor = floor_section(store, ceiling["fp32"])  # the fp32 compute floor (issue 28's reference)
         staged = sum(s["seconds"] for s in stages)
         results[n] = {"wall_s": round(wall, 1), "stages_s": round(staged, 1), "stages": stages, "floor": floor,
                       "ratio_to_floor": round(wall / floor["floor_s"], 2) if floor["floor_s"] else None,
@@ -392,6 +404,11 @@ def flow_section(sizes: list[int], ceiling: dict, work: Path) -> dict:
         say("   model FLOPs a second: " + ", ".join(f"{k} {v} GFLOP/s ({floor['stage_tflop'][k]} TFLOP, "
                                                   f"{v / ceiling['best']:.0%} of the best matmul)" for k, v in achieved.items()))
         b = floor["bound"]
+        results[n]["ratio_to_bound"] = round(wall / b["model_s"], 2) if b["model_s"] else None
+        say(f"   precision auto chose: {floor['precision']}; wall {wall:.1f} s = {results[n]['ratio_to_bound']}x the "
+            f"forward-pass bound at the plan's shapes ({b['model_s']} s, {b['precision']}; goal <= 1.15x) and "
+            f"{wall / floor['floor_s']:.2f}x the fp32 compute floor ({floor['floor_s']} s; goal < 1.0x with a cheaper "
+            "precision where it agrees)")
         say(f"   at the embedder's own batch shapes (a sample of its plan, projected): the forward passes alone "
             f"{b['model_s']} s = {b['model_s'] / floor['floor_s']:.2f}x the floor, their linear layers alone "
             f"{b['linear_s']} s = {b['linear_s'] / floor['floor_s']:.2f}x (" + ", ".join(
@@ -735,12 +752,16 @@ def main() -> None:
     if "flow" in sections:
         sizes = [int(s) for s in args.sizes.split(",") if s]
         flows = flow_section(sizes, machine["gemm_gflops"], work)
-        for r in flows.values():  # every floor against the best matmul reading of the whole run
-            r["floor"]["floor_s"] = round(r["floor"]["tflop"] * 1e3 / machine["gemm_gflops"]["best"], 1)
+        for r in flows.values():  # every floor against the best fp32 matmul reading of the whole run
+            r["floor"]["floor_s"] = round(r["floor"]["tflop"] * 1e3 / machine["gemm_gflops"]["fp32"], 1)
+            r["floor"]["floor_best_s"] = round(r["floor"]["tflop"] * 1e3 / machine["gemm_gflops"]["best"], 1)
             r["ratio_to_floor"] = round(r["wall_s"] / r["floor"]["floor_s"], 2)
         save("flow", {"ceiling_gflops": machine["gemm_gflops"], "runs": flows})
         for n, r in flows.items():
-            say(f"   {n:>6} dialogues: {r['wall_s']} s = {r['ratio_to_floor']}x the floor of {r['floor']['floor_s']} s")
+            say(f"   {n:>6} dialogues at {r['floor']['precision']}: {r['wall_s']} s = {r['ratio_to_bound']}x the forward-pass "
+                f"bound of {r['floor']['bound']['model_s']} s, {r['ratio_to_floor']}x the fp32 floor of "
+                f"{r['floor']['floor_s']} s ({r['floor']['floor_best_s']} s at the best matmul rate, "
+                f"{machine['gemm_gflops']['best_precision']})")
         plot = out_path.with_name(out_path.stem + "_cost.png")
         plot_flow(flows, report.get("dedup"), plot)
         say(f"   plot: {plot}")
