@@ -414,7 +414,7 @@ def flow_section(sizes: list[int], ceiling: dict, work: Path) -> dict:
             f"{b['linear_s']} s = {b['linear_s'] / floor['floor_s']:.2f}x (" + ", ".join(
                 f"{k} {v['model_gflops']} / {v['linear_gflops']} GFLOP/s" for k, v in b["stages"].items()) + ")")
         say(f"   floor: {floor['distinct_texts']} distinct texts to embed, {floor['tokens']} tokens, {floor['tflop']} "
-            f"TFLOP / {ceiling['best']} GFLOP/s = {floor['floor_s']} s; rebuild = {results[n]['ratio_to_floor']}x "
+            f"TFLOP / {ceiling['fp32']} GFLOP/s (fp32) = {floor['floor_s']} s; rebuild = {results[n]['ratio_to_floor']}x "
             f"the floor (goal <= 1.5x); texts embedded twice: {floor['embedded_twice']} "
             f"(encoded per stage {floor['encoded_by_stage']}); dedup path: {results[n]['dedup_method']}")
         shutil.rmtree(work / f"corpus-{n}", ignore_errors=True)
