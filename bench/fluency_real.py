@@ -1,0 +1,55 @@
+"""Issue 27's fluency checks on real answers: the lexical generator's rewrites of every gold answer of a
+real CICERO release file, checked by `tasks.distractors.fluency`, with the share of each rule's rewrites
+each check rejects; with --examples a few rejected rewrites per check, for review on the screen.
+
+    python bench/fluency_real.py [--release ../shared/real-samples/cicero/cicero_v2_val_sample.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--release", type=Path,
+                    default=ROOT.parent / "shared" / "real-samples" / "cicero" / "cicero_v2_val_sample.jsonl")
+    ap.add_argument("--max-per-answer", type=int, default=24)
+    ap.add_argument("--examples", action="store_true", help="also print a few rejected rewrites per check (real "
+                    "text: for review on the screen, not for bench/results/)")
+    args = ap.parse_args()
+    from readers import read_cicero_release
+    from tasks.distractors.counterfactuals import counterfactuals
+
+    rows = read_cicero_release(args.release, lenient=True).rows
+    view = pd.DataFrame({"id": [r["id"] for r in rows], "passage": [r["dialogue"] for r in rows],
+                         "gold": [r["choices"][r["correct_answers"][0]] for r in rows]})
+    t0 = time.perf_counter()
+    out = counterfactuals(view, generators=["lexical"], max_per_answer=args.max_per_answer)
+    seconds = time.perf_counter() - t0
+    rej = out.rejected[out.rejected["reason_code"].astype(str).str.startswith("fluency_")] \
+        if out.rejected is not None else pd.DataFrame()
+    kept = len(out.data)
+    print(f"{args.release.name}: {len(view)} gold answers, {kept + len(rej)} lexical rewrites checked, "
+          f"{len(rej)} rejected ({len(rej) / max(1, kept + len(rej)):.1%}), {kept} kept; {seconds:.1f} s")
+    report = pd.DataFrame(out.notes["fluency"])
+    table = report.pivot(index="rule", columns="check", values="share").fillna(0)
+    table.insert(0, "rewrites", report.groupby("rule")["checked"].first())
+    print("share of each rule's rewrites each check rejects (a chain counts for every rule in it):")
+    print(table.to_string(float_format=lambda v: f"{v:.1%}"))
+    for check, group in (rej.groupby("reason_code", observed=True) if args.examples else ()):
+        print(f"\n{check}: {len(group)}")
+        for r in group.head(4).itertuples():
+            print(f"   [{r.rule}] {r.candidate!r}: {r.reason}")
+
+
+if __name__ == "__main__":
+    main()
