@@ -37,9 +37,10 @@ def main() -> None:
     seconds = time.perf_counter() - t0
     rej = out.rejected[out.rejected["reason_code"].astype(str).str.startswith("fluency_")] \
         if out.rejected is not None else pd.DataFrame()
-    kept = len(out.data)
-    print(f"{args.release.name}: {len(view)} gold answers, {kept + len(rej)} lexical rewrites checked, "
-          f"{len(rej)} rejected ({len(rej) / max(1, kept + len(rej)):.1%}), {kept} kept; {seconds:.1f} s")
+    checked = out.notes["fluency_checked"]
+    print(f"{args.release.name}: {len(view)} gold answers, {checked} lexical rewrites checked, {len(rej)} rejected "
+          f"({len(rej) / max(1, checked):.1%}), {len(out.data)} in the pools (at most --max-per-answer each); "
+          f"{seconds:.1f} s")
     report = pd.DataFrame(out.notes["fluency"])
     table = report.pivot(index="rule", columns="check", values="share").fillna(0)
     table.insert(0, "rewrites", report.groupby("rule")["checked"].first())

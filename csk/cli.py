@@ -576,9 +576,12 @@ def precision_command(device: str = typer.Option("auto", "--device", help="cpu, 
     dev = compute.device(device)
     d = decision(dev, refresh=refresh)
     model = model or EmbedSpec.model_fields["model"].default
-    _, sha = model_identity(model, "--model")
-    ladder = embed_precision.decision(sha, dev, lambda: load_sentence_model(resolve_model(model, "sentence embedder",
-                                                                                      "--model"), dev), refresh=refresh)
+    try:
+        _, sha = model_identity(model, "--model")
+        ladder = embed_precision.decision(sha, dev, lambda: load_sentence_model(
+            resolve_model(model, "sentence embedder", "--model"), dev), refresh=refresh)
+    except CskError as exc:
+        _fail(exc)
     if as_json:
         print(json.dumps({"machine": d, "embedder": ladder}, indent=2, sort_keys=True))
         return

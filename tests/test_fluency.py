@@ -70,4 +70,4 @@ def test_counterfactual_stage_rejects_disfluent_rewrites_with_reasons():
     assert set(report["check"]) == set(fluency.CHECKS) and (report["share"] <= 1).all()
     lost = report.groupby("rule")["rejected"].sum()
     assert lost.get("quantity", 0) >= 1 and lost.sum() >= len(rej)  # a chain counts for each rule in it
-    assert out.notes["fluency_rejected"] == len(rej)
+    assert out.notes["fluency_rejected"] == len(rej) and out.notes["fluency_checked"] >= len(rej) + len(out.data)

@@ -64,9 +64,10 @@ Pool = dict[str, list[tuple[str, str]]]  # instance id -> [(rule, candidate text
 
 
 def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answer: int, seed: int,
-                  fluency: bool = True, rejected: list[dict] | None = None) -> Pool:
+                  fluency: bool = True, rejected: list[dict] | None = None, checked: list[str] | None = None) -> Pool:
     """The rule-based rewrites of every gold answer; with `fluency`, each checked by
-    `tasks.distractors.fluency` and a failing one left out (appended to `rejected` with its reason)."""
+    `tasks.distractors.fluency` (its rule appended to `checked`) and a failing one left out (appended
+    to `rejected` with its reason)."""
     from tasks.distractors import fluency as fl
 
     lookup = None
@@ -91,6 +92,8 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
         for iid, pool in found.items():
             kept = []
             for rule, text in pool:
+                if checked is not None:
+                    checked.append(rule)
                 problem = fl.check(gold[iid], text, parsed)
                 if problem is None:
                     kept.append((rule, text))
@@ -107,12 +110,12 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
     return out
 
 
-def fluency_report(checked: pd.DataFrame, rejected: list[dict]) -> list[dict]:
-    """Per lexical rule kind (a chain counts for each kind in it) and check: rewrites checked, rejected,
-    and the share each check lost."""
+def fluency_report(checked: list[str], rejected: list[dict]) -> list[dict]:
+    """Per lexical rule kind (a chain counts for each kind in it) and check: rewrites checked (the rules
+    of all of them), rejected, and the share each check lost."""
     kinds = lambda rule: sorted({p.split(":")[0] for p in str(rule).split("+") if p})  # noqa: E731
     total: dict[str, int] = {}
-    for rule in list(checked["rule"]) + [r["rule"] for r in rejected]:
+    for rule in checked:
         for k in kinds(rule):
             total[k] = total.get(k, 0) + 1
     lost: dict[tuple[str, str], int] = {}
@@ -231,13 +234,14 @@ def counterfactuals(instances: pd.DataFrame, *,
         raise ConfigError("counterfactuals.generators is empty: name at least one of lexical, t5, file, retrieval")
     make = {
         "lexical": lambda: lexical_pools(view, conceptnet_db=conceptnet_db, max_per_answer=max_per_answer, seed=seed,
-                                         fluency=fluency, rejected=disfluent),
+                                         fluency=fluency, rejected=disfluent, checked=checked),
         "t5": lambda: t5_pools(view, model=model, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
                                batch_size=batch_size, seed=seed, ctx=ctx),
         "file": lambda: file_pools(view, candidates=candidates),
         "retrieval": lambda: retrieval_pools(view, embed=embed, depth=retrieval_depth, ctx=ctx),
     }
     disfluent: list[dict] = []
+    checked: list[str] = []
     pools: dict[str, list[tuple[str, str, str]]] = {i: [] for i in view["id"]}
     seen = {i: {g.strip().lower()} for i, g in zip(view["id"], view["gold"])}
     added: dict[str, int] = {}
@@ -267,9 +271,10 @@ def counterfactuals(instances: pd.DataFrame, *,
              "instances_without_candidates": int((per == 0).sum()), "mean_pool": float(per.mean()) if len(per) else 0.0,
              "median_pool": float(per.median()) if len(per) else 0.0, "min_pool": min_pool,
              "samples": _samples(data)}
-    report = fluency_report(data[data["generator"] == "lexical"], disfluent) if fluency and "lexical" in generators else []
+    report = fluency_report(checked, disfluent) if checked else []
     if report:
         notes["fluency"] = report  # each rule's losses to each check (the rewrites themselves: rejected rows)
+        notes["fluency_checked"] = len(checked)
         notes["fluency_rejected"] = len(disfluent)
         notes["fluency_rejected_by_check"] = {c: sum(r["rejected"] for r in report if r["check"] == c)
                                               for c in sorted({r["check"] for r in report})}
