@@ -7,7 +7,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from data_contracts.common import Contract
+from data_contracts.common import Contract, Provenance
 
 
 def _list_or_none(v) -> bool:
@@ -30,6 +30,23 @@ class Instances(Contract):
     @pa.check("passage", name="passage_is_a_list_of_texts")
     def passage_ok(cls, s):
         return s.map(lambda v: v is not None and all(isinstance(t, str) for t in v))
+
+
+class MCQFile(Instances, Provenance):
+    """A multiple-choice file's records as instances: the published choices, the correct ones (the
+    gold among them), how many distractor slots each has, its language, and the record as read."""
+
+    gold_index: Series[int] = pa.Field(ge=0)
+    n_distractors: Series[int] = pa.Field(ge=1)
+    language: Series[str] = pa.Field(isin=["en", "zh"])
+    record: Series[str]
+    layout: Series[str]
+
+    @pa.dataframe_check(name="gold_is_a_correct_choice")
+    def gold_ok(cls, df):
+        return pd.Series([ch[g] == gold and g in set(c) and len(ch) - len(c) == n
+                          for ch, g, gold, c, n in zip(df["choices"], df["gold_index"], df["gold"],
+                                                       df["correct_answers"], df["n_distractors"])], index=df.index)
 
 
 class Counterfactuals(Contract):
@@ -85,6 +102,24 @@ class MultipleChoice(Contract):
     def indices_ok(cls, df):
         return pd.Series([bool(len(c)) and all(0 <= i < len(ch) for i in c) and len(set(ch)) == len(ch)
                           for c, ch in zip(df["correct_answers"], df["choices"])], index=df.index)
+
+
+class RebuiltFile(Provenance):
+    """The rebuilt records: the full number of choices, the correct ones where they were published, every
+    new distractor with the candidate (generator, rule) it came from."""
+
+    group_id: Series[str]
+    choices: Series[object]
+    published_choices: Series[object]
+    correct_answers: Series[object]
+    distractor_ids: Series[object]
+    distractor_rules: Series[object]
+
+    @pa.dataframe_check(name="same_number_of_choices_and_correct_ones_kept")
+    def same_shape(cls, df):
+        return pd.Series([len(ch) == len(pub) and all(ch[k] == pub[k] for k in c)
+                          for ch, pub, c in zip(df["choices"], df["published_choices"], df["correct_answers"])],
+                         index=df.index)
 
 
 class DistractorQuality(Contract):

@@ -41,12 +41,13 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     """Run AF; returns the per-instance state (distractors, unused pool, swaps) and per-iteration history."""
     text = {cid: t for pool in pools.values() for cid, t in pool}
     state: dict[str, dict] = {}
+    own = "n_distractors" in view.columns  # an instance that says how many it needs (a rebuilt file's slots)
     for inst in view.itertuples():
         pool = [cid for cid, _ in pools.get(inst.id, [])]
         rng = compute.rng(seed, "af-initial", inst.id)
         order = [pool[i] for i in rng.permutation(len(pool))]
-        state[inst.id] = {"distractors": order[:n_distractors], "unused": order[n_distractors:], "swaps": 0,
-                          "initial": list(order[:n_distractors])}
+        k = int(inst.n_distractors) if own else n_distractors
+        state[inst.id] = {"distractors": order[:k], "unused": order[k:], "swaps": 0, "initial": list(order[:k])}
     by_id = view.set_index("id")
     groups = sorted(view["group_id"].unique())
     history: list[dict] = []
@@ -80,7 +81,9 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             pairs += k
         accuracy = correct / len(held)
         pairwise = pairs_won / pairs if pairs else 1.0
-        allowed = {"hellaswag": hellaswag_swaps(pairwise), "max": max_swaps}.get(swap_rule, n_distractors)
+        # "paper": every distractor below the gold may go (as many as the instance has)
+        allowed = {"hellaswag": hellaswag_swaps(pairwise), "max": max_swaps}.get(
+            swap_rule, max((len(st["distractors"]) for st in state.values()), default=n_distractors))
         swaps = 0
         for i, ids, s in zip(held, choice_ids, scores):
             st = state[i]
@@ -153,7 +156,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
         discriminator: linear-probe (frozen embeddings + logistic regression) or transformer (a
             multiple-choice head on the model directory, fine-tuned from scratch every iteration)
         model: multiple-choice encoder directory for the transformer discriminator (paper: roberta-large)
-        n_distractors: distractors per instance
+        n_distractors: distractors per instance (an instance table with an n_distractors column, e.g. a
+            multiple-choice file's, gives each instance its own count: its published distractor slots)
         max_iterations: safety cap on iterations; the loop stops on convergence (CICERO's took 14)
         held_out: share of groups held out each iteration
         max_swaps: most distractors swapped per instance and iteration (swap_rule max)

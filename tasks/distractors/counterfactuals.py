@@ -70,15 +70,22 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
     to `rejected` with its reason)."""
     from tasks.distractors import fluency as fl
 
-    lookup = None
+    from tasks.distractors import chinese
+
+    lookup = lookup_zh = None
     if conceptnet_db:
         conceptnet.connect(conceptnet_db)
         lookup = conceptnet.antonyms
-    texts_of = {inst.id: _texts(inst.passage, inst.gold) for inst in view.itertuples()}
+        lookup_zh = lambda w: conceptnet.related(w, ("antonym", "distinct_from"), "zh")  # noqa: E731
+    zh = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
+    texts_of = {inst.id: _texts(inst.passage, inst.gold) for inst in view.itertuples() if inst.id not in zh}
     entities([t for ts in texts_of.values() for t in ts])  # parse every text once, in batches
     found: dict[str, list[tuple[str, str]]] = {}
     for inst in view.itertuples():
-        pool = rewrite_all(inst.gold, entities(texts_of[inst.id]), lookup)
+        if inst.id in zh:  # Chinese: jieba's part-of-speech rules (tasks/distractors/chinese.py)
+            pool = chinese.rewrite_all(inst.gold, list(inst.passage), lookup_zh)
+        else:
+            pool = rewrite_all(inst.gold, entities(texts_of[inst.id]), lookup)
         # A deterministic, seeded subsample keeps pools bounded when chains explode (twice the pool when
         # the fluency checks will still remove some).
         bound = max_per_answer * (2 if fluency else 1)
@@ -86,10 +93,12 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
             rng = compute.rng(seed, "counterfactual-subsample", inst.id)
             pool = [pool[i] for i in sorted(rng.choice(len(pool), bound, replace=False))]
         found[inst.id] = pool
-    if fluency:
-        parsed = fl.parse(list(view["gold"]) + [t for pool in found.values() for _, t in pool])
+    if fluency:  # the parser checks are English: Chinese rewrites are not checked (the manifest says so)
+        english = {i: p for i, p in found.items() if i not in zh}
+        parsed = fl.parse([g for i, g in zip(view["id"], view["gold"]) if i not in zh] +
+                          [t for pool in english.values() for _, t in pool])
         gold = dict(zip(view["id"], view["gold"]))
-        for iid, pool in found.items():
+        for iid, pool in english.items():
             kept = []
             for rule, text in pool:
                 if checked is not None:
@@ -162,8 +171,9 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
         passages = group["passage"].tolist()
         x = np.stack([vectors(g) for g in golds])
         sims = x @ x.T
+        chinese = set(group["id"][group["language"] == "zh"]) if "language" in group.columns else set()
         for a, iid in enumerate(ids):
-            ours = entities(_texts(passages[a], golds[a]))
+            ours = entities(_texts(passages[a], golds[a])) if iid not in chinese else {}
             order = sorted(range(len(ids)), key=lambda b: (-sims[a, b], ids[b]))
             taken: list[tuple[str, str]] = []
             for b in order:
@@ -171,7 +181,9 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                     break
                 if groups[b] == groups[a] or golds[b].strip().lower() == golds[a].strip().lower():
                     continue
-                adapted = adapt_names(golds[b], entities(_texts(passages[b], golds[b])), ours)
+                # Chinese text: spaCy's English NER finds no names to adapt; taken as written
+                adapted = golds[b] if iid in chinese else \
+                    adapt_names(golds[b], entities(_texts(passages[b], golds[b])), ours)
                 if adapted is not None:
                     taken.append((f"retrieval:{ids[b]}", adapted))
             out[iid] = taken
@@ -266,7 +278,13 @@ def counterfactuals(instances: pd.DataFrame, *,
              "rule": rule} for iid, pool in pools.items() for k, (name, rule, text) in enumerate(pool)]
     data = pd.DataFrame(rows, columns=["id", "instance_id", "gold", "candidate", "generator", "rule"])
     per = data.groupby("instance_id").size().reindex(view["id"], fill_value=0)
+    langs = view["language"].value_counts().to_dict() if "language" in view.columns else {"en": len(view)}
     notes = {"generators": list(generators), "candidates_by_generator": added, "instances": len(view),
+             "languages": langs,
+             **({"chinese": "lexical: jieba part-of-speech rules (zh_swap, zh_antonym with a ConceptNet database, "
+                            "zh_negation), no fluency check (the parser checks are English); retrieval: answers "
+                            "taken as written (no name adaptation); t5 and file generators as configured"}
+                if langs.get("zh") else {}),
              "named_entities": PIPELINE if {"lexical", "retrieval"} & set(generators) else None,
              "instances_without_candidates": int((per == 0).sum()), "mean_pool": float(per.mean()) if len(per) else 0.0,
              "median_pool": float(per.median()) if len(per) else 0.0, "min_pool": min_pool,

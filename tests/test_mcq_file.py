@@ -1,0 +1,160 @@
+"""Reading any multiple-choice file into instances and writing it back (tasks/distractors/mcq_file.py),
+one rule per test; the whole command on every preset is tests/test_flow_distractors.py."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from csk.errors import ConfigError
+from readers.base import RecordError
+from tasks.distractors import chinese
+from tasks.distractors.mcq_file import (Layout, answer_indices, choice_columns, instance, language, mcq_file,
+                                        parse_map, rebuilt_file, rebuilt_record, write_records)
+from tests.conftest import SAMPLE
+
+FILES = SAMPLE / "distractors"
+
+
+def test_parse_map_and_layout_errors():
+    assert parse_map("context=a+b, choices=x|y ,answer=label") == {"context": "a+b", "choices": "x|y",
+                                                                    "answer": "label"}
+    with pytest.raises(ConfigError, match="not FIELD=COLUMN"):
+        parse_map("choices")
+    with pytest.raises(ConfigError, match="unknown field.*contxt"):
+        Layout.of("", {"contxt": "a", "choices": "c", "answer": "l"})
+    with pytest.raises(ConfigError, match="no answer"):
+        Layout.of("", {"choices": "c"})
+    with pytest.raises(ConfigError, match="unknown preset 'swagg'"):
+        Layout.of("swagg")
+    assert Layout.of("swag", {"group": ""}).group == ""  # a map entry overrides the preset's
+
+
+def test_choice_columns_by_name_and_pattern_in_natural_order():
+    cols = ["ending10", "ending2", "ending1", "(b)", "(a)", "label"]
+    assert choice_columns("ending*", cols) == ["ending1", "ending2", "ending10"]
+    assert choice_columns("(?)", cols) == ["(a)", "(b)"]
+    assert choice_columns("x|y", cols) == ["x", "y"]
+    assert choice_columns("endings", cols) is None  # one list column
+
+
+@pytest.mark.parametrize("value,expected", [(2, [2]), ("2", [2]), ("(c)", [2]), ("gamma", [2]),
+                                            (["(c)", "gamma"], [2]), ([0, 2], [0, 2]), (2.0, [2])])
+def test_answer_forms(value, expected):
+    assert answer_indices(value, ["alpha", "beta", "gamma"], ["(a)", "(b)", "(c)"]) == expected
+
+
+@pytest.mark.parametrize("value", [5, "delta", True, []])
+def test_answer_that_names_no_choice_is_a_record_error(value):
+    with pytest.raises(RecordError):
+        answer_indices(value, ["alpha", "beta", "gamma"], None)
+
+
+def test_instance_fields():
+    layout = Layout.of("", {"context": "a+b", "choices": "opts", "answer": "gold", "group": "dlg", "id": "key"})
+    rec = {"key": 7, "a": "Hello", "b": ["x y", "z"], "opts": ["no", "yes", "maybe"], "gold": 1, "dlg": ["u1", "u2"]}
+    row = instance(rec, layout, "jsonl", list(rec), 3)
+    assert row["id"] == "7" and row["context"] == "Hello x y z" and row["gold"] == "yes"
+    assert row["correct_answers"] == [1] and row["n_distractors"] == 2 and row["passage"] == ["Hello", "x y", "z"]
+    assert row["group_id"].startswith("h")  # a list is hashed
+    assert instance({**rec, "key": 8}, layout, "jsonl", list(rec), 4)["group_id"] == row["group_id"]
+    with pytest.raises(RecordError, match="every choice is correct"):
+        instance({"opts": ["a", "b"], "gold": 0, "both": [0, 1]},
+                 Layout.of("", {"choices": "opts", "answer": "gold", "correct": "both"}), "jsonl", [], 1)
+    with pytest.raises(RecordError, match="choice 1 is empty"):
+        instance({**rec, "opts": ["a", " ", "c"]}, layout, "jsonl", list(rec), 1)
+    with pytest.raises(RecordError, match="no 'gold' field"):
+        instance({k: v for k, v in rec.items() if k != "gold"}, layout, "jsonl", list(rec), 1)
+
+
+def test_language_by_script():
+    assert language(["我感冒了", "喉咙疼"]) == "zh"
+    assert language(["He opens the door.", "She laughs."]) == "en"
+
+
+def test_chinese_rules_make_minimal_edits():
+    out = dict((t, r) for r, t in chinese.rewrite_all("我感冒了", ["A: 你怎么一直咳嗽？", "B: 昨天还发烧了。"]))
+    assert out["我咳嗽了"] == "zh_swap:感冒->咳嗽" and out["我不感冒了"] == "zh_negation:+不"
+    assert ("zh_negation:-不", "喉咙疼") in chinese.negation_rewrites("喉咙不疼")
+
+
+def _read(tmp_path, name, text, **kw):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return mcq_file(input=str(p), **kw)
+
+
+def test_unreadable_records_are_rejected_with_reasons(tmp_path):
+    good = [{"q": f"q{i}", "c": [f"right {i}", f"wrong {i}", f"other {i}"], "a": 0} for i in range(6)]
+    lines = [json.dumps(r) for r in good] + ['{"q": "x", "c": ["one"], "a": 0}', "not json",
+                                             '{"q": "y", "c": ["a", "b"], "a": 9}']
+    out = _read(tmp_path, "f.jsonl", "\n".join(lines) + "\n", map={"context": "q", "choices": "c", "answer": "a"})
+    assert len(out.data) == 6 and out.rows_in == 9
+    reasons = " | ".join(out.rejected["reason"])
+    assert "1 choice(s)" in reasons and "malformed JSON" in reasons and "outside the 2 choices" in reasons
+    assert set(out.rejected["source_locator"]) == {"line 7", "line 8", "line 9"}
+
+
+def test_a_wrong_layout_stops_the_run_naming_the_file(tmp_path):
+    text = "\n".join(json.dumps({"q": "x", "c": ["a", "b"], "a": 0}) for _ in range(4)) + "\n"
+    out = _read(tmp_path, "f.jsonl", text, map={"choices": "choices", "answer": "a"})
+    assert "f.jsonl" in out.notes["stop"] and "no 'choices' field" in out.notes["stop"]
+
+
+def test_a_label_set_is_refused(tmp_path):
+    rows = [{"q": f"q{i}", "c": ["属性", "比较", "空间"], "a": i % 3} for i in range(12)]
+    with pytest.raises(ConfigError, match="closed label set"):
+        _read(tmp_path, "d.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+              map={"context": "q", "choices": "c", "answer": "a"})
+
+
+def test_corecode_preset_reads_the_release_layout():
+    out = mcq_file(input=str(FILES / "Commonsense_Knowledge_Filling.jsonl"), preset="corecode")
+    first = out.data.iloc[0]
+    assert set(out.data["language"]) == {"zh"} and list(first["choice_columns"]) == ["(a)", "(b)", "(c)"]
+    record = json.loads(first["record"])
+    assert first["gold"] == record["answer"][1] and first["n_distractors"] == 2
+
+
+def test_rebuilt_record_keeps_correct_choices_in_place():
+    row = {"choices": ["a", "b", "c", "d"], "correct_answers": [0, 2], "choice_columns": []}
+    rec = {"choices": ["a", "b", "c", "d"], "label": 0, "other": 1}
+    assert rebuilt_record(rec, row, {"choices": "choices", "format": "jsonl"}, ["X", "Y"]) == \
+        {"choices": ["a", "X", "c", "Y"], "label": 0, "other": 1}
+    cols = {"choices": ["a", "b"], "correct_answers": [1], "choice_columns": ["(a)", "(b)"]}
+    assert rebuilt_record({"(a)": "a", "(b)": "b", "answer": ["(b)", "b"]}, cols, {"format": "jsonl"}, ["Z"]) == \
+        {"(a)": "Z", "(b)": "b", "answer": ["(b)", "b"]}
+    # a CSV cell holding a JSON list stays a JSON list
+    assert rebuilt_record({"choices": '["a", "b"]'}, {**cols, "choice_columns": []},
+                          {"choices": "choices", "format": "csv"}, ["Z"])["choices"] == '["Z", "b"]'
+
+
+def test_parquet_round_trip_keeps_the_schema(tmp_path):
+    table = pa.table({"k": pa.array([1, 2], pa.int32()), "opts": [["a", "b"], ["c", "d"]], "y": [0, 1]})
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    out = mcq_file(input=str(path), map={"id": "k", "choices": "opts", "answer": "y", "context": "k"},
+                   max_rejected_share=1.0)
+    chosen = pd.DataFrame({"id": ["1", "2"], "distractors": [["B"], ["C"]], "distractor_ids": [["1/cf0"], ["2/cf0"]],
+                           "distractor_rules": [["r"], ["r"]]})
+    written = rebuilt_file(chosen, out.data)
+    back = pq.read_table(io.BytesIO(written.files["t.rebuilt.parquet"]))
+    assert back.schema == table.schema and back.column("opts").to_pylist() == [["a", "B"], ["C", "d"]]
+    assert back.column("k").to_pylist() == [1, 2]
+
+
+def test_too_few_candidates_is_a_rejection_not_a_short_item(tmp_path):
+    rows = [{"q": f"q{i}", "c": [f"r{i}", f"w{i}", f"v{i}"], "a": 0} for i in range(4)]
+    out = _read(tmp_path, "f.jsonl", "".join(json.dumps(r) + "\n" for r in rows),
+                map={"context": "q", "choices": "c", "answer": "a"})
+    chosen = pd.DataFrame({"id": ["r1", "r2"], "distractors": [["x", "y"], ["x"]],
+                           "distractor_ids": [["a", "b"], ["c"]], "distractor_rules": [["r", "r"], ["r"]]})
+    written = rebuilt_file(chosen, out.data)
+    assert list(written.data["id"]) == ["r1"] and written.rejected["reason_code"].tolist() == ["too_few_candidates"]
+    assert written.files["f.rebuilt.jsonl"].decode().count("\n") == 1
+
