@@ -233,3 +233,193 @@ class TransformerMC:
                         parts.append(self.model(**enc).logits.float()[0, :len(ch[s:s + chunk])].cpu().numpy())
                 out.append(np.concatenate(parts) if parts else np.zeros(0))
         return out
+
+
+class FrozenLower:
+    """An encoder's embeddings and lower layers, frozen, with the activations of every (context, choice)
+    pair computed once and kept (bf16, real tokens only) for every later fit and score: the cheap
+    discriminator's shared half. The top `trainable_layers` layers, pooler and multiple-choice head are
+    kept pristine here and copied fresh into every `CachedTransformerMC.fit`."""
+
+    def __init__(self, model_dir: str, trainable_layers: int = 2, max_length: int = 128, device: str | None = None,
+                 precision: str | None = None, max_cache_gb: float = 8.0, attention: str = "sdpa"):
+        import torch
+        from transformers import AutoModelForMultipleChoice, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        from csk.errors import ConfigError
+
+        self.device = device or compute.device()
+        self.precision = precision or ("bf16" if self.device.startswith("cuda") or compute.bf16_faster("cpu")[0]
+                                       else "fp32")
+        self.max_length = max_length
+        self.max_cache_bytes = max_cache_gb * 2**30
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # "classifier MISSING: newly initialized" is the point of a new head
+        try:
+            model = AutoModelForMultipleChoice.from_pretrained(model_dir, **pretrained_kwargs(model_dir),
+                                                               dtype=torch.float32, attn_implementation=attention)
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        base = getattr(model, model.base_model_prefix, None)
+        layers = getattr(getattr(base, "encoder", None), "layer", None)
+        if layers is None or not hasattr(base, "_create_attention_masks"):
+            raise ConfigError(f"{model_dir}: a {type(model).__name__} has no BERT-style encoder.layer stack; the cached "
+                              "discriminator needs a BERT / RoBERTa-family encoder (or use discriminator = transformer)")
+        n = len(layers)
+        if not 1 <= trainable_layers <= n:
+            raise ConfigError(f"trainable_layers = {trainable_layers}: the encoder has {n} layers; choose 1 to {n}")
+        self.layers_total, self.trainable_layers = n, trainable_layers
+        self.top = torch.nn.ModuleList(list(layers)[n - trainable_layers:])
+        self.pooler = base.pooler
+        self.dropout, self.classifier = model.dropout, model.classifier
+        self.init_range = float(getattr(model.config, "initializer_range", 0.02))
+        base.encoder.layer = torch.nn.ModuleList(list(layers)[:n - trainable_layers])
+        base.pooler = None
+        self.base = base.to(self.device).eval()
+        for p in self.base.parameters():
+            p.requires_grad_(False)
+        self.cache: dict[tuple[str, str], "torch.Tensor"] = {}
+        self.cache_bytes = 0
+        self.computed = 0
+
+    def masks(self, mask, hidden):
+        """The attention mask in the form the top layers' attention implementation takes."""
+        return self.base._create_attention_masks(attention_mask=mask, encoder_attention_mask=None,
+                                                 embedding_output=hidden, encoder_hidden_states=None,
+                                                 past_key_values=None)[0]
+
+    def ensure(self, pairs: list[tuple[str, str]], chunk: int = 32) -> None:
+        """Compute and keep the lower-layer activations of every pair not yet cached (longest first, so a
+        pass holds texts of similar length)."""
+        import torch
+
+        from csk.errors import ConfigError
+
+        todo = sorted({p for p in pairs if p not in self.cache}, key=lambda p: (-len(p[0]) - len(p[1]), p))
+        if not todo:
+            return
+        with torch.inference_mode():
+            for s in range(0, len(todo), chunk):
+                part = todo[s:s + chunk]
+                enc = self.tokenizer([c for c, _ in part], [x for _, x in part], truncation="only_first",
+                                     max_length=self.max_length, padding=True, return_tensors="pt")
+                enc = {k: v.to(self.device) for k, v in enc.items()}
+                with compute.autocast(self.precision, self.device):
+                    hidden = self.base(**enc).last_hidden_state
+                lengths = enc["attention_mask"].sum(1).tolist()
+                for p, h, n in zip(part, hidden, lengths):
+                    kept = h[:n].to(torch.bfloat16).clone()
+                    self.cache[p] = kept
+                    self.cache_bytes += kept.numel() * 2
+                self.computed += len(part)
+                if self.cache_bytes > self.max_cache_bytes:
+                    raise ConfigError(f"the cached discriminator's activations passed {self.max_cache_bytes / 2**30:.0f} "
+                                      f"GiB after {len(self.cache)} (context, choice) pairs: lower max_length or raise "
+                                      "max_cache_gb, or use the linear probe (or the full transformer on a GPU)")
+
+    def stack(self, pairs: list[tuple[str, str]]):
+        """(hidden (n, L, H) float32 zero-padded, mask (n, L)) of cached pairs."""
+        import torch
+
+        width = max(self.cache[p].shape[0] for p in pairs)
+        h = torch.zeros(len(pairs), width, self.cache[pairs[0]].shape[1], device=self.device)
+        mask = torch.zeros(len(pairs), width, dtype=torch.long, device=self.device)
+        for i, p in enumerate(pairs):
+            t = self.cache[p]
+            h[i, :t.shape[0]] = t.float()
+            mask[i, :t.shape[0]] = 1
+        return h, mask
+
+
+class CachedTransformerMC:
+    """The AF discriminator made affordable on a CPU: a multiple-choice head on a pretrained encoder whose
+    lower layers are frozen and computed once per (context, choice) text (`FrozenLower`); every `fit`
+    starts the top `trainable_layers` layers and pooler from the pretrained weights and a new head (seeded),
+    and trains only those. On CUDA the factory gives the full `TransformerMC` (bf16) instead."""
+
+    name = "cached-transformer"
+
+    def __init__(self, lower: FrozenLower, epochs: int = 3, lr: float = 5e-5, batch_size: int = 16, seed: int = 0,
+                 weight_decay: float = 0.01, warmup: float = 0.1):
+        self.lower = lower
+        self.epochs, self.lr, self.batch_size, self.seed = epochs, lr, batch_size, seed
+        self.weight_decay, self.warmup = weight_decay, warmup
+        self.fits = 0
+        self.head = None
+
+    def _fresh_head(self):
+        import copy
+
+        import torch
+
+        torch.manual_seed(self.seed + self.fits)
+        head = torch.nn.ModuleDict({"top": copy.deepcopy(self.lower.top), "pooler": copy.deepcopy(self.lower.pooler),
+                                    "dropout": copy.deepcopy(self.lower.dropout),
+                                    "classifier": copy.deepcopy(self.lower.classifier)})
+        torch.nn.init.normal_(head["classifier"].weight, std=self.lower.init_range)  # a new head every fit
+        torch.nn.init.zeros_(head["classifier"].bias)
+        return head.to(self.lower.device)
+
+    def _logits(self, contexts: list[str], choices: list[list[str]]):
+        import torch
+
+        width = max(len(ch) for ch in choices)
+        pairs, valid = [], []
+        for c, ch in zip(contexts, choices):
+            pairs += [(c, x) for x in ch] + [(c, ch[0])] * (width - len(ch))  # padding choices, masked below
+            valid.append([True] * len(ch) + [False] * (width - len(ch)))
+        h, mask = self.lower.stack(pairs)
+        with compute.autocast(self.lower.precision, self.lower.device):
+            ext = self.lower.masks(mask, h)
+            for layer in self.head["top"]:
+                out = layer(h, attention_mask=ext)
+                h = out[0] if isinstance(out, tuple) else out
+            pooled = self.head["pooler"](h) if self.head["pooler"] is not None else h[:, 0]
+            logits = self.head["classifier"](self.head["dropout"](pooled)).float().view(len(contexts), width)
+        valid = torch.tensor(valid, device=logits.device)
+        return logits.masked_fill(~valid, -1e4)
+
+    def fit(self, contexts: list[str], choices: list[list[str]], gold: list[int]) -> "CachedTransformerMC":
+        import torch
+        from transformers import get_linear_schedule_with_warmup
+
+        self.lower.ensure([(c, x) for c, ch in zip(contexts, choices) for x in ch])
+        self.head = self._fresh_head()
+        self.fits += 1
+        opt = torch.optim.AdamW(self.head.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        steps = self.epochs * ((len(contexts) + self.batch_size - 1) // self.batch_size)
+        sched = get_linear_schedule_with_warmup(opt, int(self.warmup * steps), max(steps, 1))
+        rng = compute.rng(self.seed, "cached-mc-batches", self.fits)
+        self.head.train()
+        for _ in range(self.epochs):
+            order = rng.permutation(len(contexts))
+            for s in range(0, len(order), self.batch_size):
+                idx = order[s:s + self.batch_size]
+                logits = self._logits([contexts[i] for i in idx], [choices[i] for i in idx])
+                labels = torch.tensor([gold[i] for i in idx], device=logits.device)
+                loss = torch.nn.functional.cross_entropy(logits, labels)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.head.parameters(), 1.0)
+                opt.step()
+                sched.step()
+                opt.zero_grad()
+        self.head.eval()
+        return self
+
+    def score(self, contexts: list[str], choices: list[list[str]], chunk: int = 64) -> list[np.ndarray]:
+        """Every choice's logit; the head scores each (context, choice) pair on its own, so pairs of many
+        instances share a pass."""
+        import torch
+
+        pairs = [(c, x) for c, ch in zip(contexts, choices) for x in ch]
+        self.lower.ensure(pairs)
+        flat = []
+        with torch.inference_mode():
+            for s in range(0, len(pairs), chunk):
+                part = pairs[s:s + chunk]
+                flat.append(self._logits([c for c, _ in part], [[x] for _, x in part])[:, 0].cpu().numpy())
+        flat = np.concatenate(flat) if flat else np.zeros(0)
+        bounds = np.cumsum([0] + [len(ch) for ch in choices])
+        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]

