@@ -247,6 +247,85 @@ def test_af_transformer_discriminator_tiny(tmp_path):
     assert out.notes["iterations"] == 2 and ctx.models[0]["kind"] == "multiple-choice"
 
 
+def test_af_cached_transformer_discriminator_tiny(tmp_path):
+    """AF with the cached discriminator: the lower layer's activations are computed once per pair across
+    rounds, the manifest says what was trained."""
+    from csk.runtime import StageContext, Store
+    from tasks.distractors.adversarial import adversarial_filter
+
+    inst, cands = _af_data()
+    inst, cands = inst.iloc[:12], cands[cands["instance_id"].isin(inst["id"].iloc[:12])]
+    model = tiny_models.multiple_choice(tmp_path / "mc", layers=2)
+    ctx = StageContext(Store(tmp_path / "s"), "cicero", "adversarial_filter")
+    out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, discriminator="cached-transformer",
+                             model=str(model), trainable_layers=1, max_iterations=3, window=5, epochs=1, batch_size=4,
+                             ctx=ctx)
+    assert out.notes["iterations"] == 3 and (out.data["distractors"].map(len) == 4).all()
+    assert ctx.models[0]["trained"].startswith("top 1 layers") and ctx.models[0]["lr"] == 5e-5
+
+
+def _toy_mc(n: int = 24):
+    """A learnable toy task: the gold is the choice about the dog."""
+    contexts = [f"the speaker wants to buy a new dog . {'the storm is coming tonight .' * (i % 3)}" for i in range(n)]
+    wrong = ["the listener is happy about the cat .", "they go to the park on saturday .", "i am going home now ."]
+    choices, gold = [], []
+    for i in range(n):
+        ch = list(wrong)
+        ch.insert(i % 4, "the speaker wants a dog .")
+        choices.append(ch)
+        gold.append(i % 4)
+    return contexts, choices, gold
+
+
+def test_cached_activations_are_a_function_of_the_pair_alone(tmp_path):
+    import torch
+
+    from tasks.distractors.discriminators import FrozenLower
+
+    model = tiny_models.multiple_choice(tmp_path / "mc", layers=2)
+    contexts, choices, _ = _toy_mc(8)
+    pairs = [(c, x) for c, ch in zip(contexts, choices) for x in ch]
+    alone = FrozenLower(str(model), trainable_layers=1, precision="fp32")
+    alone.ensure(pairs[:3])
+    together = FrozenLower(str(model), trainable_layers=1, precision="fp32")
+    together.ensure(pairs[::-1])
+    assert all(torch.equal(alone.cache[p], together.cache[p]) for p in pairs[:3])
+    assert together.computed == len(set(pairs))
+    together.ensure(pairs)  # nothing new: nothing computed
+    assert together.computed == len(set(pairs))
+
+
+def test_cached_discriminator_learns_and_keeps_the_lower_layers_frozen(tmp_path):
+    import torch
+
+    from csk.errors import ConfigError
+    from tasks.distractors.discriminators import CachedTransformerMC, FrozenLower
+
+    model = tiny_models.multiple_choice(tmp_path / "mc", layers=2)
+    lower = FrozenLower(str(model), trainable_layers=1, precision="fp32")
+    before = {k: v.clone() for k, v in lower.base.state_dict().items()}
+    contexts, choices, gold = _toy_mc(32)
+    disc = CachedTransformerMC(lower, epochs=15, lr=3e-3, batch_size=8, seed=0).fit(contexts[:24], choices[:24],
+                                                                                     gold[:24])
+    scores = disc.score(contexts[24:], choices[24:])
+    assert np.mean([int(np.argmax(s)) == g for s, g in zip(scores, gold[24:])]) == 1.0
+    assert all(torch.equal(before[k], v) for k, v in lower.base.state_dict().items())
+    with pytest.raises(ConfigError, match="trainable_layers = 3: the encoder has 2 layers"):
+        FrozenLower(str(model), trainable_layers=3)
+
+
+def test_group_bootstrap_intervals():
+    from tasks.distractors.quality import group_bootstrap
+
+    groups = [f"g{i // 3}" for i in range(60)]
+    rebuilt = np.array([i % 2 for i in range(60)], dtype=float)
+    published = np.ones(60)
+    ci = group_bootstrap(groups, {"rebuilt": rebuilt, "published": published}, 500, 0.95, seed=0)
+    assert ci["rebuilt"][0] < rebuilt.mean() < ci["rebuilt"][1]
+    assert ci["published"] == (1.0, 1.0) and ci["difference"][1] < 0
+    assert ci == group_bootstrap(groups, {"rebuilt": rebuilt, "published": published}, 500, 0.95, seed=0)
+
+
 def test_paper_rule_replaces_every_distractor_below_the_gold():
     from tasks.distractors.adversarial import af_loop
 

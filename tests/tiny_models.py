@@ -35,15 +35,15 @@ def tokenizer(out: Path):
 def encoder_config(vocab_size: int, **kw):
     from transformers import BertConfig
 
-    return BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                      intermediate_size=64, max_position_embeddings=512, **kw)
+    return BertConfig(**{"vocab_size": vocab_size, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                         "intermediate_size": 64, "max_position_embeddings": 512, **kw})
 
 
-def multiple_choice(out: Path) -> Path:
+def multiple_choice(out: Path, layers: int = 1) -> Path:
     from transformers import BertForMultipleChoice
 
     tok = tokenizer(out)
-    BertForMultipleChoice(encoder_config(len(tok))).save_pretrained(out)
+    BertForMultipleChoice(encoder_config(len(tok), num_hidden_layers=layers)).save_pretrained(out)
     return out
 
 

@@ -283,6 +283,8 @@ class FrozenLower:
         self.cache: dict[tuple[str, str], "torch.Tensor"] = {}
         self.cache_bytes = 0
         self.computed = 0
+        self.packed: bool | None = None  # row invariance of a pass, probed on first use
+        self.batch_tokens = 16384 if self.device.startswith("cuda") else 4096
 
     def masks(self, mask, hidden):
         """The attention mask in the form the top layers' attention implementation takes."""
@@ -290,30 +292,67 @@ class FrozenLower:
                                                  embedding_output=hidden, encoder_hidden_states=None,
                                                  past_key_values=None)[0]
 
-    def ensure(self, pairs: list[tuple[str, str]], chunk: int = 32) -> None:
-        """Compute and keep the lower-layer activations of every pair not yet cached (longest first, so a
-        pass holds texts of similar length)."""
+    def _pass(self, ids: list[list[int]], types: list[list[int]] | None, rows: int, padded: int):
+        """Lower-layer activations of one pass of fixed shape (rows, padded): the pairs' token ids padded
+        on, the pass filled up with copies of its first pair (whose rows are dropped)."""
+        import torch
+
+        pad = self.tokenizer.pad_token_id or 0
+        full = ids + [ids[0]] * (rows - len(ids))
+        input_ids = torch.tensor([x + [pad] * (padded - len(x)) for x in full], device=self.device)
+        mask = torch.tensor([[1] * len(x) + [0] * (padded - len(x)) for x in full], device=self.device)
+        enc = {"input_ids": input_ids, "attention_mask": mask}
+        if types is not None:
+            full_t = types + [types[0]] * (rows - len(types))
+            enc["token_type_ids"] = torch.tensor([x + [0] * (padded - len(x)) for x in full_t], device=self.device)
+        with compute.autocast(self.precision, self.device):
+            return self.base(**enc).last_hidden_state[:len(ids)]
+
+    def _row_invariant(self) -> bool:
+        """Is a pair's activation the same bytes whatever shares its pass, on this machine? Probe pairs in
+        order, reversed, and the first alone among fillers (as the embedder's `packing_check`); where not,
+        every pair gets a pass of its own."""
+        import torch
+
+        if self.packed is None:
+            enc = self.tokenizer([f"probe context {i} with some words" for i in range(4)],
+                                 [f"choice {i}" for i in range(4)], add_special_tokens=True)
+            ids = [list(x) for x in enc["input_ids"]]
+            types = [list(x) for x in enc["token_type_ids"]] if "token_type_ids" in enc else None
+            width = -(-max(map(len, ids)) // 8) * 8
+            with torch.inference_mode():
+                a = self._pass(ids, types, 4, width)
+                b = self._pass(ids[::-1], types[::-1] if types else None, 4, width).flip(0)
+                c = self._pass(ids[:1], types[:1] if types else None, 4, width)
+            self.packed = bool(torch.equal(a, b) and torch.equal(a[:1], c))
+        return self.packed
+
+    def ensure(self, pairs: list[tuple[str, str]]) -> None:
+        """Compute and keep the lower-layer activations of every pair not yet cached. A pair's pass shape
+        depends on its own length only (`tasks.embed.plan_passes`), so its activations are the same bytes
+        whichever pairs were cached before or with it: a measurement is a function of its own texts."""
         import torch
 
         from csk.errors import ConfigError
+        from tasks.embed import plan_passes
 
-        todo = sorted({p for p in pairs if p not in self.cache}, key=lambda p: (-len(p[0]) - len(p[1]), p))
+        todo = sorted({p for p in pairs if p not in self.cache})
         if not todo:
             return
+        enc = self.tokenizer([c for c, _ in todo], [x for _, x in todo], truncation="only_first",
+                             max_length=self.max_length)
+        ids = [list(x) for x in enc["input_ids"]]
+        types = [list(x) for x in enc["token_type_ids"]] if "token_type_ids" in enc else None
+        packed = self._row_invariant()
         with torch.inference_mode():
-            for s in range(0, len(todo), chunk):
-                part = todo[s:s + chunk]
-                enc = self.tokenizer([c for c, _ in part], [x for _, x in part], truncation="only_first",
-                                     max_length=self.max_length, padding=True, return_tensors="pt")
-                enc = {k: v.to(self.device) for k, v in enc.items()}
-                with compute.autocast(self.precision, self.device):
-                    hidden = self.base(**enc).last_hidden_state
-                lengths = enc["attention_mask"].sum(1).tolist()
-                for p, h, n in zip(part, hidden, lengths):
-                    kept = h[:n].to(torch.bfloat16).clone()
-                    self.cache[p] = kept
+            for rows, padded, idx in plan_passes(np.asarray([len(x) for x in ids]), self.batch_tokens, 64,
+                                                 packed=packed):
+                hidden = self._pass([ids[i] for i in idx], [types[i] for i in idx] if types else None, rows, padded)
+                for i, h in zip(idx, hidden):
+                    kept = h[:len(ids[i])].to(torch.bfloat16).clone()
+                    self.cache[todo[i]] = kept
                     self.cache_bytes += kept.numel() * 2
-                self.computed += len(part)
+                self.computed += len(idx)
                 if self.cache_bytes > self.max_cache_bytes:
                     raise ConfigError(f"the cached discriminator's activations passed {self.max_cache_bytes / 2**30:.0f} "
                                       f"GiB after {len(self.cache)} (context, choice) pairs: lower max_length or raise "
