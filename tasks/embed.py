@@ -393,7 +393,8 @@ class Embedder:
         if unk is None or not texts:
             return 0.0
         chosen = sorted(texts)[:: max(1, len(texts) // sample)][:sample]
-        ids = self.model.tokenizer(chosen, add_special_tokens=False)["input_ids"]
+        ids = self.model.tokenizer(chosen, add_special_tokens=False, truncation=True,
+                                   max_length=self.model.max_seq_length)["input_ids"]
         total = sum(len(i) for i in ids)
         share = sum(t == unk for i in ids for t in i) / total if total else 0.0
         self.stats["unknown_token_share"] = max(round(share, 4), self.stats.get("unknown_token_share", 0.0))
