@@ -328,7 +328,7 @@ def mcq_file(*, input: InputFile = None, format: Format = "auto", preset: str = 
     if len(data) and not notes:
         texts = {c for ch in data["choices"] for c in ch}
         sets = {tuple(sorted(ch)) for ch in data["choices"]}
-        if len(texts) <= LABEL_SET_TEXTS and len(sets) <= max(3, len(data) // 4):
+        if len(texts) <= LABEL_SET_TEXTS and len(data) >= 8 and len(sets) <= len(data) // 4:
             raise ConfigError(f"{path}: the {len(data)} records offer {len(sets)} choice set(s) of {len(texts)} texts "
                               "in all, a closed label set (such as CORECODE's domain or slot identification): there "
                               "are no distractors to "
