@@ -28,7 +28,10 @@ def _edit(tmp_path, monkeypatch, module: str) -> None:
 
 # tasks/english.py (spaCy) is imported inside functions by these stages' modules, and by no other
 CAN_RUN_ENGLISH = ["cicero/counterfactuals", "corequisite/answer_quality", "corequisite/answer_rules",
-                   "corequisite/lexicalize", "deco/response_filter"]
+                   "corequisite/lexicalize", "deco/response_filter", "distractors/counterfactuals"]
+# jieba: CORECODE's tagging stages, and the distractor engine's counterfactuals (its Chinese rules)
+CAN_RUN_JIEBA = ["cicero/counterfactuals", "corecode/annotations", "corecode/concepts", "corecode/statistics",
+                 "distractors/counterfactuals"]
 
 
 def test_editing_a_function_local_helper_changes_exactly_the_stages_that_can_run_it(fresh_codehash, tmp_path,
@@ -51,7 +54,7 @@ def test_editing_a_contract_module_changes_its_stages(fresh_codehash, tmp_path, 
 def test_a_changed_package_version_changes_exactly_the_stages_that_import_it(fresh_codehash, monkeypatch):
     before = _all("packages")
     real = codehash._version
-    for dist, expected in (("jieba", ["corecode/annotations", "corecode/concepts", "corecode/statistics"]),
+    for dist, expected in (("jieba", CAN_RUN_JIEBA),
                            ("spacy", CAN_RUN_ENGLISH)):
         codehash.forget()
         monkeypatch.setattr(codehash, "_version", lambda d, dist=dist: "99.0" if d == dist else real(d))

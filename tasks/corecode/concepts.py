@@ -9,15 +9,8 @@ import pandas as pd
 from csk.progress import track
 
 from csk.runtime import StageOutput
+from tasks.chinese import STOP_WORDS
 
-# Function words and light verbs that link everything to everything in ConceptNet and say nothing
-# about a dialogue's content (jieba tags many of them v or a).
-STOP_WORDS = (
-    "是 有 在 说 要 会 能 可以 可能 应该 就 都 也 还 又 再 去 来 到 做 搞 弄 给 让 被 把 用 看 看看 想 想想 觉得 感觉 "
-    "知道 认为 以为 没有 没 不 好 对 行 多 少 大 小 新 真 太 挺 很 最 更 这样 那样 这么 那么 怎么 怎么样 什么 为什么 "
-    "东西 事 事情 时候 地方 样子 人 个 一个 一下 一点 有点 些 一些 啊 吧 呢 嘛 哦 嗯 哈 哈哈 呀 哇 喔 啦 了 过 着 "
-    "你好 您好 嗨 拜拜 谢谢 没事 是的 好的 对啊 当然 其实 然后 所以 因为 但是 不过 而且 就是 还是 或者 已经 正在"
-).split()
 POS_NAMES = {"n": "nouns", "v": "verbs", "a": "adjectives"}
 
 
@@ -46,7 +39,7 @@ def concepts(dialogues: pd.DataFrame, *, pos: list[str] = ["n", "v", "a"], stop_
     Args:
         pos: jieba part-of-speech flags kept, by first letter (n: nouns incl. nr/ns/nz, v: verbs incl. vn,
             a: adjectives incl. ad/an)
-        stop_words: words never taken as concepts; none: the built-in list (`STOP_WORDS` in this module)
+        stop_words: words never taken as concepts; none: the built-in list (`tasks.chinese.STOP_WORDS`)
         hmm: let jieba's HMM find words outside its dictionary (names, new words). Off by default: it is
             about 30x slower (measured: 3.7 vs 0.12 ms per utterance), and a concept must be a ConceptNet
             label to match at all, which out-of-dictionary words rarely are

@@ -18,7 +18,8 @@ import logging
 from functools import lru_cache
 from typing import Callable, Iterable
 
-from tasks.corecode.concepts import STOP_WORDS
+from tasks.chinese import STOP_WORDS
+from tasks.distractors.lexical import chain_rewrites
 
 CONTENT = ("n", "v", "a")
 NEGATIONS = ("不", "没")
@@ -82,23 +83,8 @@ def negation_rewrites(text: str) -> list[tuple[str, str]]:
 
 def rewrite_all(text: str, passage: list[str], lookup: Callable[[str], Iterable[str]] | None = None,
                 depth: int = 2) -> list[tuple[str, str]]:
-    """Single-rule rewrites, then chains of two rules of different kinds, de-duplicated, never the input."""
+    """Every rule's rewrites of a Chinese answer, chained as the English ones are (`chain_rewrites`)."""
     def singles(t: str) -> list[tuple[str, str]]:
         return swap_rewrites(t, passage) + antonym_rewrites(t, lookup) + negation_rewrites(t)
 
-    out: dict[str, str] = {}
-    frontier = [("", text)]
-    for _ in range(depth):
-        nxt = []
-        for chain, t in frontier:
-            used = {r.split(":")[0] for r in chain.split("+") if r}
-            for rule, t2 in singles(t):
-                kind = rule.split(":")[0]
-                if kind in used or (kind in {"zh_antonym", "zh_negation"} and used & {"zh_antonym", "zh_negation"}):
-                    continue  # two polarity changes cancel out
-                name = f"{chain}+{rule}" if chain else rule
-                if t2 != text and t2 not in out and t2.strip():
-                    out[t2] = name
-                    nxt.append((name, t2))
-        frontier = nxt
-    return [(rule, t) for t, rule in out.items()]
+    return chain_rewrites(text, singles, depth, frozenset({"zh_antonym", "zh_negation"}))

@@ -211,14 +211,11 @@ def entity_rewrites(text: str, dialogue_entities: dict[str, str]) -> list[tuple[
     return out
 
 
-def rewrite_all(text: str, dialogue_entities: dict[str, str], lookup: Callable[[str], Iterable[str]] | None = None,
-                depth: int = 3) -> list[tuple[str, str]]:
-    """Single-rule rewrites, then chains of up to `depth` rules of different kinds (further from
-    the gold, so more of them pass the similarity filter), de-duplicated, never the input itself."""
-    def singles(t: str) -> list[tuple[str, str]]:
-        return (antonym_rewrites(t, lookup) + negation_rewrites(t) + quantity_rewrites(t) + role_rewrites(t)
-                + entity_rewrites(t, dialogue_entities))
-
+def chain_rewrites(text: str, singles: Callable[[str], list[tuple[str, str]]], depth: int,
+                   polarity: frozenset[str]) -> list[tuple[str, str]]:
+    """Single-rule rewrites, then chains of up to `depth` rules of different kinds (further from the gold,
+    so more of them pass the similarity filter), de-duplicated, never the input itself. Two `polarity`
+    kinds (an antonym and a negation) are never chained: they cancel out into a paraphrase."""
     out: dict[str, str] = {}
     frontier = [("", text)]
     for _ in range(depth):
@@ -227,12 +224,21 @@ def rewrite_all(text: str, dialogue_entities: dict[str, str], lookup: Callable[[
             used = {r.split(":")[0] for r in chain.split("+") if r}
             for rule, t2 in singles(t):
                 kind = rule.split(":")[0]
-                # Two polarity changes (an antonym and a negation) cancel out into a paraphrase.
-                if kind in used or (kind in {"antonym", "negation"} and used & {"antonym", "negation"}):
+                if kind in used or (kind in polarity and used & polarity):
                     continue
                 name = f"{chain}+{rule}" if chain else rule
-                if t2 != text and t2 not in out:
+                if t2 != text and t2.strip() and t2 not in out:
                     out[t2] = name
                     nxt.append((name, t2))
         frontier = nxt
     return [(rule, t) for t, rule in out.items()]
+
+
+def rewrite_all(text: str, dialogue_entities: dict[str, str], lookup: Callable[[str], Iterable[str]] | None = None,
+                depth: int = 3) -> list[tuple[str, str]]:
+    """Every rule's rewrites of an English answer, chained (`chain_rewrites`)."""
+    def singles(t: str) -> list[tuple[str, str]]:
+        return (antonym_rewrites(t, lookup) + negation_rewrites(t) + quantity_rewrites(t) + role_rewrites(t)
+                + entity_rewrites(t, dialogue_entities))
+
+    return chain_rewrites(text, singles, depth, frozenset({"antonym", "negation"}))
