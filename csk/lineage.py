@@ -112,7 +112,8 @@ def _evidence(ref: ArtifactRef, items: list[dict]) -> list[dict]:
     kept a dialogue), each with its file's sha256 as the run hashed it."""
     files = _known_files(ref)
     return [{"text": e.get("text"), "file": e.get("source_file"), "locator": e.get("source_locator"),
-             "sha256": files.get(e.get("source_file")) or _sha(e.get("source_file") or "")} for e in items]
+             "sha256": files.get(e.get("source_file")) or _sha(e.get("source_file") or "")}
+            for e in (items if isinstance(items, (list, tuple)) else []) if isinstance(e, dict)]
 
 
 def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:

@@ -57,6 +57,8 @@ class Counterfactuals(Contract):
     candidate: Series[str] = pa.Field(str_length={"min_value": 1})
     generator: Series[str] = pa.Field(isin=["lexical", "t5", "file", "retrieval"])
     rule: Series[str]
+    rationale: Series[str]
+    """why it may be wrong: a rewrite's changed words ("happy -> sad"), a retrieved answer's source"""
 
     @pa.dataframe_check(name="candidate_differs_from_gold")
     def not_gold(cls, df):

@@ -108,13 +108,13 @@ def cicero(run: PipelineRun) -> None:
 def distractor_engine(run: PipelineRun, answers, split) -> None:
     """SEEDS 1.6: counterfactual pool -> candidate filter -> adversarial filtering -> (AF-Lite) ->
     human verification -> MCQ files, and the distractor-quality measurement."""
-    items = run.stage("instances", annotations=answers)
+    items = run.stage("instances", annotations=answers, splits=split)
     pool = run.stage("counterfactuals", instances=items)
     kept = run.stage("candidate_filter", candidates=pool, instances=items)
     chosen = run.stage("adversarial_filter", instances=items, candidates=kept)
     if run.enabled("aflite"):
         chosen = run.stage("aflite", mcq=chosen, instances=items)
-    verified = run.stage("verification", distractors=chosen)
+    verified = run.stage("verification", distractors=chosen, instances=items)
     final = run.stage("mcq", verified=verified, annotations=answers, splits=split)
     run.stage("experiments", mcq=final, annotations=answers, splits=split)
     run.stage("distractor_quality", mcq=final, instances=items, candidates=kept)

@@ -4,8 +4,8 @@ whose columns a preset or a map names, written back in the file's own format and
     csk distractors rebuild --input FILE --preset cicero|paco|corecode|swag|hellaswag
     csk distractors rebuild --input FILE --map context=ctx,choices=endings,answer=label,group=source_id
 
-mcq_file -> counterfactuals -> candidate_filter -> adversarial_filter -> (aflite) -> rebuilt_file
--> distractor_quality. `csk lineage distractors rebuilt_file --row ID` traces a rebuilt record to its
+mcq_file -> counterfactuals -> candidate_filter -> adversarial_filter -> (aflite) -> verification
+-> rebuilt_file -> distractor_quality. `csk lineage distractors rebuilt_file --row ID` traces a rebuilt record to its
 input record; `csk lineage distractors candidate_filter --row ID` a distractor to its generator and rule.
 """
 
@@ -27,6 +27,7 @@ from tasks.distractors.candidate_filter import candidate_filter
 from tasks.distractors.counterfactuals import counterfactuals
 from tasks.distractors.mcq_file import FORMATS, PRESETS, mcq_file, parse_map, rebuilt_file
 from tasks.distractors.quality import distractor_quality
+from tasks.distractors.verification import verification
 from tasks.embed import EmbedSpec
 
 
@@ -44,6 +45,7 @@ STAGES = (
     Stage(candidate_filter, contract=contracts.Candidates, unit="candidates"),
     Stage(adversarial_filter, contract=contracts.AdversarialChoices, unit="instances"),
     Stage(aflite, contract=contracts.AdversarialChoices, unit="instances", enabled=False),
+    Stage(verification, contract=contracts.Verified, unit="instances"),
     Stage(rebuilt_file, contract=contracts.RebuiltFile, unit="instances"),
     Stage(distractor_quality, contract=contracts.DistractorQuality, unit="measures", parent_column=None,
           conserves_rows=False),
@@ -52,14 +54,15 @@ STAGES = (
 
 def rebuild(run: PipelineRun, **read) -> None:
     """The file's instances -> counterfactual pool -> candidate filter -> adversarial filtering ->
-    (AF-Lite) -> the rebuilt file -> distractor quality (rebuilt beside published)."""
+    (AF-Lite) -> human verification -> the rebuilt file -> distractor quality (rebuilt beside published)."""
     items = run.stage("mcq_file", **read)
     pool = run.stage("counterfactuals", instances=items)
     kept = run.stage("candidate_filter", candidates=pool, instances=items)
     chosen = run.stage("adversarial_filter", instances=items, candidates=kept)
     if run.enabled("aflite"):
         chosen = run.stage("aflite", mcq=chosen, instances=items)
-    rebuilt = run.stage("rebuilt_file", distractors=chosen, instances=items)
+    verified = run.stage("verification", distractors=chosen, instances=items)
+    rebuilt = run.stage("rebuilt_file", distractors=verified, instances=items)
     run.stage("distractor_quality", mcq=rebuilt, instances=items, candidates=kept)
 
 

@@ -115,7 +115,28 @@ def test_counterfactuals_lexical_rows_record_rule_and_gold():
     assert len(out.data) > 0 and set(out.data["generator"]) == {"lexical"}
     assert (out.data["candidate"] != out.data["gold"]).all()
     assert out.data["id"].str.match(r"^i\d\d-0/cf\d{3}$").all()
-    assert any("role_swap" in r for r in out.data["rule"])
+    # only rules that contradict the answer by default; each row says which words changed
+    kinds = {p.split(":")[0] for r in out.data["rule"] for p in r.split("+")}
+    assert kinds <= {"antonym", "negation", "quantity"} and kinds
+    assert out.data["rationale"].str.contains("->|\\+ |- ").all()
+    both = counterfactuals(_items(_instances(3, 1)), generators=["lexical"], seed=0,
+                           lexical_rules=["role_swap"])
+    assert any("role_swap" in r for r in both.data["rule"])
+
+
+def test_name_and_role_swaps_are_not_distractors_by_default():
+    """A name for a name keeps the proposition: not a rewrite the generator makes unless asked."""
+    ents = {"Jenny": "PERSON", "Tom": "PERSON"}
+    out = lx.rewrite_all("Jenny and her father stockpile food.", ents, kinds=lx.CONTRADICTING)
+    assert all("Tom" not in t for _, t in out)
+    assert all(not r.startswith(("entity_swap", "role_swap")) for r, _ in out)
+    assert any("Tom" in t for _, t in lx.rewrite_all("Jenny and her father stockpile food.", ents))
+
+
+def test_evidence_names_the_changed_words():
+    assert lx.evidence("The speaker is happy.", "The speaker is not sad.") == "happy -> not sad"
+    assert lx.evidence("She is here.", "She is not here.") == "+ not"
+    assert lx.evidence("He has 2 cats.", "He has 4 cats.") == "2 -> 4"
 
 
 def test_counterfactuals_t5_tiny(tmp_path):
@@ -212,7 +233,7 @@ def _af_data():
         hard = [PHRASINGS[k].format(t) for k in range(5) if k != g]
         for k, c in enumerate(hard + junk):
             rows.append({"id": f"{r.id}/cf{k:03d}", "instance_id": r.id, "gold": r.answer, "candidate": c,
-                         "generator": "lexical", "rule": "hard" if k < 4 else "junk"})
+                         "generator": "file", "rule": "hard" if k < 4 else "junk"})
     return inst, pd.DataFrame(rows)
 
 
@@ -220,11 +241,12 @@ def test_af_replaces_trivially_separable_distractors_and_accuracy_falls():
     from tasks.distractors.adversarial import adversarial_filter
 
     inst, cands = _af_data()
-    out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, max_iterations=10, window=10,
-                             swap_rule="max")
+    out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, max_iterations=20, window=20,
+                             swap_rule="max", max_reuse=0)  # the four junk sentences are every instance's
     history = out.notes["history"]
     junk_left = sum(r == "junk" for rules in out.data["distractor_rules"] for r in rules)
-    assert junk_left < 0.2 * 2 * len(inst)  # about half (4 of 8 candidates) were junk at the start
+    # about half (4 of 8 candidates) were junk at the start; a swap needs a candidate above the gold
+    assert junk_left < 0.25 * 2 * len(inst)
     # Held-out accuracy falls towards chance (1/5); its pairwise form (gold above a distractor) falls clearly.
     first, last = history[0]["held_out_accuracy"], np.mean([h["held_out_accuracy"] for h in history[-3:]])
     assert last <= first
@@ -326,25 +348,65 @@ def test_group_bootstrap_intervals():
     assert ci == group_bootstrap(groups, {"rebuilt": rebuilt, "published": published}, 500, 0.95, seed=0)
 
 
-def test_paper_rule_replaces_every_distractor_below_the_gold():
+class TableScorer:
+    """Scores every text by a fixed table, the first choice (AF scores the gold first) 0.0; records the
+    seed it was made with."""
+
+    seeds: list[int] = []
+
+    def __init__(self, seed: int = 0, table: dict | None = None):
+        TableScorer.seeds.append(seed)
+        self.table = table or {}
+
+    def fit(self, *a):
+        return self
+
+    def score(self, contexts, choices):
+        return [np.array([0.0] + [self.table.get(c, 0.0) for c in ch[1:]]) for ch in choices]
+
+
+def test_paper_rule_swaps_in_only_candidates_above_the_gold_and_the_replaced_one():
     from tasks.distractors.adversarial import af_loop
 
     inst, cands = _af_data()
     items = _items(inst)
+    cands = cands.assign(score=[(-1.0 if r == "junk" else 1.0) for r in cands["rule"]])
+    # the gold scores 0; the hard phrasings +1 (above the gold), the junk -1 (below)
+    table = dict(zip(cands["candidate"], cands["score"]))
     pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in cands.groupby("instance_id", sort=False)}
+    TableScorer.seeds = []
+    state, history = af_loop(items, pools, lambda seed: TableScorer(seed, table), n_distractors=4,
+                             max_iterations=40, swap_rule="paper", min_held_out=2)
+    rule = dict(zip(cands["id"], cands["rule"]))
+    for st in state.values():
+        if st["held_out_rounds"]:  # every junk distractor (below the gold) went, for a hard one
+            assert all(rule[c] == "hard" for c in st["distractors"])
+    assert history[-1]["stop"] and len(history) < 40
+    assert min(len(st["held_out_rounds"]) for st in state.values()) >= 2 or "unused" in history[-1]["stop"]
+    # every round trained its own discriminator, with its own seed
+    assert len(set(TableScorer.seeds)) == len(history) == len({h["discriminator_seed"] for h in history})
+    # with the gold above every candidate nothing is swapped: a swap must make the item harder
+    above = {c: -1.0 for c in cands["candidate"]}
+    state, history = af_loop(items, pools, lambda seed: TableScorer(seed, above), n_distractors=4,
+                             max_iterations=6, swap_rule="paper")
+    assert sum(h["swaps"] for h in history) == 0
 
-    class GoldWins:  # scores the gold above every distractor: every distractor is "below the gold"
-        def fit(self, *a):
-            return self
 
-        def score(self, contexts, choices):
-            return [np.array([1.0] + [-1.0 - k for k in range(len(ch) - 1)]) for ch in choices]
+def test_af_caps_rewrites_of_the_gold_and_reuse_of_one_text():
+    from tasks.distractors.adversarial import af_loop
 
-    state, history = af_loop(items, pools, GoldWins, n_distractors=4, max_iterations=50, swap_rule="paper")
-    first = history[0]
-    assert first["swaps"] == 4 * first["held_out_instances"]  # all 4 replaced in every held-out instance
-    assert history[-1]["stop"]  # it stopped by itself (pools ran dry or accuracy converged), not at the cap
-    assert len(history) < 50
+    inst, cands = _af_data()
+    items = _items(inst)
+    gen = {c: ("lexical" if r == "hard" else "retrieval") for c, r in zip(cands["id"], cands["rule"])}
+    pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in cands.groupby("instance_id", sort=False)}
+    state, _ = af_loop(items, pools, lambda seed: TableScorer(seed), n_distractors=4, max_iterations=3,
+                       max_rewrites=2, max_reuse=5, generator_of=gen)
+    text = dict(zip(cands["id"], cands["candidate"]))
+    for st in state.values():
+        assert sum(gen[c] == "lexical" for c in st["distractors"]) <= 2
+    held = pd.Series([text[c] for st in state.values() for c in st["distractors"]]).value_counts()
+    junk = held[held.index.isin(cands.loc[cands["rule"] == "junk", "candidate"])]
+    assert junk.max() <= 5
 
 
 def test_hellaswag_swap_rule():

@@ -53,7 +53,7 @@ def _check_run(store, source, records: int) -> tuple[dict, pd.DataFrame]:
     row = rebuilt["id"].iloc[0]
     steps = json.loads(_csk("lineage", "distractors", "rebuilt_file", "--row", row, "--store", store,
                             "--json").output)
-    assert [s["stage"] for s in steps] == ["rebuilt_file", "adversarial_filter", "mcq_file"]
+    assert [s["stage"] for s in steps] == ["rebuilt_file", "verification", "adversarial_filter", "mcq_file"]
     assert steps[-1]["source"]["file"] == str(source) and steps[-1]["source"]["record"] == \
         rebuilt["source_record"].iloc[0]
     # a new distractor -> the generator and rule that made it, and its instance

@@ -2,7 +2,9 @@
 
 The engine knows no dataset: a group is a dialogue (AF and the quality probe never split
 one), the discriminator's context is question + target + dialogue, names for entity swaps
-come from the dialogue's utterances, and the release's own choices are the published ones.
+come from the dialogue's utterances, and the release's own choices are the published ones: every
+released correct answer stays a correct choice, and an instance gets as many new distractors as it
+had published ones (an instance of v2 with three correct answers of five gets two).
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import pandas as pd
 from csk.runtime import StageOutput
 
 
-def instances(annotations: pd.DataFrame) -> StageOutput:
-    """Annotated answers as the distractor engine's instances (a group is a dialogue; published choices kept)."""
+def instances(annotations: pd.DataFrame, splits: pd.DataFrame | None = None) -> StageOutput:
+    """Annotated answers as the distractor engine's instances (a group is a dialogue; published choices kept;
+    the split, where there is one, keeps retrieval and reuse within it)."""
     dialogue = annotations["dialogue"].map(lambda d: " ".join(list(d)))
     data = pd.DataFrame({
         "id": annotations["id"].astype(str),
@@ -24,5 +27,11 @@ def instances(annotations: pd.DataFrame) -> StageOutput:
         "passage": annotations["dialogue"].map(list),
         "choices": annotations["choices"].map(list),
         "correct_answers": annotations["correct_answers"].map(list),
+        "target": annotations["target"].astype(str),
+        # the published distractor slots; 0 (no published choices): adversarial_filter.n_distractors
+        "n_distractors": [len(ch) - len(set(c)) if len(ch) else 0
+                          for ch, c in zip(annotations["choices"], annotations["correct_answers"])],
     })
+    if splits is not None:
+        data["split"] = data["id"].map(dict(zip(splits["id"], splits["split"]))).fillna("unsplit").astype(str)
     return StageOutput(data=data)

@@ -1,5 +1,10 @@
 """CICERO's MCQ tasks (SEEDS 1.7): 2.1 single answer (instances with one correct answer) and 2.2
-all answers, per split, in the release's JSON Lines keys; the Parquet uses snake_case names."""
+all answers, per split, in the release's JSON Lines keys; the Parquet uses snake_case names.
+
+An instance with published choices keeps every released correct answer where it was published and
+gets its new distractors in the other slots (`fill_slots`, as `csk distractors rebuild` writes a file):
+a v2 item with three correct answers stays a three-answer item of 2.2. An instance without published
+choices gets the gold and its distractors in a seeded order."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import pandas as pd
 
 from csk import compute
 from csk.runtime import StageOutput
-from tasks.distractors.verification import shuffle_choices
+from tasks.distractors.verification import fill_slots, shuffle_choices
 
 CICERO_KEYS = {"cicero_id": "ID", "dialogue": "Dialogue", "target": "Target", "question": "Question",
                "choices": "Choices", "human_written_answer": "Human Written Answer",
@@ -22,10 +27,25 @@ def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, splits: pd.DataFrame 
     """
     ann = annotations.set_index("id")
     split_of = dict(zip(splits["id"], splits["split"])) if splits is not None else {}
-    rows = []
+    rows, rejected = [], []
     for r in verified.itertuples():
         a = ann.loc[r.id]
-        choices, gold_at, correct = shuffle_choices(seed, r.id, r.gold, list(r.distractors), list(r.correct_distractors))
+        published = [str(c) for c in a["choices"]]
+        published_correct = sorted({int(k) for k in a["correct_answers"]})
+        if len(published):
+            slots = [k for k in range(len(published)) if k not in published_correct]
+            if len(r.distractors) < len(slots):
+                rejected.append({"id": r.id, "reason_code": "too_few_candidates",
+                                 "reason": f"{len(r.distractors)} distractor(s) left after the filters, "
+                                           f"{len(slots)} published slot(s) to fill"})
+                continue
+            choices = fill_slots(published, published_correct, list(r.distractors))
+            gold_at = choices.index(r.gold) if r.gold in choices else published_correct[0]
+            gold_at = int(gold_at)
+            correct = sorted(set(published_correct) | {slots[int(j)] for j in r.correct_distractors})
+        else:
+            choices, gold_at, correct = shuffle_choices(seed, r.id, r.gold, list(r.distractors),
+                                                        list(r.correct_distractors))
         rows.append({"id": r.id, "group_id": r.group_id, "split": split_of.get(r.id, "all"),
                      "cicero_id": str(a["cicero_id"]), "dialogue": list(a["dialogue"]), "target": str(a["target"]),
                      "question": str(a["question"]), "choices": choices, "human_written_answer": [gold_at],
@@ -40,4 +60,7 @@ def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, splits: pd.DataFrame 
             files[f"mcq/{task}/{split}.jsonl"] = compute.jsonl_bytes(records)
     counts = data.groupby("split").agg(instances=("id", "size"), single_answer=("n_correct", lambda s: int((s == 1).sum()))) \
         .reset_index().to_dict(orient="records") if len(data) else []
-    return StageOutput(data=data, files=files, tables={"mcq": counts})
+    return StageOutput(data=data, rejected=pd.DataFrame(rejected) if rejected else None, rows_in=len(verified),
+                       files=files, tables={"mcq": counts},
+                       notes={"items": len(data), "multi_answer_items": int((data["n_correct"] > 1).sum()) if len(data) else 0,
+                              "rejected_too_few_candidates": len(rejected)})

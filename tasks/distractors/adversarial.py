@@ -24,30 +24,71 @@ from csk import compute
 from csk.errors import ConfigError
 from csk.models import resolve_model
 from csk.params import ModelDir
-from csk.runtime import StageContext, StageOutput
+from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.discriminators import CachedTransformerMC, FrozenLower, LinearProbe, TransformerMC
 from tasks.embed import EmbedSpec, open_embedder
-from tasks.plots import line_png
+from tasks.plots import hist_png, line_png
 
 
 def hellaswag_swaps(pairwise_accuracy: float) -> int:
     return 0 if pairwise_accuracy <= 0.525 else 1 if pairwise_accuracy <= 0.575 else 2
 
 
-def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_discriminator: Callable[[], object], *,
+def round_seed(seed: int, iteration: int) -> int:
+    """The discriminator's own seed in one round: AF trains a fresh model every round (Zellers et al.), so
+    every round starts from its own random head and data order, not the same function again."""
+    return int(compute.rng(seed, "af-discriminator", iteration).integers(2**31 - 1))
+
+
+def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_discriminator: Callable[[int], object], *,
             n_distractors: int = 4, max_iterations: int = 14, held_out: float = 0.2, max_swaps: int = 2,
-            swap_rule: str = "paper", window: int = 3, epsilon: float = 0.005, seed: int = 0,
-            log: Callable[[str], None] | None = None) -> tuple[dict[str, dict], list[dict]]:
-    """Run AF; returns the per-instance state (distractors, unused pool, swaps) and per-iteration history."""
+            swap_rule: str = "paper", window: int = 3, epsilon: float = 0.005, min_held_out: int = 3,
+            max_rewrites: int = 0, max_reuse: int = 0, generator_of: dict[str, str] | None = None,
+            seed: int = 0, log: Callable[[str], None] | None = None) -> tuple[dict[str, dict], list[dict]]:
+    """Run AF; returns the per-instance state (distractors, unused pool, swaps, the rounds it was held out
+    and swapped in) and the per-round history.
+
+    A swap brings in only a candidate that the round's discriminator scores above the gold AND above the
+    distractor it replaces. `max_rewrites`: at most this many distractors of an instance come from the
+    `lexical` generator (rewrites of its own gold: more would make the gold the centre of its choices);
+    `max_reuse`: one text is a distractor of at most this many instances of a split (retrieved answers
+    recur otherwise); 0: no limit. `generator_of` maps a candidate id to its generator."""
     text = {cid: t for pool in pools.values() for cid, t in pool}
+    generator_of = generator_of or {}
+    split_of = dict(zip(view["id"], view["split"].astype(str))) if "split" in view.columns else {}
+    used: dict[tuple[str, str], int] = {}  # (split, text) -> instances holding it as a distractor
+
+    def fits(iid: str, cid: str, holding: list[str], leaving: str | None = None) -> bool:
+        """May instance `iid`, holding `holding` (minus `leaving`), take candidate `cid`?"""
+        if max_rewrites and generator_of.get(cid) == "lexical":
+            rewrites = sum(generator_of.get(c) == "lexical" for c in holding if c != leaving)
+            if rewrites >= max_rewrites:
+                return False
+        if max_reuse:
+            key = (split_of.get(iid, ""), text[cid].strip().lower())
+            own = leaving is not None and text[leaving].strip().lower() == key[1]
+            if used.get(key, 0) - own >= max_reuse:
+                return False
+        return True
+
+    def hold(iid: str, cid: str, delta: int) -> None:
+        key = (split_of.get(iid, ""), text[cid].strip().lower())
+        used[key] = used.get(key, 0) + delta
+
     state: dict[str, dict] = {}
     own = "n_distractors" in view.columns  # an instance that says how many it needs (a rebuilt file's slots)
     for inst in view.itertuples():
         pool = [cid for cid, _ in pools.get(inst.id, [])]
         rng = compute.rng(seed, "af-initial", inst.id)
         order = [pool[i] for i in rng.permutation(len(pool))]
-        k = int(inst.n_distractors) if own else n_distractors
-        state[inst.id] = {"distractors": order[:k], "unused": order[k:], "swaps": 0, "initial": list(order[:k])}
+        k = (int(inst.n_distractors) or n_distractors) if own else n_distractors
+        chosen: list[str] = []
+        for cid in order:
+            if len(chosen) < k and fits(inst.id, cid, chosen):
+                chosen.append(cid)
+                hold(inst.id, cid, +1)
+        state[inst.id] = {"distractors": chosen, "unused": [c for c in order if c not in chosen], "swaps": 0,
+                          "initial": list(chosen), "held_out_rounds": [], "swap_rounds": []}
     by_id = view.set_index("id")
     groups = sorted(view["group_id"].unique())
     history: list[dict] = []
@@ -67,7 +108,8 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             perm_c = rng.permutation(len(ch))
             t_choices.append([ch[p] for p in perm_c])
             t_gold.append(int(np.where(perm_c == 0)[0][0]))
-        disc = make_discriminator()
+        disc_seed = round_seed(seed, it)
+        disc = make_discriminator(disc_seed)
         disc.fit([by_id.loc[i, "context"] for i in train], t_choices, t_gold)
         contexts = [by_id.loc[i, "context"] for i in held]
         choice_ids = [state[i]["distractors"] + state[i]["unused"] for i in held]
@@ -87,46 +129,60 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
         swaps = 0
         for i, ids, s in zip(held, choice_ids, scores):
             st = state[i]
+            st["held_out_rounds"].append(it + 1)
             k = len(st["distractors"])
             score_of = dict(zip(ids, s[1:]))
             gold_score = s[0]
             weak = sorted((c for c in st["distractors"] if score_of[c] < gold_score), key=lambda c: (score_of[c], c))
-            strong = sorted(st["unused"], key=lambda c: (-score_of[c], c))
+            # only candidates the discriminator prefers to the gold: they are what makes the item harder
+            strong = sorted((c for c in st["unused"] if score_of[c] > gold_score), key=lambda c: (-score_of[c], c))
             done = 0
             for w in weak:
-                if done >= allowed or not strong:
+                if done >= allowed:
                     break
-                if swap_rule != "paper" and score_of[strong[0]] <= score_of[w]:
-                    break  # SWAG/HellaSwag swap only for a candidate the discriminator finds harder
-                new = strong.pop(0)
+                new = next((c for c in strong if score_of[c] > score_of[w] and fits(i, c, st["distractors"], w)), None)
+                if new is None:
+                    continue
+                strong.remove(new)
                 st["distractors"][st["distractors"].index(w)] = new
                 st["unused"].remove(new)  # the replaced distractor leaves the pool for good
+                hold(i, w, -1)
+                hold(i, new, +1)
                 st["swaps"] += 1
                 done += 1
+            if done:
+                st["swap_rounds"].append(it + 1)
             swaps += done
             assert len(st["distractors"]) == k
+        times = [len(st["held_out_rounds"]) for st in state.values()]
         history.append({"iteration": it + 1, "held_out_accuracy": accuracy, "pairwise_accuracy": pairwise,
                         "swaps": swaps, "swaps_allowed": allowed, "train_instances": len(train),
-                        "held_out_instances": len(held)})
+                        "held_out_instances": len(held), "discriminator_seed": disc_seed,
+                        "least_held_out": min(times) if times else 0})
         if log:
-            log(f"AF iteration {it + 1} of at most {max_iterations}: held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f}, {swaps} swaps")
+            log(f"AF iteration {it + 1} of at most {max_iterations}: held-out accuracy {accuracy:.3f}, pairwise "
+                f"{pairwise:.3f}, {swaps} swaps, every instance held out >= {history[-1]['least_held_out']} times")
         recent = [h["held_out_accuracy"] for h in history[-window:]]
-        if len(history) >= window and max(recent) - min(recent) < epsilon:
-            history[-1]["stop"] = f"held-out accuracy within {epsilon} over {window} iterations"
+        if len(history) >= window and max(recent) - min(recent) < epsilon and min(times, default=0) >= min_held_out:
+            history[-1]["stop"] = (f"held-out accuracy within {epsilon} over {window} iterations, every instance "
+                                   f"held out at least {min_held_out} times")
             break
         if not any(st["unused"] for st in state.values()):
             history[-1]["stop"] = "no instance has an unused candidate left"
             break
+    else:
+        if history:
+            history[-1]["stop"] = f"max_iterations ({max_iterations}) reached before convergence"
     return state, history
 
 
 def make_discriminator_factory(discriminator: str, *, model: str | None, epochs: int, lr: float | None,
                                batch_size: int, seed: int, vector=None, ctx: StageContext | None = None,
                                trainable_layers: int = 2, max_length: int = 128, setting: str = "adversarial_filter.model"):
-    """A fresh discriminator per call. "cached-transformer" shares one `FrozenLower` (its activation cache)
+    """A fresh discriminator per call, seeded by its argument (default `seed`). "cached-transformer" shares one `FrozenLower` (its activation cache)
     across calls; on CUDA it is the full transformer in bf16 (affordable there)."""
     if discriminator == "linear-probe":
-        return lambda: LinearProbe(vector, seed=seed)
+        return lambda round_seed=seed: LinearProbe(vector, seed=round_seed)
     if discriminator not in ("transformer", "cached-transformer"):
         raise ConfigError(f"discriminator must be 'linear-probe', 'transformer' or 'cached-transformer', got "
                           f"{discriminator!r}")
@@ -140,10 +196,11 @@ def make_discriminator_factory(discriminator: str, *, model: str | None, epochs:
                          trained=("all layers" if full else f"top {trainable_layers} layers + head, lower layers "
                                   "frozen and cached"), max_length=max_length)
     if full:
-        return lambda: TransformerMC(str(path), epochs=epochs, lr=rate, batch_size=batch_size, seed=seed,
-                                     max_length=max_length)
+        return lambda round_seed=seed: TransformerMC(str(path), epochs=epochs, lr=rate, batch_size=batch_size,
+                                                     seed=round_seed, max_length=max_length)
     lower = FrozenLower(str(path), trainable_layers=trainable_layers, max_length=max_length)
-    return lambda: CachedTransformerMC(lower, epochs=epochs, lr=rate, batch_size=batch_size, seed=seed)
+    return lambda round_seed=seed: CachedTransformerMC(lower, epochs=epochs, lr=rate, batch_size=batch_size,
+                                                       seed=round_seed)
 
 
 def vector_lookup(texts: list[str], embed: EmbedSpec | dict, ctx: StageContext | None):
@@ -159,6 +216,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                        n_distractors: int = 4, max_iterations: int = 50, held_out: float = 0.2, max_swaps: int = 2,
                        swap_rule: Literal["paper", "max", "hellaswag"] = "paper", window: int = 3,
                        epsilon: float = 0.005,
+                       min_held_out: int = 3, max_rewrites: int = 2, max_reuse: int = 3,
                        epochs: int = 3, lr: float | None = None, batch_size: int = 8, trainable_layers: int = 2,
                        max_length: int = 128, ctx: StageContext | None = None) -> StageOutput:
     """Choose each instance's distractors from its filtered pool by adversarial filtering.
@@ -182,6 +240,12 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
             SWAG) or hellaswag (0, 1 or 2 by held-out pairwise accuracy)
         window: convergence: held-out accuracy moves less than epsilon over this many iterations
         epsilon: convergence tolerance
+        min_held_out: convergence also needs every instance held out (judged, and its distractors open to a
+            swap) at least this many times
+        max_rewrites: most distractors of one instance that are rewrites of its own gold (the lexical
+            generator's): more would make the gold the centre of its near-copies, a giveaway; 0: no limit
+        max_reuse: most instances of one split that may hold the same text as a distractor (a retrieved
+            answer that fits many dialogues recurs otherwise); 0: no limit
         epochs: transformer fine-tuning epochs per iteration
         lr: transformer learning rate; unset: 1e-5 for the full model (the paper's), 5e-5 for the cached one
         batch_size: transformer batch size
@@ -205,23 +269,56 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
 
     state, history = af_loop(view, pools, factory, n_distractors=n_distractors, max_iterations=max_iterations,
                              held_out=held_out, max_swaps=max_swaps, swap_rule=swap_rule, window=window,
-                             epsilon=epsilon, seed=seed, log=logging.getLogger("csk").info)
+                             epsilon=epsilon, min_held_out=min_held_out, max_rewrites=max_rewrites,
+                             max_reuse=max_reuse, generator_of=dict(zip(candidates["id"], candidates["generator"])),
+                             seed=seed, log=logging.getLogger("csk").info)
     text = dict(zip(candidates["id"], candidates["candidate"]))
     rule = dict(zip(candidates["id"], candidates["rule"]))
-    rows = []
+    generator = dict(zip(candidates["id"], candidates["generator"]))
+    why = dict(zip(candidates["id"], candidates["rationale"])) if "rationale" in candidates.columns else {}
+    rows, capped = [], []
     for inst in view.itertuples():
         st = state[inst.id]
+        if not st["distractors"]:  # every candidate it had was held back by max_rewrites / max_reuse
+            capped.append({"id": inst.id, "reason_code": "no_admissible_candidate",
+                           "reason": f"all {len(st['unused'])} candidate(s) of its pool are rewrites of its gold "
+                                     f"beyond max_rewrites = {max_rewrites} or texts already used max_reuse = "
+                                     f"{max_reuse} times in its split"})
+            continue
         rows.append({"id": inst.id, "group_id": inst.group_id, "gold": inst.gold,
                      "distractor_ids": st["distractors"], "distractors": [text[c] for c in st["distractors"]],
                      "distractor_rules": [rule[c] for c in st["distractors"]],
+                     "distractor_generators": [generator[c] for c in st["distractors"]],
+                     "distractor_rationales": [why.get(c, "") for c in st["distractors"]],
                      "swaps": st["swaps"], "unused_left": len(st["unused"]),
                      "initial_kept": len(set(st["initial"]) & set(st["distractors"]))})
     data = pd.DataFrame(rows)
+    if capped:
+        rejected = pd.concat([rejected, pd.DataFrame(capped)], ignore_index=True) if len(rejected) else \
+            pd.DataFrame(capped)
+    # each instance's assignment history: the rounds it was held out and the rounds a swap changed it
+    per_instance = pd.DataFrame([{"id": iid, "held_out": len(st["held_out_rounds"]),
+                                  "held_out_rounds": st["held_out_rounds"], "swaps": st["swaps"],
+                                  "swap_rounds": st["swap_rounds"], "initial": st["initial"],
+                                  "final": st["distractors"]} for iid, st in state.items()],
+                                columns=["id", "held_out", "held_out_rounds", "swaps", "swap_rounds", "initial",
+                                         "final"])
+    held_counts = per_instance["held_out"]
+    coverage = {"least": int(held_counts.min()) if len(held_counts) else 0,
+                "median": float(held_counts.median()) if len(held_counts) else 0.0,
+                "most": int(held_counts.max()) if len(held_counts) else 0,
+                "never": int((held_counts == 0).sum())}
+    held_plot = hist_png(held_counts.tolist(), "times each instance was held out in adversarial filtering",
+                         "rounds held out (count = instances)")
     plot = line_png([h["iteration"] for h in history],
                     {"held-out accuracy": [h["held_out_accuracy"] for h in history],
                      "pairwise accuracy": [h["pairwise_accuracy"] for h in history]},
                     f"adversarial filtering ({discriminator})", "iteration", "accuracy")
     return StageOutput(data=data, rejected=rejected if len(rejected) else None, rows_in=len(instances),
-                       files={"af_accuracy.png": plot},
-                       notes={"discriminator": discriminator, "iterations": len(history), "history": history},
+                       files={"af_accuracy.png": plot, "af_held_out.png": held_plot,
+                              "af_instances.parquet": to_parquet_bytes(per_instance)},
+                       notes={"discriminator": discriminator, "iterations": len(history),
+                              "stopped": history[-1].get("stop") if history else None, "history": history,
+                              "held_out_times": coverage, "af_instances": "af_instances.parquet",
+                              "swap_rule": swap_rule, "max_rewrites": max_rewrites, "max_reuse": max_reuse},
                        tables={"af_history": history})

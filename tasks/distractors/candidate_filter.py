@@ -13,7 +13,7 @@ import pandas as pd
 
 from csk import compute
 from csk.errors import ConfigError, ModelError
-from csk.models import pretrained_kwargs, resolve_model
+from csk.models import display_name, pretrained_kwargs, resolve_model
 from csk.params import OFF, ModelDir
 from csk.runtime import StageContext, StageOutput
 from tasks.embed import EmbedSpec, open_embedder
@@ -67,8 +67,23 @@ def correct_texts(instances: pd.DataFrame | None, candidates: pd.DataFrame) -> d
     return out
 
 
+def similarities(candidates: pd.DataFrame, correct: dict[str, list[str]], spec: EmbedSpec,
+                 ctx: StageContext | None) -> tuple[list[float], list[str]]:
+    """Each candidate's highest cosine with a correct answer of its instance, and that answer."""
+    with open_embedder(spec, ctx) as emb:
+        vector = emb.lookup(candidates["candidate"].tolist() + [t for ts in correct.values() for t in ts])
+    sims, closest = [], []
+    for iid, cand in zip(candidates["instance_id"], candidates["candidate"]):
+        scores = [float(vector(cand) @ vector(t)) for t in correct[iid]]
+        best = int(np.argmax(scores))
+        sims.append(scores[best])
+        closest.append(correct[iid][best])
+    return sims, closest
+
+
 def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = None, *, embedder: EmbedSpec = PAPER_EMBEDDER,
-                     max_similarity: float = 0.9, nli: ModelDir = None, nli_batch_size: int = 32,
+                     max_similarity: float = 0.9, embed: EmbedSpec = EmbedSpec(), max_embed_similarity: float = 0.91,
+                     nli: ModelDir = None, nli_batch_size: int = 32,
                      ctx: StageContext | None = None) -> StageOutput:
     """Keep candidates that are no paraphrase of a correct answer and that an NLI model says contradict
     the gold. With the instances as second input, every correct answer counts (v2 releases have several).
@@ -77,6 +92,9 @@ def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = 
         embedder: the sentence embedder of the similarity rule: the paper's all-mpnet-base-v2, for which
             the 0.9 threshold was set
         max_similarity: keep only candidates whose cosine with every correct answer is below this
+        embed: the pipeline's sentence embedder, a second judge of paraphrase (two models miss fewer)
+        max_embed_similarity: keep only candidates whose cosine (embed) with every correct answer is below
+            this (all-MiniLM-L6-v2 scores paraphrases of one answer at 0.91 and up)
         nli: NLI model directory (paper: roberta-large-mnli); "off" to apply the similarity rule alone
         nli_batch_size: premise/hypothesis pairs per NLI batch
     """
@@ -84,15 +102,10 @@ def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = 
         raise ConfigError("candidate_filter.nli is not set: give an NLI model directory (e.g. roberta-large-mnli "
                           "saved locally), or set candidate_filter.nli = \"off\" to keep candidates on similarity alone")
     correct = correct_texts(instances, candidates)
-    with open_embedder(embedder, ctx) as emb:
-        vector = emb.lookup(candidates["candidate"].tolist() + [t for ts in correct.values() for t in ts])
-    sims, closest = [], []
-    for iid, cand in zip(candidates["instance_id"], candidates["candidate"]):
-        scores = [float(vector(cand) @ vector(t)) for t in correct[iid]]
-        best = int(np.argmax(scores))
-        sims.append(scores[best])
-        closest.append(correct[iid][best])
-    df = candidates.assign(similarity=np.asarray(sims, dtype=float), closest_correct=closest)
+    sims, closest = similarities(candidates, correct, embedder, ctx)
+    sims2, closest2 = similarities(candidates, correct, embed, ctx) if embed != embedder else (sims, closest)
+    df = candidates.assign(similarity=np.asarray(sims, dtype=float), closest_correct=closest,
+                           embed_similarity=np.asarray(sims2, dtype=float))
     if nli == OFF:
         df["contradiction"] = np.nan
         df["nli_label"] = None
@@ -111,6 +124,9 @@ def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = 
         if r.similarity >= max_similarity:
             which = "the gold" if r.closest_correct == r.gold else "a correct answer"
             why.append(f"cosine {r.similarity:.3f} >= {max_similarity} with {which} (a paraphrase)")
+        elif r.embed_similarity >= max_embed_similarity:
+            why.append(f"cosine {r.embed_similarity:.3f} >= {max_embed_similarity} ({display_name(embed.model)}) "
+                       "with a correct answer (a paraphrase)")
         if nli != OFF and "contra" not in str(r.nli_label).lower():
             why.append(f"NLI says {r.nli_label} (p_contradiction {r.contradiction:.3f}), not contradiction")
         reasons.append("; ".join(why) or None)
@@ -121,6 +137,8 @@ def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = 
                               filter=["similarity" if r.startswith("cosine") else "nli" for r in reasons if r is not None])
     counts = {"candidates": len(df), "kept": int((~bad).sum()),
               "rejected_similarity": int(rejected["reason"].str.contains("cosine").sum()) if len(rejected) else 0,
+              "rejected_second_embedder": int(rejected["reason"].str.contains(r"\) with a correct").sum())
+              if len(rejected) else 0,
               "rejected_nli": int(rejected["reason"].str.contains("NLI").sum()) if len(rejected) else 0}
     plot = bar_png(["kept", "similarity", "nli"], [counts["kept"], counts["rejected_similarity"], counts["rejected_nli"]],
                    "candidates kept and rejected by each filter", "candidates")

@@ -3,9 +3,12 @@
 Generators run in the configured order; the first gives all its candidates and each next one
 fills the pools still below `min_pool` ("where a generator cannot produce enough, the next fills
 in"), each row naming the generator and rule that made it:
-* `lexical` (offline default): the rule-based rewrites of `tasks.distractors.lexical`;
-* `retrieval`: gold answers to the same question in other dialogues, most similar first, their
-  named entities swapped for this dialogue's of the same type;
+* `lexical` (offline default): the rule-based rewrites of `tasks.distractors.lexical`, by the rules
+  that contradict the answer (antonym, negation, quantity: `lexical_rules`);
+* `retrieval`: gold answers to the same question in other dialogues of the same split, most similar
+  first, their named entities swapped for this dialogue's of the same type; where a question does not
+  repeat (a file whose question carries its own target), answers from the whole split ranked by the
+  similarity of question and answer;
 * `t5`: any seq2seq model directory (the paper: T5 fine-tuned on SNLI contradiction pairs and
   TimeTravel counterfactual pairs, see `csk cicero train-generator`), batched, beam search or
   sampling with several returns per answer, bf16 on CUDA;
@@ -27,10 +30,10 @@ from csk import compute, conceptnet
 from csk.errors import ConfigError, InputError
 from csk.models import model_hash, resolve_model
 from csk.params import InputPath, ModelDir
-from csk.runtime import StageContext, StageOutput
+from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from readers.base import iter_json_lines
 from tasks import seq2seq
-from tasks.distractors.lexical import rewrite_all
+from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
 from tasks.english import PIPELINE, entities
 from tasks.embed import EmbedSpec, open_embedder
 
@@ -64,7 +67,8 @@ Pool = dict[str, list[tuple[str, str]]]  # instance id -> [(rule, candidate text
 
 
 def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answer: int, seed: int,
-                  fluency: bool = True, rejected: list[dict] | None = None, checked: list[str] | None = None) -> Pool:
+                  fluency: bool = True, rejected: list[dict] | None = None, checked: list[str] | None = None,
+                  rules: tuple[str, ...] = CONTRADICTING) -> Pool:
     """The rule-based rewrites of every gold answer; with `fluency`, each checked by
     `tasks.distractors.fluency` (its rule appended to `checked`) and a failing one left out (appended
     to `rejected` with its reason)."""
@@ -85,7 +89,7 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
         if inst.id in zh:  # Chinese: jieba's part-of-speech rules (tasks/distractors/chinese.py)
             pool = chinese.rewrite_all(inst.gold, list(inst.passage), lookup_zh)
         else:
-            pool = rewrite_all(inst.gold, entities(texts_of[inst.id]), lookup)
+            pool = rewrite_all(inst.gold, entities(texts_of[inst.id]), lookup, kinds=rules)
         # A deterministic, seeded subsample keeps pools bounded when chains explode (twice the pool when
         # the fluency checks will still remove some).
         bound = max_per_answer * (2 if fluency else 1)
@@ -160,32 +164,50 @@ def file_pools(view: pd.DataFrame, *, candidates: str | None) -> Pool:
 
 
 def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: StageContext | None) -> Pool:
-    """Gold answers to the same question from other groups (dialogues), the most similar first (the
-    hardest to tell apart), with names the other dialogue had swapped for this dialogue's names of the
-    same kind; a candidate naming someone this dialogue cannot stand in for is left out."""
+    """Gold answers of other groups (dialogues) in the same split, the most similar first (the hardest to
+    tell apart), with names the other dialogue had swapped for this dialogue's names of the same kind; a
+    candidate naming someone this dialogue cannot stand in for is left out.
+
+    Answers to the same question are drawn first (the paper's pool); where fewer than `depth` instances of
+    other groups share the question (a file whose question carries its own target, or a question asked
+    once), the rest of the split fills in, ranked by the similarity of question plus answer."""
+    split = view["split"].astype(str).tolist() if "split" in view.columns else ["all"] * len(view)
     with open_embedder(embed, ctx) as emb:
-        vectors = emb.lookup(view["gold"].tolist())
-    out: Pool = {i: [] for i in view["id"]}
-    for _, group in view.groupby("question", sort=False):
-        ids, golds, groups = group["id"].tolist(), group["gold"].tolist(), group["group_id"].tolist()
-        passages = group["passage"].tolist()
-        x = np.stack([vectors(g) for g in golds])
-        sims = x @ x.T
-        chinese = set(group["id"][group["language"] == "zh"]) if "language" in group.columns else set()
-        for a, iid in enumerate(ids):
+        vectors = emb.lookup(view["gold"].tolist() + view["question"].tolist())
+    gold_v = np.stack([vectors(g) for g in view["gold"]]) if len(view) else np.zeros((0, 1))
+    question_v = np.stack([vectors(q) for q in view["question"]]) if len(view) else np.zeros((0, 1))
+    ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
+    questions, passages = view["question"].tolist(), view["passage"].tolist()
+    chinese = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
+    out: Pool = {i: [] for i in ids}
+    members: dict[str, list[int]] = {}
+    for k, s in enumerate(split):
+        members.setdefault(s, []).append(k)
+    for _, rows in members.items():
+        rows = np.asarray(rows)
+        sims = gold_v[rows] @ gold_v[rows].T + question_v[rows] @ question_v[rows].T
+        for a_local, a in enumerate(rows):
+            iid = ids[a]
             ours = entities(_texts(passages[a], golds[a])) if iid not in chinese else {}
-            order = sorted(range(len(ids)), key=lambda b: (-sims[a, b], ids[b]))
+            same_q = sorted((b for b in range(len(rows)) if questions[rows[b]] == questions[a]),
+                            key=lambda b: (-sims[a_local, b], ids[rows[b]]))
+            rest = sorted((b for b in range(len(rows)) if questions[rows[b]] != questions[a]),
+                          key=lambda b: (-sims[a_local, b], ids[rows[b]]))
             taken: list[tuple[str, str]] = []
-            for b in order:
+            seen = {golds[a].strip().lower()}
+            for b_local in same_q + rest:
                 if len(taken) >= depth:
                     break
-                if groups[b] == groups[a] or golds[b].strip().lower() == golds[a].strip().lower():
+                b = rows[b_local]
+                if groups[b] == groups[a] or golds[b].strip().lower() in seen:
                     continue
                 # Chinese text: spaCy's English NER finds no names to adapt; taken as written
                 adapted = golds[b] if iid in chinese else \
                     adapt_names(golds[b], entities(_texts(passages[b], golds[b])), ours)
                 if adapted is not None:
-                    taken.append((f"retrieval:{ids[b]}", adapted))
+                    seen.add(golds[b].strip().lower())
+                    how = "retrieval" if questions[b] == questions[a] else "retrieval:other_question"
+                    taken.append((f"{how}:{ids[b]}", adapted))
             out[iid] = taken
     return out
 
@@ -215,8 +237,9 @@ def counterfactuals(instances: pd.DataFrame, *,
                     min_pool: int = 16, model: ModelDir = None, conceptnet_db: InputPath = None,
                     max_per_answer: int = 24, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
                     batch_size: int = 16, candidates: InputPath = None, retrieval_depth: int = 32,
-                    embed: EmbedSpec = EmbedSpec(), fluency: bool = True, seed: int = 0,
-                    ctx: StageContext | None = None) -> StageOutput:
+                    embed: EmbedSpec = EmbedSpec(), fluency: bool = True,
+                    lexical_rules: list[Literal["antonym", "negation", "quantity", "role_swap", "entity_swap"]] =
+                    list(CONTRADICTING), seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
     """A pool of alternatives to every instance's gold answer (distractors.Instances in).
 
     Args:
@@ -239,6 +262,9 @@ def counterfactuals(instances: pd.DataFrame, *,
         fluency: check every lexical rewrite with the parser (fixed expressions left alone, number
             agreement, articles; `tasks.distractors.fluency`) and leave out those that fail: rejected rows
             (reason_code fluency_<check>) under their instance, each rule's losses in the manifest's `fluency`
+        lexical_rules: the rule kinds the lexical generator chains: by default only those that make the
+            rewrite contradict the answer (antonym, negation, quantity); role_swap and entity_swap rewrite
+            who did something, which is as often as not just as true (a name for a name)
         seed: seed of subsampling and sampling
     """
     view = instances
@@ -246,7 +272,8 @@ def counterfactuals(instances: pd.DataFrame, *,
         raise ConfigError("counterfactuals.generators is empty: name at least one of lexical, t5, file, retrieval")
     make = {
         "lexical": lambda: lexical_pools(view, conceptnet_db=conceptnet_db, max_per_answer=max_per_answer, seed=seed,
-                                         fluency=fluency, rejected=disfluent, checked=checked),
+                                         fluency=fluency, rejected=disfluent, checked=checked,
+                                         rules=tuple(lexical_rules)),
         "t5": lambda: t5_pools(view, model=model, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
                                batch_size=batch_size, seed=seed, ctx=ctx),
         "file": lambda: file_pools(view, candidates=candidates),
@@ -275,11 +302,15 @@ def counterfactuals(instances: pd.DataFrame, *,
                     room -= 1
     gold = dict(zip(view["id"], view["gold"]))
     rows = [{"id": f"{iid}/cf{k:03d}", "instance_id": iid, "gold": gold[iid], "candidate": text, "generator": name,
-             "rule": rule} for iid, pool in pools.items() for k, (name, rule, text) in enumerate(pool)]
-    data = pd.DataFrame(rows, columns=["id", "instance_id", "gold", "candidate", "generator", "rule"])
+             "rule": rule, "rationale": _rationale(name, rule, gold[iid], text)}
+            for iid, pool in pools.items() for k, (name, rule, text) in enumerate(pool)]
+    data = pd.DataFrame(rows, columns=["id", "instance_id", "gold", "candidate", "generator", "rule", "rationale"])
     per = data.groupby("instance_id").size().reindex(view["id"], fill_value=0)
     langs = view["language"].value_counts().to_dict() if "language" in view.columns else {"en": len(view)}
     notes = {"generators": list(generators), "candidates_by_generator": added, "instances": len(view),
+             "lexical_rules": list(lexical_rules),
+             "pool_by_generator": {g: _quantiles(data[data["generator"] == g].groupby("instance_id").size()
+                                                  .reindex(view["id"], fill_value=0)) for g in generators},
              "languages": langs,
              **({"chinese": "lexical: jieba part-of-speech rules (zh_swap, zh_antonym with a ConceptNet database, "
                             "zh_negation), no fluency check (the parser checks are English); retrieval: answers "
@@ -307,11 +338,38 @@ def counterfactuals(instances: pd.DataFrame, *,
                     for k, r in enumerate(disfluent)]
         parts.append(pd.DataFrame(rows_out))
     rejected = pd.concat(parts, ignore_index=True) if parts else None
-    return StageOutput(data=data, rejected=rejected, rows_in=len(view), notes=notes,
+    # every generator's yield per instance: where a pool came up short, and why
+    files = {"pool_per_instance.parquet": to_parquet_bytes(pd.DataFrame(_per_instance(view, data, generators)))}
+    notes["pool_per_instance"] = "pool_per_instance.parquet"
+    return StageOutput(data=data, rejected=rejected, rows_in=len(view), notes=notes, files=files,
                        tables={"pools": [{"measure": k, "value": json.dumps(v) if not isinstance(v, (int, float)) else v}
                                          for k, v in notes.items() if k != "samples"],
                                "rule_samples": [{"rule": r, "gold": g, "candidate": c} for r, g, c in notes["samples"]],
                                **({"fluency": report} if report else {})})
+
+
+def _rationale(generator: str, rule: str, gold: str, text: str) -> str:
+    """Why the candidate may be a wrong answer: a rewrite's changed words; a retrieved answer's source."""
+    if generator == "lexical":
+        return f"{rule}: {evidence(gold, text)}"
+    if generator == "retrieval":
+        return f"the answer of {rule.rsplit(':', 1)[-1]}, another dialogue" + \
+            (" asked another question" if ":other_question:" in rule else "")
+    return f"{generator} output ({rule})"
+
+
+def _per_instance(view: pd.DataFrame, data: pd.DataFrame, generators) -> list[dict]:
+    counts = data.groupby(["instance_id", "generator"]).size()
+    return [{"instance_id": iid, **{g: int(counts.get((iid, g), 0)) for g in generators},
+             "pool": int(sum(counts.get((iid, g), 0) for g in generators))} for iid in view["id"]]
+
+
+def _quantiles(sizes: pd.Series) -> dict:
+    """Pool sizes per instance: min, median, max, and how many instances got none."""
+    if not len(sizes):
+        return {"min": 0, "median": 0.0, "max": 0, "none": 0}
+    return {"min": int(sizes.min()), "median": float(sizes.median()), "max": int(sizes.max()),
+            "none": int((sizes == 0).sum())}
 
 
 def _samples(data: pd.DataFrame, per_rule: int = 3) -> list[tuple[str, str, str]]:

@@ -11,6 +11,12 @@ every place it applies; the generator also chains two rules for a larger pool:
   type from the same dialogue (a person for a person, a date for a date).
 Every replacement re-chooses the indefinite article before the new word (inflect: "an opened
 room", "a closed door").
+
+Only antonyms, negation and quantity changes make a rewrite contradict its answer (`CONTRADICTING`): a
+name swapped for another name, or the speaker for the listener where the dialogue does not fix who did
+what, says something as true as the answer itself ("Jenny stockpiles food" -> "Dad stockpiles food"),
+so the distractor generator chains only contradicting rules (`rewrite_all(..., kinds=CONTRADICTING)`),
+and each rewrite carries its evidence: the rule and the words it changed (`evidence`).
 """
 
 from __future__ import annotations
@@ -234,11 +240,50 @@ def chain_rewrites(text: str, singles: Callable[[str], list[tuple[str, str]]], d
     return [(rule, t) for t, rule in out.items()]
 
 
+RULE_KINDS = ("antonym", "negation", "quantity", "role_swap", "entity_swap")
+# The rule kinds whose rewrite contradicts the answer it came from; role and entity swaps keep the
+# proposition as often as not (another person doing the same thing is just as plausible).
+CONTRADICTING = ("antonym", "negation", "quantity")
+
+
 def rewrite_all(text: str, dialogue_entities: dict[str, str], lookup: Callable[[str], Iterable[str]] | None = None,
-                depth: int = 3) -> list[tuple[str, str]]:
-    """Every rule's rewrites of an English answer, chained (`chain_rewrites`)."""
+                depth: int = 3, kinds: Iterable[str] = RULE_KINDS) -> list[tuple[str, str]]:
+    """Every rule's rewrites of an English answer, chained (`chain_rewrites`), by the rule `kinds` named."""
+    kinds = set(kinds)
+    unknown = kinds - set(RULE_KINDS)
+    if unknown:
+        raise ValueError(f"unknown rewrite rule kind(s) {sorted(unknown)}; the kinds are {', '.join(RULE_KINDS)}")
+
     def singles(t: str) -> list[tuple[str, str]]:
-        return (antonym_rewrites(t, lookup) + negation_rewrites(t) + quantity_rewrites(t) + role_rewrites(t)
-                + entity_rewrites(t, dialogue_entities))
+        out = []
+        if "antonym" in kinds:
+            out += antonym_rewrites(t, lookup)
+        if "negation" in kinds:
+            out += negation_rewrites(t)
+        if "quantity" in kinds:
+            out += quantity_rewrites(t)
+        if "role_swap" in kinds:
+            out += role_rewrites(t)
+        if "entity_swap" in kinds:
+            out += entity_rewrites(t, dialogue_entities)
+        return out
 
     return chain_rewrites(text, singles, depth, frozenset({"antonym", "negation"}))
+
+
+def evidence(original: str, rewrite: str) -> str:
+    """The words a rewrite changed, as `old -> new` edits joined by "; " ("happy -> sad; + not"): what a
+    reviewer checks to see that the rewrite contradicts the answer."""
+    import difflib
+
+    a, b = [m.group() for m in _words(original)], [m.group() for m in _words(rewrite)]
+    edits = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, [w.lower() for w in a], [w.lower() for w in b],
+                                                      autojunk=False).get_opcodes():
+        if op == "replace":
+            edits.append(f"{' '.join(a[i1:i2])} -> {' '.join(b[j1:j2])}")
+        elif op == "delete":
+            edits.append(f"- {' '.join(a[i1:i2])}")
+        elif op == "insert":
+            edits.append(f"+ {' '.join(b[j1:j2])}")
+    return "; ".join(edits)

@@ -45,6 +45,7 @@ from csk.params import InputFile
 from csk.runtime import StageOutput
 from readers.base import (RECORD_ERRORS, RecordError, ReadResult, csv_rows, handle_bad, json_line_records,
                           record_problem, require_file)
+from tasks.distractors.verification import fill_slots
 from tasks.sources import MAX_REJECTED_SHARE, Share, stop_unless_readable, unreadable
 
 FIELDS = ("id", "group", "context", "question", "choices", "answer", "correct", "passage")
@@ -417,12 +418,16 @@ def rebuilt_file(distractors: pd.DataFrame, instances: pd.DataFrame) -> StageOut
                              "reason": f"{len(r.distractors)} distractor(s) left after the filters, "
                                        f"{need} slot(s) to fill"})
             continue
+        given = getattr(r, "correct_distractors", None)
+        marked = [int(j) for j in given] if given is not None else []
+        if marked:  # the file's answer field names the correct choices: a reviewer's extra one cannot be added
+            rejected.append({"id": r.id, "reason_code": "marked_correct",
+                             "reason": "a reviewer marked distractor(s) " + "; ".join(
+                                 repr(r.distractors[j]) for j in marked) + " as a correct answer"})
+            continue
         record = rebuilt_record(json.loads(src["record"]), src, meta, list(r.distractors))
         records.append(record)
-        slots = [k for k in range(len(src["choices"])) if k not in set(src["correct_answers"])]
-        choices = list(src["choices"])
-        for k, d in zip(slots, r.distractors):
-            choices[k] = d
+        choices = fill_slots(list(src["choices"]), list(src["correct_answers"]), list(r.distractors))
         rows.append({"id": r.id, "group_id": src["group_id"], "choices": choices,
                      "published_choices": list(src["choices"]), "correct_answers": list(src["correct_answers"]),
                      "distractor_ids": list(r.distractor_ids), "distractor_rules": list(r.distractor_rules),
@@ -439,4 +444,6 @@ def rebuilt_file(distractors: pd.DataFrame, instances: pd.DataFrame) -> StageOut
                        files={f"{stem}.rebuilt{dot}{suffix}": write_records(records, fmt, columns,
                                                                            meta.get("arrow_schema"))},
                        notes={"file": f"{stem}.rebuilt{dot}{suffix}", "format": fmt, "written": len(records),
-                              "rejected_too_few_candidates": len(rejected)})
+                              "rejected_too_few_candidates": sum(r["reason_code"] == "too_few_candidates"
+                                                                 for r in rejected),
+                              "rejected_marked_correct": sum(r["reason_code"] == "marked_correct" for r in rejected)})

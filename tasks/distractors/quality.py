@@ -50,10 +50,10 @@ def probe_accuracy(train: list[int], test: list[int], contexts, choices, correct
     return acc, float(np.mean(won)) if won else float("nan")
 
 
-def finetuned_correct(train: list[int], test: list[int], contexts, choices, correct, factory) -> np.ndarray:
+def finetuned_correct(train: list[int], test: list[int], contexts, choices, correct, factory, seed: int = 0) -> np.ndarray:
     """Fine-tune a fresh discriminator on the train instances (the gold: the first correct choice) and
     say, per test instance, whether its top choice is a correct one."""
-    disc = factory().fit([contexts[i] for i in train], [choices[i] for i in train], [min(correct[i]) for i in train])
+    disc = factory(seed).fit([contexts[i] for i in train], [choices[i] for i in train], [min(correct[i]) for i in train])
     scores = disc.score([contexts[i] for i in test], [choices[i] for i in test])
     return np.asarray([int(np.argmax(s)) in correct[i] for i, s in zip(test, scores)], dtype=float)
 
@@ -145,7 +145,7 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
             for name, choices, correct in (("rebuilt", final, final_correct),
                                            ("published", published, published_correct)):
                 start = time.perf_counter()
-                hits[name] = finetuned_correct(train, test, contexts, choices, correct, factory)
+                hits[name] = finetuned_correct(train, test, contexts, choices, correct, factory, seed)
                 seconds[name] = round(time.perf_counter() - start, 2)
             groups = [view["group_id"].iloc[i] for i in test]
             ci = group_bootstrap(groups, hits, n_resamples, confidence, seed)

@@ -22,7 +22,10 @@ from readers.base import iter_json_lines
 
 
 def read_verdicts(path: str, known: dict[str, list[str]]) -> dict[str, set[int]]:
-    """JSON Lines {"id", "distractor" (index or text), "speculatively_correct": bool} -> correct indices."""
+    """JSON Lines {"id", "distractor" (index or text), "text" (optional), "speculatively_correct": bool} ->
+    the indices of the distractors marked correct. A verdict is matched to the choice TEXT: a line giving
+    an index and a text that is not the distractor at that index is an error (the sheet it was made on is
+    not this run's)."""
     out: dict[str, set[int]] = {}
     for n, obj in iter_json_lines(path):
         try:
@@ -35,35 +38,126 @@ def read_verdicts(path: str, known: dict[str, list[str]]) -> dict[str, set[int]]
         idx = d if isinstance(d, int) else (options.index(d) if d in options else None)
         if idx is None or not 0 <= idx < len(options):
             raise InputError(str(path), f"line {n}", f"distractor {d!r} is not one of instance {iid}'s distractors")
-        if verdict is True:
+        text = obj.get("text")
+        if text is not None and str(text).strip() != options[idx].strip():
+            raise InputError(str(path), f"line {n}", f"the verdict is on {text!r}, but distractor {idx} of instance "
+                             f"{iid} is {options[idx]!r}: the verdicts were made on another run's sheet")
+        if not isinstance(verdict, bool):
+            raise InputError(str(path), f"line {n}", f"speculatively_correct must be true or false, got {verdict!r}")
+        if verdict:
             out.setdefault(iid, set()).add(int(idx))
         else:
             out.setdefault(iid, set())
     return out
 
 
-def verification(distractors: pd.DataFrame, *, verdicts: InputPath = None) -> StageOutput:
-    """Marking sheet out; annotators' verdicts in, where given.
+SHEET_COLUMNS = ["id", "dialogue", "target", "question", "choice", "text", "role", "generator", "rule", "rationale",
+                 "speculatively_correct"]
+
+
+def sheet_rows(distractors: pd.DataFrame, instances: pd.DataFrame | None) -> list[dict]:
+    """One row per choice of every item, with everything a reviewer needs to judge it: the dialogue (or
+    context), the target, the question, every correct answer, and each distractor with the generator,
+    rule and evidence it came with. Only the distractor rows take a verdict."""
+    inst = instances.set_index("id") if instances is not None else None
+    rows = []
+    for r in distractors.itertuples():
+        src = inst.loc[r.id] if inst is not None and r.id in inst.index else None
+        passage = list(src["passage"]) if src is not None else []
+        dialogue = "\n".join(passage) if passage else (str(src["context"]) if src is not None else "")
+        target = str(src["target"]) if src is not None and "target" in src.index and isinstance(src["target"], str) else ""
+        question = str(src["question"]) if src is not None else ""
+        correct = [r.gold]
+        if src is not None and src["choices"] is not None and len(src["choices"]):
+            correct = [str(src["choices"][k]) for k in sorted(set(src["correct_answers"]))]
+            correct = [r.gold] + [c for c in correct if c != r.gold]
+        base = {"id": r.id, "dialogue": dialogue, "target": target, "question": question}
+        for c in correct:
+            rows.append({**base, "choice": None, "text": c, "role": "correct (published)", "generator": "",
+                         "rule": "", "rationale": "", "speculatively_correct": None})
+        gens, rules, why = (_listed(getattr(r, c, None), len(r.distractors))
+                            for c in ("distractor_generators", "distractor_rules", "distractor_rationales"))
+        for j, d in enumerate(r.distractors):
+            rows.append({**base, "choice": j, "text": d, "role": "distractor", "generator": gens[j], "rule": rules[j],
+                         "rationale": why[j], "speculatively_correct": None})
+    return rows
+
+
+def _listed(values, n: int) -> list[str]:
+    return [str(v) for v in values] if values is not None and len(values) == n else [""] * n
+
+
+def sheet_html(rows: list[dict]) -> bytes:
+    """The sheet as one page a reviewer opens in a browser: per item the dialogue, target and question,
+    then every choice; each distractor asks "could this be correct?"."""
+    from html import escape
+
+    parts = ["<!doctype html><meta charset='utf-8'><title>Distractor verification</title><style>"
+             "body{font-family:sans-serif;max-width:60em;margin:auto}section{border-top:2px solid #444;padding:.5em 0}"
+             "pre{white-space:pre-wrap;background:#f4f4f4;padding:.5em}td{padding:.2em .5em;vertical-align:top}"
+             ".correct{background:#e6f4e6}.why{color:#555;font-size:90%}</style>",
+             "<h1>Distractor verification</h1><p>For every distractor: could it be a correct answer to the question "
+             "about this dialogue? Write speculatively_correct = true or false in verification_sheet.jsonl "
+             "(or .csv) for its (id, choice, text).</p>"]
+    by_item: dict[str, list[dict]] = {}
+    for r in rows:
+        by_item.setdefault(r["id"], []).append(r)
+    for iid, items in by_item.items():
+        head = items[0]
+        parts.append(f"<section><h2>{escape(iid)}</h2><pre>{escape(head['dialogue'])}</pre>")
+        if head["target"]:
+            parts.append(f"<p><b>Target:</b> {escape(head['target'])}</p>")
+        parts.append(f"<p><b>Question:</b> {escape(head['question'])}</p><table>")
+        for r in items:
+            cls = " class='correct'" if r["role"] != "distractor" else ""
+            label = "correct" if r["role"] != "distractor" else f"distractor {r['choice']}"
+            why = f"<br><span class='why'>{escape(r['generator'])} / {escape(r['rule'])}: {escape(r['rationale'])}</span>" \
+                if r["role"] == "distractor" else ""
+            parts.append(f"<tr{cls}><td>{label}</td><td>{escape(r['text'])}{why}</td></tr>")
+        parts.append("</table></section>")
+    return "".join(parts).encode()
+
+
+def verification(distractors: pd.DataFrame, instances: pd.DataFrame | None = None, *,
+                 verdicts: InputPath = None) -> StageOutput:
+    """Marking sheet out (every item with its dialogue, question, correct answers and distractors with their
+    evidence); annotators' verdicts in, where given.
 
     Args:
-        verdicts: annotators' verdicts, JSON Lines {id, distractor, speculatively_correct}; unset: the
-            correct answers are the gold only
+        verdicts: annotators' verdicts, JSON Lines {id, distractor (index or text), text, speculatively_correct};
+            unset: the correct answers are the published ones (or the gold) only
     """
-    sheet = [{"id": r.id, "distractor": j, "text": d, "gold": r.gold, "speculatively_correct": None}
-             for r in distractors.itertuples() for j, d in enumerate(r.distractors)]
+    sheet = sheet_rows(distractors, instances)
+    marked = [r for r in sheet if r["role"] == "distractor"]
     buf = io.StringIO()
-    pd.DataFrame(sheet, columns=["id", "distractor", "text", "gold", "speculatively_correct"]).to_csv(buf, index=False)
+    pd.DataFrame(sheet, columns=SHEET_COLUMNS).to_csv(buf, index=False)
     known = {r.id: list(r.distractors) for r in distractors.itertuples()}
     marks = read_verdicts(verdicts, known) if verdicts else {}
-    data = distractors[["id", "group_id", "gold", "distractors"]].copy()
+    data = distractors.copy()
     data["verified"] = data["id"].isin(marks.keys())
     data["correct_distractors"] = [sorted(marks.get(i, set())) for i in data["id"]]
     multi = int(sum(1 for v in data["correct_distractors"] if v))
     return StageOutput(data=data, files={"verification_sheet.jsonl": compute.jsonl_bytes(sheet),
-                                         "verification_sheet.csv": buf.getvalue().encode()},
+                                         "verification_sheet.csv": buf.getvalue().encode(),
+                                         "verification_sheet.html": sheet_html(sheet)},
                        notes={"verdicts": verdicts or None, "verified": int(data["verified"].sum()),
+                              "distractors_to_verify": len(marked),
+                              "distractors_marked_correct": int(sum(len(v) for v in data["correct_distractors"])),
                               "with_more_than_one_correct": multi,
-                              "note": "no verdict file: correct answers = the gold only" if not verdicts else ""})
+                              "note": "no verdict file: correct answers = the published ones (or the gold) only"
+                              if not verdicts else ""})
+
+
+def fill_slots(published: list[str], correct: list[int], distractors: list[str]) -> list[str]:
+    """The published choices with every slot not marked correct refilled by the new distractors, in order:
+    the correct answers stay where they were published (so an answer index or label still holds)."""
+    slots = [k for k in range(len(published)) if k not in set(correct)]
+    if len(distractors) < len(slots):
+        raise ValueError(f"{len(distractors)} distractor(s) for {len(slots)} slot(s)")
+    choices = list(published)
+    for k, d in zip(slots, distractors):
+        choices[k] = d
+    return choices
 
 
 def shuffle_choices(seed: int, instance_id: str, gold: str, distractors: list[str],
