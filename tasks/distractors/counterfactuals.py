@@ -33,6 +33,7 @@ from csk.params import InputPath, ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from readers.base import iter_json_lines
 from tasks import seq2seq
+from tasks.distractors.keys import instance_keys
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
 from tasks.english import PIPELINE, entities
 from tasks.embed import EmbedSpec, open_embedder
@@ -85,6 +86,7 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
     texts_of = {inst.id: _texts(inst.passage, inst.gold) for inst in view.itertuples() if inst.id not in zh}
     entities([t for ts in texts_of.values() for t in ts])  # parse every text once, in batches
     found: dict[str, list[tuple[str, str]]] = {}
+    key_of = instance_keys(view)
     for inst in view.itertuples():
         if inst.id in zh:  # Chinese: jieba's part-of-speech rules (tasks/distractors/chinese.py)
             pool = chinese.rewrite_all(inst.gold, list(inst.passage), lookup_zh)
@@ -94,7 +96,7 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
         # the fluency checks will still remove some).
         bound = max_per_answer * (2 if fluency else 1)
         if len(pool) > bound:
-            rng = compute.rng(seed, "counterfactual-subsample", inst.id)
+            rng = compute.rng(seed, "counterfactual-subsample", key_of[inst.id])
             pool = [pool[i] for i in sorted(rng.choice(len(pool), bound, replace=False))]
         found[inst.id] = pool
     if fluency:  # the parser checks are English: Chinese rewrites are not checked (the manifest says so)
@@ -117,7 +119,7 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
     out: Pool = {}
     for iid, pool in found.items():
         if len(pool) > max_per_answer:
-            rng = compute.rng(seed, "counterfactual-fluent-subsample", iid)
+            rng = compute.rng(seed, "counterfactual-fluent-subsample", key_of[iid])
             pool = [pool[i] for i in sorted(rng.choice(len(pool), max_per_answer, replace=False))]
         out[iid] = pool
     return out

