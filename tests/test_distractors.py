@@ -537,7 +537,8 @@ def test_quality_counts_every_correct_answer_and_adjusts_for_chance():
     origin, choices, gold = one_correct_each([0], [["a", "x", "b", "y"]], [{0, 2}])
     assert origin == [0, 0] and choices == [["a", "x", "y"], ["b", "x", "y"]] and gold == [0, 0]
     assert np.allclose(adjusted(np.array([1.0, 0.0]), np.array([0.5, 0.2])), [1.0, -0.25])
-    view = pd.DataFrame({"group_id": ["a", "b", "c", "d"], "split": ["train", "test", "train", "validation"]})
+    view = pd.DataFrame({"id": list("1234"), "group_id": ["a", "b", "c", "d"], "context": list("wxyz"),
+                         "gold": list("gggg"), "split": ["train", "test", "train", "validation"]})
     assert train_test(view, 0)[:2] == ([0, 2], [1])
     a, b, how = train_test(view.drop(columns="split"), 0)
     assert sorted(a + b) == [0, 1, 2, 3] and "half" in how

@@ -72,6 +72,21 @@ def test_instance_fields():
         instance({k: v for k, v in rec.items() if k != "gold"}, layout, "jsonl", list(rec), 1)
 
 
+def test_items_with_fewer_choices_leave_the_last_cells_empty():
+    """A CSV whose items have 4 or 5 choices: the 4-choice rows leave ending4 empty (CSV has no null)."""
+    layout = Layout.of("swag")
+    columns = ["fold-ind", "video-id", "sent1", "sent2", "ending0", "ending1", "ending2", "ending3", "ending4", "label"]
+    rec = {"fold-ind": "1", "video-id": "v", "sent1": "She opens the door.", "sent2": "She", "ending0": "walks in.",
+           "ending1": "flies.", "ending2": "sings.", "ending3": "melts.", "ending4": "", "label": "0"}
+    row = instance(rec, layout, "csv", columns, 1)
+    assert row["choices"] == ["walks in.", "flies.", "sings.", "melts."] and row["n_distractors"] == 3
+    assert row["choice_columns"] == ["ending0", "ending1", "ending2", "ending3"]
+    out = rebuilt_record(rec, row, {"format": "csv", "choices": "ending?"}, ["a.", "b.", "c."])
+    assert out["ending4"] == "" and out["ending0"] == "walks in." and out["ending3"] == "c."
+    with pytest.raises(RecordError, match="'ending1' is empty between filled ones"):
+        instance({**rec, "ending1": ""}, layout, "csv", columns, 1)
+
+
 def test_language_by_script():
     assert language(["我感冒了", "喉咙疼"]) == "zh"
     assert language(["He opens the door.", "She laughs."]) == "en"

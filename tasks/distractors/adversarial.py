@@ -1,16 +1,19 @@
 """Adversarial filtering (SEEDS 1.6c, Zellers et al. 2018) over the filtered candidate pools.
 
 Every instance starts with its gold answer and `n_distractors` random candidates. Each
-iteration splits instances 80/20 by dialogue (seeded), trains a fresh discriminator on the
-80%, scores the held-out 20%, and in each held-out instance replaces distractors that score
-below the gold with higher-scoring unused candidates (replaced ones leave the pool).
+iteration holds out one fold of the dialogues (cycles of 1 / held_out folds, each cycle a fresh
+seeded deal, so every instance is judged once a cycle), trains a fresh discriminator with its own
+seed on the rest, scores the held-out fold, and in each held-out instance replaces distractors that
+score below the gold with unused candidates that score above the gold and above the one they
+replace (replaced ones leave the pool).
 
 `swap_rule = "paper"` (default, CICERO's rule): EVERY distractor scoring below the gold is
 replaced by the highest-scoring unused candidates. The SWAG/HellaSwag variants are options:
 `"max"` swaps at most `max_swaps` per instance and round; `"hellaswag"` swaps 0 at held-out
-pairwise accuracy <= 0.525, 1 at <= 0.575, else 2. The loop stops on convergence: held-out
-accuracy moving less than `epsilon` over `window` iterations, or a round in which no instance
-has a candidate left to swap in; `max_iterations` is only a safety cap (CICERO converged after 14).
+pairwise accuracy <= 0.525, 1 at <= 0.575, else 2. The loop stops on convergence, once every
+instance was held out `min_held_out` times: a whole cycle's held-out accuracy moving less than
+`epsilon` over `window` cycles, or a cycle without a swap; or when no instance has a candidate
+left; `max_iterations` is only a safety cap (CICERO converged after 14).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def round_seed(seed: int, iteration: int) -> int:
 
 def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_discriminator: Callable[[int], object], *,
             n_distractors: int = 4, max_iterations: int = 14, held_out: float = 0.2, max_swaps: int = 2,
-            swap_rule: str = "paper", window: int = 3, epsilon: float = 0.005, min_held_out: int = 3,
+            swap_rule: str = "paper", window: int = 2, epsilon: float = 0.01, min_held_out: int = 3,
             max_rewrites: int = 0, max_reuse: int = 0, generator_of: dict[str, str] | None = None,
             seed: int = 0, log: Callable[[str], None] | None = None) -> tuple[dict[str, dict], list[dict]]:
     """Run AF; returns the per-instance state (distractors, unused pool, swaps, the rounds it was held out
@@ -94,11 +97,16 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     by_id = view.set_index("id")
     groups = group_order(view)
     history: list[dict] = []
+    # Rounds go in cycles of k = 1 / held_out folds: each cycle deals the groups (a fresh seeded order)
+    # into k folds and holds each out once, so after c cycles every instance was judged c times, and a
+    # cycle's accuracy is over every instance (far steadier than one round's fifth).
+    folds = max(2, int(round(1 / held_out))) if held_out > 0 else 2
+    cycles: list[dict] = []
     for it in range(max_iterations):
+        cycle, fold = divmod(it, folds)
         rng = compute.rng(seed, "af-iteration", it)
-        perm = [groups[i] for i in rng.permutation(len(groups))]
-        n_held = max(1, int(round(held_out * len(groups))))
-        held_groups = set(perm[:n_held])
+        perm = [groups[i] for i in compute.rng(seed, "af-cycle", cycle).permutation(len(groups))]
+        held_groups = set(perm[fold::folds])
         held = view[view["group_id"].isin(held_groups)]["id"].tolist()
         train = view[~view["group_id"].isin(held_groups)]["id"].tolist()
         if not train or not held:
@@ -157,18 +165,29 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             swaps += done
             assert len(st["distractors"]) == k
         times = [len(st["held_out_rounds"]) for st in state.values()]
-        history.append({"iteration": it + 1, "held_out_accuracy": accuracy, "pairwise_accuracy": pairwise,
-                        "swaps": swaps, "swaps_allowed": allowed, "train_instances": len(train),
-                        "held_out_instances": len(held), "discriminator_seed": disc_seed,
-                        "least_held_out": min(times) if times else 0})
+        history.append({"iteration": it + 1, "cycle": cycle + 1, "held_out_accuracy": accuracy,
+                        "pairwise_accuracy": pairwise, "swaps": swaps, "swaps_allowed": allowed,
+                        "train_instances": len(train), "held_out_instances": len(held),
+                        "discriminator_seed": disc_seed, "least_held_out": min(times) if times else 0})
         if log:
-            log(f"AF iteration {it + 1} of at most {max_iterations}: held-out accuracy {accuracy:.3f}, pairwise "
-                f"{pairwise:.3f}, {swaps} swaps, every instance held out >= {history[-1]['least_held_out']} times")
-        recent = [h["held_out_accuracy"] for h in history[-window:]]
-        if len(history) >= window and max(recent) - min(recent) < epsilon and min(times, default=0) >= min_held_out:
-            history[-1]["stop"] = (f"held-out accuracy within {epsilon} over {window} iterations, every instance "
-                                   f"held out at least {min_held_out} times")
-            break
+            log(f"AF iteration {it + 1} of at most {max_iterations} (cycle {cycle + 1}, fold {fold + 1} of {folds}): "
+                f"held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f}, {swaps} swaps")
+        if fold == folds - 1:  # a cycle ends: every instance was judged once more
+            rounds = history[-folds:]
+            judged = sum(h["held_out_instances"] for h in rounds)
+            cycles.append({"cycle": cycle + 1, "accuracy": sum(h["held_out_accuracy"] * h["held_out_instances"]
+                                                                for h in rounds) / judged,
+                           "swaps": sum(h["swaps"] for h in rounds)})
+            history[-1]["cycle_accuracy"] = cycles[-1]["accuracy"]
+            recent = [c["accuracy"] for c in cycles[-window:]]
+            if len(cycles) >= max(window, min_held_out) and max(recent) - min(recent) < epsilon:
+                history[-1]["stop"] = (f"converged: the held-out accuracy of a whole cycle (every instance judged once) "
+                                       f"within {epsilon} over {window} cycles; every instance held out "
+                                       f"{min(times)} times")
+                break
+            if len(cycles) >= min_held_out and cycles[-1]["swaps"] == 0:
+                history[-1]["stop"] = f"converged: a whole cycle made no swap; every instance held out {min(times)} times"
+                break
         if not any(st["unused"] for st in state.values()):
             history[-1]["stop"] = "no instance has an unused candidate left"
             break
@@ -216,8 +235,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                        discriminator: Literal["linear-probe", "transformer", "cached-transformer"] = "linear-probe",
                        model: ModelDir = None,
                        n_distractors: int = 4, max_iterations: int = 50, held_out: float = 0.2, max_swaps: int = 2,
-                       swap_rule: Literal["paper", "max", "hellaswag"] = "paper", window: int = 3,
-                       epsilon: float = 0.005,
+                       swap_rule: Literal["paper", "max", "hellaswag"] = "paper", window: int = 2,
+                       epsilon: float = 0.01,
                        min_held_out: int = 3, max_rewrites: int = 2, max_reuse: int = 3,
                        epochs: int = 3, lr: float | None = None, batch_size: int = 8, trainable_layers: int = 2,
                        max_length: int = 128, ctx: StageContext | None = None) -> StageOutput:
@@ -236,14 +255,14 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
         n_distractors: distractors per instance (an instance table with an n_distractors column, e.g. a
             multiple-choice file's, gives each instance its own count: its published distractor slots)
         max_iterations: safety cap on iterations; the loop stops on convergence (CICERO's took 14)
-        held_out: share of groups held out each iteration
+        held_out: share of groups held out each iteration (1 / held_out folds a cycle)
         max_swaps: most distractors swapped per instance and iteration (swap_rule max)
         swap_rule: paper (every distractor scoring below the gold, CICERO's rule), max (up to max_swaps,
             SWAG) or hellaswag (0, 1 or 2 by held-out pairwise accuracy)
-        window: convergence: held-out accuracy moves less than epsilon over this many iterations
+        window: convergence: a whole cycle's held-out accuracy moves less than epsilon over this many cycles
         epsilon: convergence tolerance
         min_held_out: convergence also needs every instance held out (judged, and its distractors open to a
-            swap) at least this many times
+            swap) at least this many times (cycles)
         max_rewrites: most distractors of one instance that are rewrites of its own gold (the lexical
             generator's): more would make the gold the centre of its near-copies, a giveaway; 0: no limit
         max_reuse: most instances of one split that may hold the same text as a distractor (a retrieved

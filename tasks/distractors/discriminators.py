@@ -190,8 +190,15 @@ class TransformerMC:
         self.fits += 1
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
         # A fresh discriminator from the pretrained weights every iteration (Zellers et al. 2018).
-        self.model = AutoModelForMultipleChoice.from_pretrained(
-            self.model_dir, **pretrained_kwargs(self.model_dir), dtype=torch.float32).to(self.device)  # fp32 master weights
+        try:
+            self.model = AutoModelForMultipleChoice.from_pretrained(
+                self.model_dir, **pretrained_kwargs(self.model_dir), dtype=torch.float32).to(self.device)  # fp32 master
+        except ValueError as exc:  # MPNet has no SDPA attention: its own (eager) one
+            if "attention implementation" not in str(exc):
+                raise
+            self.model = AutoModelForMultipleChoice.from_pretrained(
+                self.model_dir, **pretrained_kwargs(self.model_dir), dtype=torch.float32,
+                attn_implementation="eager").to(self.device)
         opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         steps = self.epochs * ((len(contexts) + self.batch_size - 1) // self.batch_size)
         sched = get_linear_schedule_with_warmup(opt, int(self.warmup * steps), max(steps, 1))

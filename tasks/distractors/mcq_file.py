@@ -226,6 +226,14 @@ def instance(record: dict, layout: Layout, fmt: str, columns: list[str], number:
     else:
         if not names:
             raise RecordError(f"no column matches the choices pattern {layout.choices!r}")
+        # an item with fewer choices than the file has columns leaves the last cells empty (CSV / TSV
+        # write no null): its choices are the filled cells before them; a gap between filled cells is
+        # an error, since an answer index could no longer be read
+        filled = [n for n in names if n in record and record[n] is not None and record[n] != ""]
+        if filled and filled != names[:len(filled)]:
+            gap = next(n for n in names[:names.index(filled[-1])] if n not in filled)
+            raise RecordError(f"choice column {gap!r} is empty between filled ones")
+        names = filled or names
         choices = [_get(record, n, fmt) for n in names]
     choices = [_text(c) for c in choices]
     if any(not c for c in choices):
