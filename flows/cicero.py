@@ -183,6 +183,10 @@ RELEASE = Release(
                   "The counterfactual pool comes from " + " and ".join(p["counterfactuals"]["generators"]) +
                   " generators; the paper's T5 generator runs when cicero.counterfactuals.generators includes t5 "
                   "with a model directory.",
+        lambda p: None if p["candidate_filter"]["nli"] not in ("off", "", None) else
+                  "No NLI model checked that distractors contradict the gold (candidate_filter.nli = off): a "
+                  "rewritten distractor rests on a contradicting rule (antonym, negation, quantity), a retrieved "
+                  "one on being another dialogue's answer; adversarial_filter's manifest counts each kind.",
         lambda p: None if p["adversarial_filter"]["discriminator"] == "transformer" else
                   "Adversarial filtering used a linear probe on sentence embeddings as its discriminator; the "
                   "paper's RoBERTa discriminator runs with adversarial_filter.discriminator = transformer (GPU).",

@@ -190,6 +190,26 @@ def _candidates(pairs):
                           "rule": "x"} for i, (g, c) in enumerate(pairs)])
 
 
+def test_a_retrieved_answer_that_fits_this_dialogue_is_left_out():
+    """Dialogues d00 and d10 are about the same topic: d10's answer fits d00 as well as d00's own; a
+    judge trained on which answer belongs to which dialogue says so, and the filter leaves it out."""
+    from tasks.distractors.candidate_filter import likely_correct_here
+
+    inst = _instances(30, 1)
+    inst["answer"] = [f"The speaker is worried about the {t.split('the ', 1)[1].rsplit(' number', 1)[0]}."
+                      for t in inst["target"]]
+    items = _items(inst)
+    gold = dict(zip(items["id"], items["gold"]))
+    cands = pd.DataFrame([{"id": "i00-0/cf000", "instance_id": "i00-0", "gold": gold["i00-0"],
+                           "candidate": "The speaker is worried about the dog and its health.", "generator": "retrieval"},
+                          {"id": "i00-0/cf001", "instance_id": "i00-0", "gold": gold["i00-0"],
+                           "candidate": "The speaker is worried about the piano lesson.", "generator": "retrieval"},
+                          {"id": "i00-0/cf002", "instance_id": "i00-0", "gold": gold["i00-0"],
+                           "candidate": "The speaker is worried about the dog and its health.", "generator": "lexical"}])
+    flags = likely_correct_here(cands, items, EMBED, 0, None)
+    assert flags.tolist() == [True, False, False]  # a rewrite is never judged by this rule
+
+
 def test_candidate_filter_requires_an_explicit_nli_choice():
     from tasks.distractors.candidate_filter import candidate_filter
 

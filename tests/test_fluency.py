@@ -46,6 +46,14 @@ def test_articles_are_checked_by_sound():
     assert problem("It was a useful talk.", "It was a useless talk.") is None  # "a useless": a consonant sound
 
 
+def test_two_people_never_collapse_into_one():
+    assert problem("The speaker agrees with the listener's decision.",
+                   "The speaker agrees with the speaker's decision.")[0] == "role_collapse"
+    assert problem("The speaker agrees with the listener's decision.",
+                   "The listener agrees with the speaker's decision.") is None  # both still there
+    assert problem("The speaker thanks the listener.", "The speaker does not thank the listener.") is None
+
+
 def test_only_problems_the_rewrite_introduced_count():
     # the answer already says "a apple"; its rewrite keeps that error and introduces none
     assert problem("He ate a apple quickly.", "He ate a apple slowly.") is None

@@ -224,6 +224,21 @@ def make_discriminator_factory(discriminator: str, *, model: str | None, epochs:
                                                        seed=round_seed)
 
 
+def _evidence_counts(data: pd.DataFrame, candidates: pd.DataFrame) -> dict[str, int]:
+    """Final distractors by what says they are wrong: NLI contradiction, a contradicting rewrite rule, an
+    answer written for another dialogue, or a generator's word alone."""
+    nli = candidates["nli_label"].notna().any() if "nli_label" in candidates.columns else False
+    out: dict[str, int] = {}
+    for gens in (data["distractor_generators"] if len(data) else []):
+        for g in gens:
+            kind = ("NLI contradiction + " if nli else "") + {
+                "lexical": "a rule that contradicts the gold (antonym / negation / quantity)",
+                "retrieval": "an answer written for another dialogue (no check that it is wrong here)",
+            }.get(g, f"the {g} generator's output (no check that it is wrong)")
+            out[kind] = out.get(kind, 0) + 1
+    return out
+
+
 def vector_lookup(texts: list[str], embed: EmbedSpec | dict, ctx: StageContext | None):
     """text -> frozen sentence embedding, for the linear probes."""
     with open_embedder(embed, ctx) as emb:
@@ -341,5 +356,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                        notes={"discriminator": discriminator, "iterations": len(history),
                               "stopped": history[-1].get("stop") if history else None, "history": history,
                               "held_out_times": coverage, "af_instances": "af_instances.parquet",
-                              "swap_rule": swap_rule, "max_rewrites": max_rewrites, "max_reuse": max_reuse},
+                              "swap_rule": swap_rule, "max_rewrites": max_rewrites, "max_reuse": max_reuse,
+                              # what each final distractor's wrongness rests on (with an NLI model: contradiction too)
+                              "evidence": _evidence_counts(data, candidates)},
                        tables={"af_history": history})

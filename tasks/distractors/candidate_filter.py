@@ -81,9 +81,58 @@ def similarities(candidates: pd.DataFrame, correct: dict[str, list[str]], spec: 
     return sims, closest
 
 
+def likely_correct_here(candidates: pd.DataFrame, instances: pd.DataFrame, spec: EmbedSpec, seed: int,
+                        ctx: StageContext | None, negatives: int = 3) -> pd.Series:
+    """For each retrieved candidate (an answer written for another dialogue): does a judge that knows which
+    answer belongs to which dialogue score it at least as high as this item's own gold? Such an answer fits
+    this dialogue as well as its own answer does: it is likely correct here too ("A wanted B to know A
+    will be delayed" for a speaker held up at work). The judge is a linear probe on frozen embeddings
+    trained to pick each item's gold among `negatives` answers of other dialogues of its split; it is
+    cross-fitted over two halves of the groups, so no item is judged by a probe that saw its gold."""
+    from tasks.distractors.adversarial import vector_lookup
+    from tasks.distractors.discriminators import LinearProbe
+    from tasks.distractors.keys import group_order, instance_keys
+
+    flags = pd.Series(False, index=candidates.index)
+    retrieved = candidates[candidates["generator"] == "retrieval"]
+    if not len(retrieved) or instances is None or not len(instances):
+        return flags
+    inst = instances.reset_index(drop=True)
+    order = group_order(inst)
+    rng = compute.rng(seed, "likely-correct-halves")
+    half = {g: int(k) % 2 for g, k in zip([order[i] for i in rng.permutation(len(order))], range(len(order)))}
+    split = inst["split"].astype(str) if "split" in inst.columns else pd.Series("all", index=inst.index)
+    vector = vector_lookup(inst["context"].tolist() + inst["gold"].tolist() + retrieved["candidate"].tolist(),
+                           spec, ctx)
+    by_id = inst.set_index("id")
+    key_of = instance_keys(inst)
+    for fold in (0, 1):
+        train = inst[[half[g] != fold for g in inst["group_id"]]]
+        test = inst[[half[g] == fold for g in inst["group_id"]]]
+        if len(train) < 2 or not len(test):
+            continue
+        contexts, choices = [], []
+        for r, s in zip(train.itertuples(), split[train.index]):
+            others = train[(train["group_id"] != r.group_id) & (split[train.index] == s)]["gold"].tolist()
+            if not others:
+                continue
+            pick = compute.rng(seed, "likely-correct-negatives", key_of[r.id]).permutation(len(others))[:negatives]
+            contexts.append(r.context)
+            choices.append([r.gold] + [others[k] for k in pick])
+        if not contexts:
+            continue
+        probe = LinearProbe(vector, seed=seed).fit(contexts, choices, [0] * len(contexts))
+        mine = retrieved[retrieved["instance_id"].isin(set(test["id"]))]
+        for iid, group in mine.groupby("instance_id", sort=False):
+            row = by_id.loc[iid]
+            scores = probe.score([row["context"]], [[row["gold"]] + group["candidate"].tolist()])[0]
+            flags.loc[group.index] = scores[1:] >= scores[0]
+    return flags
+
+
 def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = None, *, embedder: EmbedSpec = PAPER_EMBEDDER,
                      max_similarity: float = 0.9, embed: EmbedSpec = EmbedSpec(), max_embed_similarity: float = 0.91,
-                     nli: ModelDir = None, nli_batch_size: int = 32,
+                     retrieval_guard: bool = True, nli: ModelDir = None, nli_batch_size: int = 32, seed: int = 0,
                      ctx: StageContext | None = None) -> StageOutput:
     """Keep candidates that are no paraphrase of a correct answer and that an NLI model says contradict
     the gold. With the instances as second input, every correct answer counts (v2 releases have several).
@@ -95,6 +144,9 @@ def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = 
         embed: the pipeline's sentence embedder, a second judge of paraphrase (two models miss fewer)
         max_embed_similarity: keep only candidates whose cosine (embed) with every correct answer is below
             this (all-MiniLM-L6-v2 scores paraphrases of one answer at 0.91 and up)
+        retrieval_guard: leave out a retrieved answer that a judge trained on which answer belongs to which
+            dialogue scores at least as high as the item's own gold (`likely_correct_here`)
+        seed: seed of the guard's halves and negatives
         nli: NLI model directory (paper: roberta-large-mnli); "off" to apply the similarity rule alone
         nli_batch_size: premise/hypothesis pairs per NLI batch
     """
@@ -106,6 +158,9 @@ def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = 
     sims2, closest2 = similarities(candidates, correct, embed, ctx) if embed != embedder else (sims, closest)
     df = candidates.assign(similarity=np.asarray(sims, dtype=float), closest_correct=closest,
                            embed_similarity=np.asarray(sims2, dtype=float))
+    fits_here = likely_correct_here(candidates, instances, embed, seed, ctx) if retrieval_guard and \
+        instances is not None and "context" in instances.columns else pd.Series(False, index=candidates.index)
+    df["likely_correct_here"] = fits_here.values
     if nli == OFF:
         df["contradiction"] = np.nan
         df["nli_label"] = None
@@ -127,21 +182,29 @@ def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = 
         elif r.embed_similarity >= max_embed_similarity:
             why.append(f"cosine {r.embed_similarity:.3f} >= {max_embed_similarity} ({display_name(embed.model)}) "
                        "with a correct answer (a paraphrase)")
+        elif r.likely_correct_here:
+            why.append("another dialogue's answer that a judge of which answer belongs where scores at least as "
+                       "high as this item's gold: likely correct here too")
         if nli != OFF and "contra" not in str(r.nli_label).lower():
             why.append(f"NLI says {r.nli_label} (p_contradiction {r.contradiction:.3f}), not contradiction")
         reasons.append("; ".join(why) or None)
     bad = pd.Series([r is not None for r in reasons], index=df.index)
-    rejected = df[bad].assign(reason_code=["paraphrase" if r.startswith("cosine") else "not_contradiction"
-                                           for r in reasons if r is not None],
+    code = lambda r: "paraphrase" if r.startswith("cosine") else \
+        "likely_correct_here" if r.startswith("another dialogue") else "not_contradiction"  # noqa: E731
+    kind = {"paraphrase": "similarity", "likely_correct_here": "retrieval_guard", "not_contradiction": "nli"}
+    rejected = df[bad].assign(reason_code=[code(r) for r in reasons if r is not None],
                               reason=[r for r in reasons if r is not None],
-                              filter=["similarity" if r.startswith("cosine") else "nli" for r in reasons if r is not None])
+                              filter=[kind[code(r)] for r in reasons if r is not None])
     counts = {"candidates": len(df), "kept": int((~bad).sum()),
               "rejected_similarity": int(rejected["reason"].str.contains("cosine").sum()) if len(rejected) else 0,
               "rejected_second_embedder": int(rejected["reason"].str.contains(r"\) with a correct").sum())
               if len(rejected) else 0,
-              "rejected_nli": int(rejected["reason"].str.contains("NLI").sum()) if len(rejected) else 0}
-    plot = bar_png(["kept", "similarity", "nli"], [counts["kept"], counts["rejected_similarity"], counts["rejected_nli"]],
-                   "candidates kept and rejected by each filter", "candidates")
+              "rejected_nli": int(rejected["reason"].str.contains("NLI").sum()) if len(rejected) else 0,
+              "rejected_likely_correct_here": int((rejected["reason_code"] == "likely_correct_here").sum())
+              if len(rejected) else 0}
+    plot = bar_png(["kept", "similarity", "likely correct here", "nli"],
+                   [counts["kept"], counts["rejected_similarity"], counts["rejected_likely_correct_here"],
+                    counts["rejected_nli"]], "candidates kept and rejected by each filter", "candidates")
     return StageOutput(data=df[~bad], rejected=rejected, notes={"nli": nli_note, "counts": counts},
                        files={"rejected_by_filter.png": plot},
                        tables={"filter": [{"measure": k, "count": v} for k, v in counts.items()]})

@@ -11,7 +11,9 @@ rewrites). The checks, each a rule with its reason:
   days"), a subject and its finite verb disagree ("the men is", "she have"), or an existential "there
   is" / "there are" disagrees with what follows ("there is only four trips");
 * `article`: an indefinite article before a word that takes the other one ("a opened room"; inflect
-  decides a / an by sound: "an hour", "a one-way ticket").
+  decides a / an by sound: "an hour", "a one-way ticket");
+* `role_collapse`: two people of the answer became one ("the speaker ... the listener's" -> "the
+  speaker ... the speaker's").
 """
 
 from __future__ import annotations
@@ -33,7 +35,11 @@ FIXED_PHRASES = tuple(sorted({
     "would rather", "thank you", "you're welcome", "excuse me", "long time no see", "make up one's mind",
     "make a living", "keep in touch", "in front of", "in spite of", "on the other hand",
 }, key=lambda p: (-len(p), p)))  # (dates such as "last night" are the entity swap's to exchange, not fixed)
-CHECKS = ("fixed_phrase", "number_agreement", "article")
+CHECKS = ("fixed_phrase", "number_agreement", "article", "role_collapse")
+# The people an answer talks about: a rewrite that leaves one where the answer had two ("The speaker
+# agrees with the listener's decision" -> "The speaker agrees with the speaker's decision") is nonsense.
+ROLE_NOUNS = re.compile(r"(?<![\w'’])(speaker|listener|man|woman|boy|girl|husband|wife|customer|clerk|doctor|patient)"
+                        r"(?![\w])", re.I)
 _PHRASE = {p: re.compile(rf"(?<![\w'’]){re.escape(p)}(?![\w'’])", re.I) for p in FIXED_PHRASES}
 SINGULAR_NUMERALS = {"one", "1", "a", "an", "single"}
 SINGULAR_VERBS = {"is", "was", "has", "does"}
@@ -141,6 +147,12 @@ def check(original: str, rewrite: str, parsed: dict) -> tuple[str, str] | None:
     new = _new(article_problems(original), article_problems(rewrite))
     if new:
         return "article", new[0]
+    roles_before = {m.lower() for m in ROLE_NOUNS.findall(original)}
+    roles_after = {m.lower() for m in ROLE_NOUNS.findall(rewrite)}
+    if len(roles_before) >= 2 and len(roles_after) < len(roles_before) and \
+            len(ROLE_NOUNS.findall(rewrite)) >= len(ROLE_NOUNS.findall(original)):
+        lost = sorted(roles_before - roles_after)
+        return "role_collapse", f"the {', the '.join(lost)} became someone already named: one person where there were two"
     return None
 
 

@@ -18,7 +18,8 @@ def instance_keys(view: pd.DataFrame) -> dict[str, str]:
     """id -> a key of the instance's context and gold answer (with the id only to tell exact repeats apart)."""
     out: dict[str, str] = {}
     seen: dict[str, int] = {}
-    for iid, context, gold in zip(view["id"], view["context"], view["gold"]):
+    context_of = view["context"] if "context" in view.columns else view["question"]
+    for iid, context, gold in zip(view["id"], context_of, view["gold"]):
         key = hashlib.sha1(f"{context}\x00{gold}".encode()).hexdigest()[:20]
         n = seen.get(key, 0)
         seen[key] = n + 1
