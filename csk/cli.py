@@ -738,6 +738,53 @@ def _user_errors(cmd):
 _add_pipeline_commands()
 
 
+def _damaged_store_files(kwargs: dict) -> list[str]:
+    """Every damaged file of the store a command was given (its manifests' checksums), one line each."""
+    from csk.runtime import Store, check_artifact
+    from csk.verify import artifact_dirs
+
+    store = kwargs.get("store")
+    if not store or not Path(store).is_dir():
+        return []
+    lines: list[str] = []
+    for _, _, d in artifact_dirs(Store(store)):
+        lines += check_artifact(d, content=True)
+    return lines
+
+
+def _named_store_errors(cmd):
+    """A stored file that does not read (a flipped byte in a Parquet file, a cut manifest) is reported as
+    a user error naming the damaged artifact files, never as a traceback."""
+    @functools.wraps(cmd)
+    def wrapper(*args, **kwargs):
+        try:
+            return cmd(*args, **kwargs)
+        except (OSError, ValueError) as exc:  # pyarrow's errors are these (ArrowIOError, ArrowInvalid), JSON's too
+            if isinstance(exc, CskError):
+                raise
+            damaged = _damaged_store_files(kwargs)
+            if not damaged:  # not the store's damage: a bug, with its traceback
+                raise
+            _fail(CskError(f"a stored file could not be read ({type(exc).__name__}: {str(exc)[:200]}); damaged "
+                           "stored files (checksums differ from their manifests):\n  " + "\n  ".join(damaged) +
+                           "\nrun `csk verify PIPELINE --repair` to move damaged artifacts aside, then rerun to "
+                           "recompute them"))
+
+    return wrapper
+
+
+def _guard_every_command(typer_app) -> None:
+    for info in typer_app.registered_commands:
+        if info.callback is not None and not getattr(info.callback, "_store_guarded", False):
+            info.callback = _named_store_errors(info.callback)
+            info.callback._store_guarded = True
+    for group in typer_app.registered_groups:
+        _guard_every_command(group.typer_instance)
+
+
+_guard_every_command(app)
+
+
 def main() -> None:  # pragma: no cover
     sys.exit(app())
 

@@ -246,7 +246,7 @@ def check_artifact(path: str | Path, content: bool = True) -> list[str]:
         elif content:
             found = sha256_file(f)
             if found != rec["sha256"]:
-                problems.append(f"{f}: sha256 {found[:12]} differs from the manifest's {rec['sha256'][:12]}")
+                problems.append(f"{f}: sha256 {found} differs from the manifest's {rec['sha256']}")
     if content:
         extra = sorted(str(f.relative_to(d)) for f in d.rglob("*")
                        if f.is_file() and f.name != MANIFEST and str(f.relative_to(d)) not in checksums)

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from csk.runtime import MANIFEST, Store, check_artifact, _pid_alive
@@ -32,6 +33,12 @@ class Report:
     artifacts: int = 0
     problems: list[tuple[Path, str]] = field(default_factory=list)  # (artifact dir, "file: what is wrong")
     damaged: set[Path] = field(default_factory=set)  # artifact dirs whose files do not match their manifest
+    checked: dict[Path, list[str]] = field(default_factory=dict)  # check_artifact's lines, each dir hashed once
+
+    def check(self, d: Path) -> list[str]:
+        if d not in self.checked:
+            self.checked[d] = check_artifact(d, content=True)
+        return self.checked[d]
 
     def add(self, artifact: Path, line: str, damaged: bool = False) -> None:
         self.problems.append((artifact, line))
@@ -50,12 +57,19 @@ def artifact_dirs(store: Store, pipeline: str | None = None) -> list[tuple[str, 
     return out
 
 
+class Unreadable(Exception):
+    """A stored file that does not read (its checksum problem, if any, is reported on its own line)."""
+
+
 def _parquet_ids(path: Path, column: str) -> set[str] | None:
     if not path.exists():
         return set()
-    if column not in pq.read_schema(path).names:
-        return None
-    return {str(v) for v in pq.read_table(path, columns=[column]).column(0).to_pylist() if v is not None}
+    try:
+        if column not in pq.read_schema(path).names:
+            return None
+        return {str(v) for v in pq.read_table(path, columns=[column]).column(0).to_pylist() if v is not None}
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise Unreadable(f"{path}: does not read as Parquet ({type(exc).__name__})") from None
 
 
 def _conserves(pipeline: str, stage: str) -> bool | None:
@@ -69,7 +83,7 @@ def _conserves(pipeline: str, stage: str) -> bool | None:
 
 
 def verify_artifact(store: Store, pipeline: str, stage: str, d: Path, report: Report, lineage: bool = True) -> None:
-    problems = check_artifact(d, content=True)
+    problems = report.check(d)
     for line in problems:
         report.add(d, line, damaged=True)
     if problems:
@@ -78,7 +92,12 @@ def verify_artifact(store: Store, pipeline: str, stage: str, d: Path, report: Re
     rows = m["rows"]
     for name, expected in (("data.parquet", rows["out"]), ("rejected.parquet", rows["rejected"])):
         f = d / name
-        n = pq.ParquetFile(f).metadata.num_rows if f.exists() else 0
+        try:
+            n = pq.ParquetFile(f).metadata.num_rows if f.exists() else 0
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            report.add(d, f"{f}: does not read as Parquet ({type(exc).__name__}); its rows and lineage are not "
+                       "checked", damaged=True)
+            return
         if n != expected:
             report.add(d, f"{f}: {n} rows, the manifest says {expected}")
     if _conserves(pipeline, stage) and rows["in"] != rows["out"] + rows["rejected"]:
@@ -97,13 +116,27 @@ def verify_artifact(store: Store, pipeline: str, stage: str, d: Path, report: Re
             report.add(d, f"{d / MANIFEST}: input {entry['stage']}/{entry['key']} holds other data than it recorded")
             inputs_ok = False
         elif lineage and i < m.get("parent_inputs", 1) and m.get("parent_column"):
-            ids = _parquet_ids(src / "data.parquet", "id")
+            if report.check(src):  # a damaged input is reported on its own lines
+                report.add(d, f"{d / MANIFEST}: input {entry['stage']}/{entry['key']} is damaged; this "
+                           "artifact's lineage is not checked against it")
+                inputs_ok = False
+                continue
+            try:
+                ids = _parquet_ids(src / "data.parquet", "id")
+            except Unreadable as exc:
+                report.add(d, f"{d / MANIFEST}: input {exc}; lineage not checked")
+                inputs_ok = False
+                continue
             parent_ids |= ids or set()
     column = m.get("parent_column")
     if not (lineage and column and inputs_ok and m.get("inputs")):
         return
     for name, col in (("data.parquet", column), ("rejected.parquet", "parent_id")):
-        ids = _parquet_ids(d / name, col)
+        try:
+            ids = _parquet_ids(d / name, col)
+        except Unreadable as exc:
+            report.add(d, str(exc), damaged=True)
+            continue
         missing = sorted((ids or set()) - parent_ids)
         if missing:
             report.add(d, f"{d / name}: {len(missing)} {col} value(s) name no row of the inputs, e.g. {missing[:3]}")

@@ -261,3 +261,33 @@ def test_gc_reclaims_caches_no_kept_artifact_needs(tmp_path):
     for rel, needed in entries.items():
         assert (cache / rel).exists() == needed, rel
     assert not q.exists() and a.ref.data_path.exists()
+
+
+def test_a_flipped_byte_anywhere_is_named_by_every_reading_command(tmp_path):
+    """Every file of a finished run (data, rejected, manifest, extra files), one flipped byte at a time:
+    `csk verify` names the artifact and file and exits non-zero; show and lineage give a named error;
+    never a traceback."""
+    store = Store(tmp_path)
+    a, b = _run_both(store)
+    store.record_run("cicero", "r1", [{"stage": r.stage, "key": r.key, "path": r.path} for r in (a.ref, b.ref)])
+    runner = CliRunner()
+    row = __import__("pandas").read_parquet(b.ref.data_path)["id"].iloc[0]
+    for ref in (a.ref, b.ref):
+        for f in _files(ref):
+            before = f.read_bytes()
+            _flip(f)
+            try:
+                res = runner.invoke(app, ["verify", "cicero", "--store", str(tmp_path)])
+                assert res.exit_code == 1 and str(f) in res.output, (f, res.output)
+                assert res.exception is None or isinstance(res.exception, SystemExit), (f, res.exception)
+                assert "Traceback" not in res.output
+                for cmd in (["show", "cicero", ref.stage, "--store", str(tmp_path)],
+                            ["lineage", "cicero", "length_filter", "--row", row, "--store", str(tmp_path)]):
+                    res = runner.invoke(app, cmd)
+                    assert res.exception is None or isinstance(res.exception, SystemExit), (f, cmd, res.exception)
+                    assert "Traceback" not in res.output
+                    if f.name == "data.parquet" and res.exit_code:
+                        assert str(f) in res.output or "could not be read" in res.output, (f, cmd, res.output)
+            finally:
+                f.write_bytes(before)
+    assert runner.invoke(app, ["verify", "--store", str(tmp_path)]).exit_code == 0
