@@ -44,9 +44,33 @@ def start_temporary_server():
 
     server = server_module.SubprocessASGIServer()  # the instance get_client() finds and reuses
     if not server.running:
-        with mock.patch.object(server_module.subprocess, "Popen", partial(subprocess.Popen, start_new_session=True)):
+        with mock.patch.object(server_module.subprocess, "Popen", partial(subprocess.Popen, start_new_session=True,
+                                                                          preexec_fn=_die_with_parent())):
             server.start()
     return server
+
+
+def _die_with_parent():
+    """A function for the server's child process (run between fork and exec) that asks Linux to send it
+    SIGTERM when this process dies, however it dies (kill -9 included), so the temporary server never
+    outlives its run. None where there is no prctl (not Linux): Ctrl-C and SIGTERM still stop it."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+    PR_SET_PDEATHSIG = 1
+
+    def child() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the run died before the request took hold
+            os._exit(1)
+
+    return child
 
 
 def _cancel_in_prefect(flow_run_id) -> None:

@@ -61,3 +61,61 @@ def test_ctrl_c_stops_a_run_cancels_it_and_cleans_up(tmp_path, config_copy):
     with sqlite3.connect(tmp_path / "prefect" / "prefect.db") as db:
         states = db.execute("select state_type from flow_run").fetchall()
     assert states == [("CANCELLED",)], states
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (from /proc: Linux)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(d))
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_kill_9_leaves_no_process_of_the_run(tmp_path, config_copy):
+    """SIGKILL cannot be handled: the temporary Prefect server (a child in a session of its own) must still
+    die with its run, by the parent-death signal it asked Linux for."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "csk.cli", "run", "corequisite", "--config", str(config_copy),
+                             "--store", str(tmp_path / "artifacts")], cwd=ROOT, env=env, stdin=follower,
+                            stdout=follower, stderr=follower, start_new_session=True)
+    os.close(follower)
+    try:
+        before = _read(leader, "computed", timeout=240)
+        assert "computed" in before, before
+        below = _descendants(proc.pid)
+        assert below, "the run has started its temporary server"
+        proc.kill()
+        proc.wait()
+        end = time.monotonic() + 10
+        while any(_alive(p) for p in below) and time.monotonic() < end:
+            time.sleep(0.2)
+        left = [p for p in below if _alive(p)]
+    finally:
+        for p in _descendants(proc.pid) | (below if "below" in dir() else set()):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        os.close(leader)
+    assert not left, f"still running after kill -9 of their run: {left}"
