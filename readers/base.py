@@ -94,6 +94,21 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
                 yield n, None, f"invalid UTF-8 at byte {exc.start}"
 
 
+CUT_SHORT = "the file ends inside a record: was the download cut short?"
+
+
+def cut_short(path: Path, locator: str) -> InputError:
+    """The error of a file whose last record is cut off: it names the file, the record and the byte at
+    which the file ends. Never a rejected row, in any mode: a truncated file is not an irregular record."""
+    return InputError(str(path), f"{locator}, file ends at byte {Path(path).stat().st_size}", CUT_SHORT)
+
+
+def _ends_without_newline(path: Path) -> bool:
+    with open(path, "rb") as f:
+        f.seek(-1, 2)
+        return f.read(1) not in (b"\n", b"\r")
+
+
 def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
     """(line number, parsed object) for every non-blank line; a bad line is an InputError naming it."""
     for n, _, obj in json_line_records(require_file(path), ReadResult(), lenient=False, source="jsonl"):
@@ -114,11 +129,20 @@ def json_line_records(path: Path, result: ReadResult, lenient: bool, source: str
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise RecordError(f"malformed JSON: {exc.msg}") from None
+                if _ends_without_newline(path) and _is_last_line(path, n):
+                    raise cut_short(path, locator) from None
+                raise RecordError(f"malformed JSON: {exc}") from None  # the whole message, with its position
         except RECORD_ERRORS as exc:
             handle_bad(result, lenient, path, n, locator, source, exc)
             continue
         yield n, locator, obj
+
+
+def _is_last_line(path: Path, n: int) -> bool:
+    """Is line n (1-based) the file's last? Asked only of a line that does not parse."""
+    with open(path, "rb") as f:
+        count = sum(1 for _ in f)
+    return n == count
 
 
 csv.field_size_limit(MAX_RECORD_BYTES)  # csv's own limit (128 KiB) is below a long but legal field
@@ -146,6 +170,11 @@ def csv_rows(path: str | Path, delimiter: str = ",", pad_short: bool = False
     if not clean and any(_has_bad_bytes(h) for h in header):
         raise InputError(str(path), "line 1", "invalid UTF-8 in the header")
 
+    cut = not text.endswith(("\n", "\r"))  # the last record has no line end: complete, or cut off
+
+    def at_end() -> bool:
+        return reader.line_num >= text.count("\n") + (0 if text.endswith("\n") else 1)
+
     def rows() -> Iterator[tuple[int, dict | None, str | None]]:
         start = reader.line_num + 1
         while True:
@@ -154,10 +183,15 @@ def csv_rows(path: str | Path, delimiter: str = ",", pad_short: bool = False
             except StopIteration:
                 return
             except csv.Error as exc:
+                if cut and at_end():
+                    raise cut_short(path, f"line {start}") from None
                 yield start, None, f"not a CSV row: {exc}"
                 start = reader.line_num + 1
                 continue
             n, start = start, reader.line_num + 1
+            if cut and at_end() and row and (len(row) < len(header) or
+                                             (text.count('"') % 2 == 1 and '"' in "".join(row))):
+                raise cut_short(path, f"line {n}")
             if not row:
                 continue  # a blank line
             if pad_short and len(row) < len(header):
@@ -192,7 +226,11 @@ def load_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"line {exc.lineno}", f"malformed JSON: {exc.msg}") from None
+        # an error at the very end of the text, or a string that runs to it: the document was cut off
+        if exc.pos >= len(text.rstrip()) or (exc.msg.startswith("Unterminated string") and
+                                             text.rstrip()[-1:] not in ('"', "]", "}")):
+            raise cut_short(path, f"line {exc.lineno}") from None
+        raise InputError(str(path), f"line {exc.lineno}", f"malformed JSON: {exc}") from None
 
 
 def speaker_letters(raw_speakers: list[str]) -> list[str]:

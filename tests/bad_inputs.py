@@ -56,7 +56,7 @@ def byte_variants(src: Path, fmt: str) -> list[Variant]:
     line_based = fmt in LINE_FORMATS and src.read_bytes().count(b"\n") > 1
     rec = "record" if line_based else "file"
     return [
-        ("truncated", "file" if not line_based else "record", _bytes(src, lambda b: b[: max(1, len(b) // 2 - 7)])),
+        ("truncated", "file" if not line_based else "truncated", _bytes(src, lambda b: b[: max(1, len(b) // 2 - 7)])),
         ("bad_utf8", rec, _bytes(src, _bad_utf8)),
         ("bom", "accepted", _bytes(src, lambda b: b"\xef\xbb\xbf" + b)),
         ("crlf", "accepted", _bytes(src, lambda b: b.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))),

@@ -147,6 +147,12 @@ def test_reader_on_bad_input(tmp_path, name, vname, kind):
         assert "\\r" not in _texts(lenient.rows) and "\ufeff" not in _texts(lenient.rows)
         assert isinstance(strict, Exception) == (len(want.rejected) > 0)
         return
+    if kind == "truncated":  # cut mid-record: a stop naming the cut, in both modes; cut at a line end: records
+        if isinstance(lenient, Exception):
+            assert "cut short" in str(lenient) and "file ends at byte" in str(lenient), lenient
+            assert isinstance(strict, InputError), strict  # (strict may stop at an earlier bad record)
+            return
+        kind = "record"
     if kind == "record":
         assert not isinstance(lenient, Exception), f"lenient mode stopped at one bad record: {lenient}"
         if isinstance(strict, InputError):
@@ -229,7 +235,8 @@ def test_import_on_bad_input(tmp_path, name, vname, kind):
         return
     except Exception:  # noqa: BLE001
         pytest.fail(f"{name} {vname}: not an InputError:\n{traceback.format_exc()}")
-    assert kind in ("accepted", "record"), f"{name} {vname}: an unusable file was accepted"
+    # a CSV cut at a line end reads as fewer complete rows: nothing tells it from a shorter file
+    assert kind in ("accepted", "record", "truncated"), f"{name} {vname}: an unusable file was accepted"
 
 
 @pytest.fixture(autouse=True)

@@ -162,3 +162,33 @@ def test_malformed_json_records(tmp_path):
     cic.write_text('{"ID": "x"}\n')
     with pytest.raises(InputError, match="record line 1: missing keys"):
         read_cicero_release(cic)
+
+
+@pytest.mark.parametrize("name, text, reader", [
+    ("cut.jsonl", '{"a": 1}\n{"a": "a record cut o', "jsonl"),
+    ("cut.json", '[{"a": "hello"}, {"a": "wor', "json"),
+    ("cut.csv", 'a,b,c\n1,2,3\n4,"a quoted field cut', "csv"),
+    ("cut.tsv", "a\tb\tc\n1\t2\t3\n4\t5", "tsv"),
+])
+def test_a_file_cut_mid_record_stops_naming_file_and_offset(tmp_path, name, text, reader):
+    """A truncated download is not an irregular record: in every mode the read stops, naming the file,
+    the record and the byte where the file ends; the reason is never clipped."""
+    from readers.base import CUT_SHORT, ReadResult, csv_rows, json_line_records, load_json
+
+    path = tmp_path / name
+    path.write_text(text)
+    read = {"jsonl": lambda: list(json_line_records(path, ReadResult(), True, "x")),
+            "json": lambda: load_json(path),
+            "csv": lambda: list(csv_rows(path)[1]),
+            "tsv": lambda: list(csv_rows(path, delimiter="\t")[1])}[reader]
+    with pytest.raises(InputError) as info:
+        read()
+    message = str(info.value)
+    assert str(path) in message and CUT_SHORT in message
+    assert f"file ends at byte {len(text.encode())}" in message
+    # the same file complete reads, and a bad record in the middle is still a rejected row
+    if reader == "jsonl":
+        path.write_text('{"a": 1}\n{"a": "bad\n{"a": 2}\n')
+        result = ReadResult()
+        assert [o for _, _, o in json_line_records(path, result, True, "x")] == [{"a": 1}, {"a": 2}]
+        assert result.rejected[0]["reason"].endswith("(char 6)")  # the whole message

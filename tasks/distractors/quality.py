@@ -139,7 +139,7 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
                        judge: ModelDir = "split-package:all-mpnet-base-v2",
                        discriminator: Literal["cached-transformer", "transformer"] = "cached-transformer",
                        trainable_layers: int = 1, epochs: int = 2, lr: float | None = None, batch_size: int = 16,
-                       max_length: int = 96, n_resamples: int = 1000, confidence: float = 0.95,
+                       max_length: int = 64, n_resamples: int = 1000, confidence: float = 0.95,
                        ctx: StageContext | None = None) -> StageOutput:
     """How hard the rebuilt choices are beside the published ones for a judge AF did not use (raw and
     chance-adjusted accuracy, with and without the dialogue, bootstrap intervals), and how far every
@@ -157,12 +157,13 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
         discriminator: how the judge is fine-tuned: cached-transformer (on a CPU the lower layers frozen and
             cached, the top trainable_layers and the head trained; on CUDA the full model, bf16) or
             transformer (every layer)
-        trainable_layers: cached-transformer: top layers trained (1: the judge's cost stays below the
-            rebuild's it measures, 106 s against ~110 s on the real CICERO sample, 2 cores)
+        trainable_layers: cached-transformer: top layers trained (1, with 2 epochs and 64 tokens: the
+            judge costs less than the rebuild it measures; 2 layers and 128 tokens cost 3x more)
         epochs: fine-tuning epochs
         lr: learning rate; unset: 1e-5 for the full model, 5e-5 for the cached one
         batch_size: instances per step
-        max_length: tokens per (context, choice) pair; the context is truncated first
+        max_length: tokens per (context, choice) pair; the context is truncated first (question and
+            target come first in CICERO's context, so they are always read)
         n_resamples: bootstrap resamples of the held-out groups
         confidence: bootstrap interval level
     """
