@@ -243,11 +243,16 @@ class PipelineRun:
 
     # -- dry runs
     def _plan(self, stage: Stage, params: dict, inputs: dict) -> ArtifactRef | Pending:
-        waiting = [i.stage for i in inputs.values() if isinstance(i, Pending)]
+        waiting = list(dict.fromkeys(i.stage for i in inputs.values() if isinstance(i, Pending)))
         if waiting:
-            self.stages.append({"stage": stage.name, "status": "depends",
-                                "why": f"reused if the recomputed {', '.join(waiting)} output has the same bytes "
-                                       "(early cut-off), else recomputed"})
+            own = self._own_code_changed(stage)
+            if own:  # its own key changes whatever its inputs give: no early cut-off can save it
+                self.stages.append({"stage": stage.name, "status": "recompute",
+                                    "why": f"{own} (its inputs {', '.join(waiting)} are recomputed too)"})
+            else:
+                self.stages.append({"stage": stage.name, "status": "depends",
+                                    "why": f"reused if the recomputed {', '.join(waiting)} output has the same bytes "
+                                           "(early cut-off), else recomputed"})
             return Pending(stage.name)
         plan = self.store.plan(self.pipeline.name, stage, params, inputs)
         found = self.store.find(self.pipeline.name, stage.name, plan.key)
@@ -266,6 +271,25 @@ class PipelineRun:
             hit = next((e for e in r["stages"] if e.get("stage") == name and e.get("key")), None)
             if hit is not None:
                 return hit
+        return None
+
+    def _own_code_changed(self, stage: Stage) -> str | None:
+        """Why the stage's own key differs from its last run's, from what does not depend on its inputs:
+        its code (module, contract, the project modules they import) and its packages."""
+        before = self._previous(stage.name)
+        if before is None:
+            return None
+        try:
+            m = self.store.ref_from_manifest_entry(self.pipeline.name, before).manifest()
+        except (OSError, ValueError):
+            return None
+        if m.get("stage_code") != stage.code_hash():
+            return "code changed (the stage's module, its contract's, or a project module they import)"
+        old_pk, new_pk = m.get("packages") or {}, stage.packages()
+        changed = [k for k in sorted(set(old_pk) | set(new_pk)) if old_pk.get(k) != new_pk.get(k)]
+        if changed:
+            return "package " + ", ".join(f"{k} {old_pk.get(k) or '(absent)'} -> {new_pk.get(k) or '(absent)'}"
+                                          for k in changed)
         return None
 
     def _why(self, stage: Stage, plan) -> str:

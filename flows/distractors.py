@@ -86,6 +86,10 @@ def rebuild_command(
 
     if not input.exists():
         raise CskError(f"{input}: file not found")
+    if not preset and not map_:  # said before Prefect starts, not after
+        from tasks.distractors.mcq_file import Layout
+
+        Layout.of(preset, parse_map(map_))
     read = {"input": str(input.resolve()), "format": format}
     if preset:
         read["preset"] = preset

@@ -106,7 +106,7 @@ def test_toy_config_is_composed_from_the_stage_signatures(toy_pipeline):
 
 
 @pytest.mark.flow
-def test_toy_pipeline_runs_end_to_end_and_status_explains(prefect_harness, toy_pipeline, tmp_path):
+def test_toy_pipeline_runs_end_to_end_and_status_explains(prefect_harness, toy_pipeline, tmp_path, monkeypatch):
     store = tmp_path / "store"
     before = json.loads(_csk("status", "toy", "--config", toy_pipeline, "--store", store, "--json").output)
     assert [(s["stage"], s["status"]) for s in before] == [("read", "recompute"), ("long_lines", "depends")]
@@ -129,6 +129,15 @@ def test_toy_pipeline_runs_end_to_end_and_status_explains(prefect_harness, toy_p
     (toy_pipeline.parent / "lines.txt").write_text("short\na much longer line\nabc\n")
     edited = json.loads(_csk("status", "toy", "--config", toy_pipeline, "--store", store, "--json").output)
     assert edited[0]["status"] == "recompute" and "lines.txt (path) changed" in edited[0]["why"]
+    assert edited[1]["status"] == "depends"  # its input is recomputed: reused if that gives the same bytes
+    # ... unless its own code changed: then it is recomputed whatever its inputs do
+    from csk.pipeline import Stage
+
+    code_hash = Stage.code_hash
+    monkeypatch.setattr(Stage, "code_hash", lambda self: "edited" if self.name == "long_lines" else code_hash(self))
+    edited = json.loads(_csk("status", "toy", "--config", toy_pipeline, "--store", store, "--json").output)
+    assert edited[1]["status"] == "recompute" and edited[1]["why"].startswith("code changed"), edited[1]
+    assert edited[1]["why"].count("read") == 1  # each recomputed input named once
 
 
 def test_missing_input_is_reported_before_prefect_starts(toy_pipeline, tmp_path):
