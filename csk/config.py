@@ -125,10 +125,16 @@ def _invalid(cfg_path: Path, problems: list[str], overrides) -> str:
     """The message of an invalid configuration, each problem that an override caused named by its
     `--set` (the user typed it on the command line, not in the file)."""
     def origin(line: str) -> str | None:
+        import re
+
+        named = re.search(r"'([^']+)' in table \[([^\]]+)\]", line)
         for assignment in overrides:
             key = assignment.split("=", 1)[0].strip()
             table, _, last = key.rpartition(".")
             if f"{key}:" in line or (f"'{last}'" in line and f"[{table}]" in line):
+                return assignment
+            # a misspelt table on the way to the key: cicero.sourcess.dream -> 'sourcess' in table [cicero]
+            if named and (key + ".").startswith(f"{named.group(2)}.{named.group(1)}."):
                 return assignment
         return None
 

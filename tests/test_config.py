@@ -79,6 +79,8 @@ def test_set_overrides_and_types(tmp_path):
         load_config(p, ["cicero.seed=abc"])
     with pytest.raises(ConfigError, match=r"unknown key 'thresold'.*\(from --set cicero.dedup.thresold=0.9\)"):
         load_config(p, ["cicero.dedup.thresold=0.9"])
+    with pytest.raises(ConfigError, match=r"^invalid --set value\n.*'sourcess'.*\(from --set cicero.sourcess.dream=x\)"):
+        load_config(p, ["cicero.sourcess.dream=x"])  # a misspelt table on the way is the command line's too
     p.write_text("[cicero]\nseed = 'x'\n")  # a mistake in the file is the file's
     with pytest.raises(ConfigError, match=r"p.toml: invalid configuration\n  cicero.seed"):
         load_config(p, ["cicero.length_filter.min_avg_words=5.5"])
