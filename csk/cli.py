@@ -98,15 +98,45 @@ def _error_names() -> frozenset[str]:
     return frozenset(seen)
 
 
+class _OneLinePerStage(logging.Filter):
+    """Without -v, the console shows one line per stage (csk's own): Prefect's "Finished in state
+    Completed()" after every task is left to the UI and `-v`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith("prefect") and record.getMessage().startswith("Finished in state Completed"))
+
+
+def _verbose() -> bool:
+    return os.environ.get("CSK_VERBOSE", "") not in ("", "0")
+
+
 def _quiet_prefect_console() -> None:
-    """Attach `_ReportedOnce` to the console handlers (the root's and Prefect's; not Prefect's API
-    handlers, which feed the UI)."""
+    """Attach `_ReportedOnce` (and, without -v, `_OneLinePerStage`) to the console handlers (the root's and
+    Prefect's; not Prefect's API handlers, which feed the UI); without -v, no weight-loading bars."""
+    quiet = not _verbose()
+    if quiet:  # "Loading weights ..." bars, one per model load: transformers reads this when imported
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        if "transformers" in sys.modules:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
     for name in ["", *[n for n in logging.Logger.manager.loggerDict if n.startswith("prefect")]]:
         logger = logging.getLogger(name)
         for handler in getattr(logger, "handlers", []):
-            if "API" not in type(handler).__name__ and \
-                    not any(isinstance(f, _ReportedOnce) for f in handler.filters):
+            if "API" in type(handler).__name__:
+                continue
+            if not any(isinstance(f, _ReportedOnce) for f in handler.filters):
                 handler.addFilter(_ReportedOnce())
+            if quiet and not any(isinstance(f, _OneLinePerStage) for f in handler.filters):
+                handler.addFilter(_OneLinePerStage())
+
+
+@app.callback()
+def _options(verbose: bool = typer.Option(False, "--verbose", "-v", help="every log line (Prefect's state changes, "
+                                           "model-loading bars); default: one line per stage")) -> None:
+    """Commonsense-dialogue dataset construction pipelines."""
+    if verbose:
+        os.environ["CSK_VERBOSE"] = "1"
 
 
 def _fail(exc: Exception) -> None:
