@@ -131,6 +131,27 @@ def _quiet_prefect_console() -> None:
                 handler.addFilter(_OneLinePerStage())
 
 
+def _release_alone(pipeline: str, release: Path) -> list[str]:
+    """The --set a release-alone run takes (the pipeline's `release_alone`), said on the console."""
+    from csk.pipeline import get_pipeline
+
+    try:
+        p = get_pipeline(pipeline)
+    except CskError as exc:
+        _fail(exc)
+    if not p.release_alone:
+        _fail(CskError(f"`csk run {pipeline}` has no --release: set the release file in its sources "
+                       f"(`csk config {pipeline}`)" + ("; `csk cicero rebuild-distractors --release FILE` rebuilds "
+                                                       "CICERO's distractors from a release alone"
+                                                       if pipeline == "cicero" else "")))
+    if not release.is_file():
+        _fail(CskError(f"{release}: file not found"))
+    sets = [t.replace("{release}", str(release.resolve())) for t in p.release_alone]
+    console.print(f"{pipeline} from the release alone ({release.name}); settings: " +
+                  " ".join(f"--set {x}" for x in sets), highlight=False, soft_wrap=True)
+    return sets
+
+
 @app.callback()
 def _options(verbose: bool = typer.Option(False, "--verbose", "-v", help="every log line (Prefect's state changes, "
                                            "model-loading bars); default: one line per stage")) -> None:
@@ -206,8 +227,13 @@ def run(pipeline: str, config: Path = CONFIG, store: Path = STORE, set_: list[st
                                               "e.g. tcp://10.0.0.5:8786"),
         verify: bool = typer.Option(False, "--verify", help="check the sha256 of every reused artifact's files "
                                     "(sizes are always checked)"),
+        release: Optional[Path] = typer.Option(None, "--release", help="rebuild this released file from the "
+                                               "release alone (the bundled corpora, answers and labels left out; "
+                                               "the settings it takes are printed)"),
         until: Optional[str] = UNTIL, only: list[str] = ONLY) -> None:
     """Run a pipeline's Prefect flow end to end (finished stages are reused), or part of it."""
+    if release is not None:
+        set_ = [*_release_alone(pipeline, release), *set_]
     if strict is not None:
         set_ = [*set_, f"{pipeline}.sources.lenient={'false' if strict else 'true'}"]
     if runner is not None:

@@ -152,6 +152,9 @@ class Pipeline:
     commands: tuple[Callable, ...] = ()  # extra `csk` commands (typer functions)
     doc: str = ""
     release: Any = None  # csk.release.Release: what `csk card` / `csk export` publish
+    # `csk run NAME --release FILE`: the settings that rebuild a release from the release alone, each
+    # `--set` with "{release}" for the file (the user's own --set come after and win)
+    release_alone: tuple[str, ...] = ()
 
     def __post_init__(self):
         names = [s.name for s in self.stages]

@@ -95,6 +95,10 @@ RELEASE = Release(
 PIPELINE = Pipeline(
     name="corequisite",
     release=RELEASE,
+    # a PaCo release alone: its rows, neither the bundled crowd answers nor the experts' labels, no rule
+    # removing what the authors kept (the P-NLI rows come back as released)
+    release_alone=("corequisite.annotations.release={release}", "corequisite.annotations.answers=",
+                   "corequisite.answer_rules.expert_labels=", "corequisite.answer_quality.rules=[]"),
     doc="CoreQuisite / PaCo: preconditions of commonsense facts (Qasemi et al. 2022)",
     stages=STAGES,
     flows=(corequisite,),

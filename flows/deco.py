@@ -103,6 +103,9 @@ RELEASE = Release(
 PIPELINE = Pipeline(
     name="deco",
     release=RELEASE,
+    # a DECO release alone: its samples, no history windows built from the bundled corpora, no ConTurE
+    release_alone=("deco.sources.release={release}", "deco.sources.dailydialog=", "deco.sources.personachat=",
+                   "deco.sources.topicalchat=", "deco.sources.responses=", "deco.sources.conture="),
     doc="DECO: event commonsense of dialogue responses, scored by ACCENT (Ghazarian et al. 2023)",
     stages=STAGES,
     flows=(deco,),
