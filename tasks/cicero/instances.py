@@ -17,14 +17,19 @@ from csk.runtime import StageOutput
 def instances(annotations: pd.DataFrame, splits: pd.DataFrame | None = None) -> StageOutput:
     """Annotated answers as the distractor engine's instances (a group is a dialogue; published choices kept;
     the split, where there is one, keeps retrieval and reuse within it)."""
-    dialogue = annotations["dialogue"].map(lambda d: " ".join(list(d)))
+    # The released wording of dialogue and target (as `csk distractors rebuild --preset cicero` reads the
+    # same file): the discriminators read the same text through either command, so they give one verdict.
+    turns = annotations["release_dialogue"] if "release_dialogue" in annotations.columns else annotations["dialogue"]
+    target = annotations["release_target"] if "release_target" in annotations.columns else annotations["target"]
+    dialogue = turns.map(lambda d: " ".join(str(t).strip() for t in d))
     data = pd.DataFrame({
         "id": annotations["id"].astype(str),
         "group_id": annotations["dialogue_id"].astype(str),
-        "context": annotations["question"].astype(str) + " " + annotations["target"].astype(str) + " " + dialogue,
+        "context": annotations["question"].astype(str).str.strip() + " " + target.astype(str).str.strip() + " " +
+        dialogue,
         "question": annotations["question"].astype(str),
         "gold": annotations["answer"].astype(str),
-        "passage": annotations["dialogue"].map(list),
+        "passage": turns.map(lambda d: [str(t).strip() for t in d]),
         "choices": annotations["choices"].map(list),
         "correct_answers": annotations["correct_answers"].map(list),
         "target": annotations["target"].astype(str),
