@@ -133,6 +133,12 @@ def test_name_and_role_swaps_are_not_distractors_by_default():
     assert any("Tom" in t for _, t in lx.rewrite_all("Jenny and her father stockpile food.", ents))
 
 
+def test_words_that_are_mostly_nouns_are_not_flipped():
+    """A blind reader found "The impatient wants to follow the hospital's advice": "patient" is a person."""
+    assert not lx.antonym_rewrites("The patient wants to follow the hospital's advice.")
+    assert not lx.antonym_rewrites("She bought a birthday present.")
+
+
 def test_evidence_names_the_changed_words():
     assert lx.evidence("The speaker is happy.", "The speaker is not sad.") == "happy -> not sad"
     assert lx.evidence("She is here.", "She is not here.") == "+ not"

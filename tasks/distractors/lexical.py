@@ -25,7 +25,9 @@ import re
 from functools import lru_cache
 from typing import Callable, Iterable
 
-# Written for this project: common English antonyms that appear in everyday dialogue answers.
+# Written for this project: common English antonyms that appear in everyday dialogue answers. Words that are
+# as often another part of speech are left out ("the patient" is no adjective: "the impatient" is nonsense;
+# "kind" is a sort, "present" a gift, "well" an adverb, "light" a lamp).
 _PAIRS = """
 happy sad; happily sadly; pleased annoyed; glad sorry; excited bored; calm angry; relaxed nervous;
 love hate; loves hates; loved hated; like dislike; likes dislikes; liked disliked; agree refuse; agrees refuses;
@@ -39,18 +41,18 @@ early late; earlier later; before after; first last; always never; often rarely;
 many few; much little; big small; large small; long short; tall short; high low; heavy light; hot cold;
 warm cool; fast slow; quickly slowly; new old; young old; rich poor; cheap expensive; easy difficult;
 hard easy; good bad; better worse; best worst; right wrong; true false; safe dangerous; healthy sick;
-clean dirty; full empty; busy free; quiet noisy; light dark; day night; morning evening; strong weak;
-friendly rude; polite rude; kind cruel; honest dishonest; careful careless; patient impatient; possible impossible;
+clean dirty; full empty; busy free; quiet noisy; day night; morning evening; strong weak;
+friendly rude; polite rude; honest dishonest; careful careless; possible impossible;
 interested uninterested; satisfied dissatisfied; comfortable uncomfortable; lucky unlucky; together alone;
 inside outside; near far; above below; arrive depart; borrow lend; teach learn;
 ask answer; asks answers; asked answered; push pull; laugh cry; laughs cries; laughed cried; smile frown;
-wake sleep; awake asleep; present absent; remember ignore; allow forbid; allows forbids; allowed forbade;
+wake sleep; awake asleep; remember ignore; allow forbid; allows forbids; allowed forbade;
 help hinder; helps hinders; helped hindered; save spend; saves spends; saved spent; wins loses; husband wife;
 boyfriend girlfriend; brother sister; father mother; son daughter; uncle aunt; king queen; boy girl;
 surprised unsurprised; worried relieved; anxious relaxed; grateful ungrateful; proud ashamed; confident insecure;
 curious indifferent; disappointed satisfied; impressed unimpressed; amused annoyed; hopeful hopeless;
 shocked unsurprised; upset pleased; frustrated content; thankful resentful; eager reluctant; tired energetic;
-hungry full; sick well; agree disagree; agrees disagrees; agreed disagreed; join leave; joins leaves; joined left;
+hungry full; agree disagree; agrees disagrees; agreed disagreed; join leave; joins leaves; joined left;
 invite ignore; invites ignores; invited ignored; praise criticize; praises criticizes; praised criticized;
 support oppose; supports opposes; supported opposed; attend skip; attends skips; attended skipped;
 cancel confirm; cancels confirms; cancelled confirmed; include exclude; includes excludes; included excluded;
