@@ -136,7 +136,7 @@ def test_name_and_role_swaps_are_not_distractors_by_default():
 def test_words_that_are_mostly_nouns_are_not_flipped():
     """A blind reader found "The impatient wants to follow the hospital's advice": "patient" is a person."""
     assert not lx.antonym_rewrites("The patient wants to follow the hospital's advice.")
-    assert not lx.antonym_rewrites("She bought a birthday present.")
+    assert [t for _, t in lx.antonym_rewrites("She bought a birthday present.")] == ["She sold a birthday present."]
 
 
 def test_evidence_names_the_changed_words():
