@@ -432,7 +432,7 @@ def test_af_caps_rewrites_of_the_gold_and_reuse_of_one_text():
         assert sum(gen[c] == "lexical" for c in st["distractors"]) <= 2
     held = pd.Series([text[c] for st in state.values() for c in st["distractors"]]).value_counts()
     junk = held[held.index.isin(cands.loc[cands["rule"] == "junk", "candidate"])]
-    assert junk.max() <= 5
+    assert junk.max() <= 2 * 5  # max_reuse, and twice that for an item that could not be filled otherwise
 
 
 def test_hellaswag_swap_rule():

@@ -62,16 +62,16 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     split_of = dict(zip(view["id"], view["split"].astype(str))) if "split" in view.columns else {}
     used: dict[tuple[str, str], int] = {}  # (split, text) -> instances holding it as a distractor
 
-    def fits(iid: str, cid: str, holding: list[str], leaving: str | None = None) -> bool:
+    def fits(iid: str, cid: str, holding: list[str], leaving: str | None = None, reuse: int = max_reuse) -> bool:
         """May instance `iid`, holding `holding` (minus `leaving`), take candidate `cid`?"""
         if max_rewrites and generator_of.get(cid) == "lexical":
             rewrites = sum(generator_of.get(c) == "lexical" for c in holding if c != leaving)
             if rewrites >= max_rewrites:
                 return False
-        if max_reuse:
+        if reuse:
             key = (split_of.get(iid, ""), text[cid].strip().lower())
             own = leaving is not None and text[leaving].strip().lower() == key[1]
-            if used.get(key, 0) - own >= max_reuse:
+            if used.get(key, 0) - own >= reuse:
                 return False
         return True
 
@@ -93,7 +93,20 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
                 chosen.append(cid)
                 hold(inst.id, cid, +1)
         state[inst.id] = {"distractors": chosen, "unused": [c for c in order if c not in chosen], "swaps": 0,
-                          "initial": list(chosen), "held_out_rounds": [], "swap_rounds": []}
+                          "initial": list(chosen), "held_out_rounds": [], "swap_rounds": [], "k": k}
+    # An item whose candidates are all popular texts (answers that many items retrieve) would be starved by
+    # the items before it: a second pass lets it reach twice max_reuse, so one text stays in a few items of
+    # a split and nearly every item is filled (the manifest counts the texts above max_reuse).
+    if max_reuse:
+        for iid, st in state.items():
+            for cid in list(st["unused"]):
+                if len(st["distractors"]) >= st["k"]:
+                    break
+                if fits(iid, cid, st["distractors"], reuse=2 * max_reuse):
+                    st["distractors"].append(cid)
+                    st["unused"].remove(cid)
+                    hold(iid, cid, +1)
+            st["initial"] = list(st["distractors"])
     by_id = view.set_index("id")
     groups = group_order(view)
     history: list[dict] = []
@@ -281,7 +294,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
         max_rewrites: most distractors of one instance that are rewrites of its own gold (the lexical
             generator's): more would make the gold the centre of its near-copies, a giveaway; 0: no limit
         max_reuse: most instances of one split that may hold the same text as a distractor (a retrieved
-            answer that fits many dialogues recurs otherwise); 0: no limit
+            answer that fits many dialogues recurs otherwise); an item that could not be filled otherwise may
+            take a text up to twice this often (the manifest counts such texts); 0: no limit
         epochs: transformer fine-tuning epochs per iteration
         lr: transformer learning rate; unset: 1e-5 for the full model (the paper's), 5e-5 for the cached one
         batch_size: transformer batch size
@@ -344,6 +358,9 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                 "median": float(held_counts.median()) if len(held_counts) else 0.0,
                 "most": int(held_counts.max()) if len(held_counts) else 0,
                 "never": int((held_counts == 0).sum())}
+    final_texts = pd.Series([t.strip().lower() for ds in data["distractors"] for t in ds]) if len(data) else \
+        pd.Series([], dtype=str)
+    counts = final_texts.value_counts()
     held_plot = hist_png(held_counts.tolist(), "times each instance was held out in adversarial filtering",
                          "rounds held out (count = instances)")
     plot = line_png([h["iteration"] for h in history],
@@ -357,6 +374,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                               "stopped": history[-1].get("stop") if history else None, "history": history,
                               "held_out_times": coverage, "af_instances": "af_instances.parquet",
                               "swap_rule": swap_rule, "max_rewrites": max_rewrites, "max_reuse": max_reuse,
+                              "texts_above_max_reuse": int((counts > max_reuse).sum()) if max_reuse else 0,
+                              "most_uses_of_one_text": int(counts.max()) if len(counts) else 0,
                               # what each final distractor's wrongness rests on (with an NLI model: contradiction too)
                               "evidence": _evidence_counts(data, candidates)},
                        tables={"af_history": history})
