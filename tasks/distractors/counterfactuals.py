@@ -219,12 +219,18 @@ def _texts(passage, gold: str) -> list[str]:
     return [re.sub(r"^\s*[A-Z][a-z]?\s*:\s*", "", str(u)) for u in passage] + [gold]
 
 
+# Entity types a retrieved answer's names are adapted for: people, places, organisations. A time, a date or
+# a number is left as written: swapping it for a phrase of this dialogue ("Only 10 minutes'") breaks the
+# sentence (a blind reader found "to spend a weekend Only 10 minutes' with the speaker").
+ADAPTED = frozenset({"PERSON", "ORG", "GPE", "LOC", "FAC", "NORP"})
+
+
 def adapt_names(text: str, theirs: dict[str, str], ours: dict[str, str]) -> str | None:
     """Replace the other dialogue's named entities in `text` by this dialogue's entities of the same type
     (spaCy NER), in order of appearance; None when one has no stand-in."""
     spare = [n for n in ours if n not in theirs]
     for name, label in theirs.items():
-        if name in ours or not re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text):
+        if name in ours or label not in ADAPTED or not re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text):
             continue
         stand_in = next((n for n in spare if ours[n] == label), None)
         if stand_in is None:
