@@ -104,14 +104,16 @@ def sheet_html(rows: list[dict]) -> bytes:
         by_item.setdefault(r["id"], []).append(r)
     for iid, items in by_item.items():
         head = items[0]
-        parts.append(f"<section><h2>{escape(iid)}</h2><pre>{escape(head['dialogue'])}</pre>")
+        lines = [f"<mark>{escape(t)}</mark>" if head["target"] and head["target"].strip() in t else escape(t)
+                 for t in head["dialogue"].split("\n")]  # the target highlighted where it is said
+        parts.append(f"<section><h2>{escape(iid)}</h2><pre>{chr(10).join(lines)}</pre>")
         if head["target"]:
             parts.append(f"<p><b>Target:</b> {escape(head['target'])}</p>")
         parts.append(f"<p><b>Question:</b> {escape(head['question'])}</p><table>")
         for r in items:
             cls = " class='correct'" if r["role"] != "distractor" else ""
             label = "correct" if r["role"] != "distractor" else f"distractor {r['choice']}"
-            why = f"<br><span class='why'>{escape(r['generator'])} / {escape(r['rule'])}: {escape(r['rationale'])}</span>" \
+            why = f"<br><span class='why'>{escape(r['generator'])}: {escape(r['rationale'] or r['rule'])}</span>" \
                 if r["role"] == "distractor" else ""
             parts.append(f"<tr{cls}><td>{label}</td><td>{escape(r['text'])}{why}</td></tr>")
         parts.append("</table></section>")
