@@ -4,6 +4,7 @@ import csv
 import io
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -129,7 +130,7 @@ def json_line_records(path: Path, result: ReadResult, lenient: bool, source: str
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
-                if _ends_without_newline(path) and _is_last_line(path, n):
+                if _is_cut_last_line(path, n):
                     raise cut_short(path, locator) from None
                 raise RecordError(f"malformed JSON: {exc}") from None  # the whole message, with its position
         except RECORD_ERRORS as exc:
@@ -138,11 +139,18 @@ def json_line_records(path: Path, result: ReadResult, lenient: bool, source: str
         yield n, locator, obj
 
 
-def _is_last_line(path: Path, n: int) -> bool:
-    """Is line n (1-based) the file's last? Asked only of a line that does not parse."""
+def _is_cut_last_line(path: Path, n: int) -> bool:
+    """Is line n (1-based) the last line of a file that ends without a line end? Asked only of a line that
+    does not parse; the file's lines are counted once per file (a file of many bad lines is read twice, not
+    once per bad line)."""
+    st = Path(path).stat()
+    return _ends_without_newline(path) and n == _line_count(str(path), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _line_count(path: str, size: int, mtime_ns: int) -> int:
     with open(path, "rb") as f:
-        count = sum(1 for _ in f)
-    return n == count
+        return sum(1 for _ in f)
 
 
 csv.field_size_limit(MAX_RECORD_BYTES)  # csv's own limit (128 KiB) is below a long but legal field
@@ -171,9 +179,13 @@ def csv_rows(path: str | Path, delimiter: str = ",", pad_short: bool = False
         raise InputError(str(path), "line 1", "invalid UTF-8 in the header")
 
     cut = not text.endswith(("\n", "\r"))  # the last record has no line end: complete, or cut off
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)  # counted once: read per row, never recounted
+    odd_quotes = cut and text.count('"') % 2 == 1
+    if cut and reader.line_num >= lines:  # nothing after a header without its line end: cut inside it
+        raise cut_short(path, "line 1")
 
     def at_end() -> bool:
-        return reader.line_num >= text.count("\n") + (0 if text.endswith("\n") else 1)
+        return reader.line_num >= lines
 
     def rows() -> Iterator[tuple[int, dict | None, str | None]]:
         start = reader.line_num + 1
@@ -189,8 +201,7 @@ def csv_rows(path: str | Path, delimiter: str = ",", pad_short: bool = False
                 start = reader.line_num + 1
                 continue
             n, start = start, reader.line_num + 1
-            if cut and at_end() and row and (len(row) < len(header) or
-                                             (text.count('"') % 2 == 1 and '"' in "".join(row))):
+            if cut and at_end() and row and (len(row) < len(header) or (odd_quotes and '"' in "".join(row))):
                 raise cut_short(path, f"line {n}")
             if not row:
                 continue  # a blank line

@@ -198,8 +198,9 @@ def _candidates(pairs):
 
 
 def test_a_retrieved_answer_that_fits_this_dialogue_is_left_out():
-    """Dialogues d00 and d10 are about the same topic: d10's answer fits d00 as well as d00's own; a
-    judge trained on which answer belongs to which dialogue says so, and the filter leaves it out."""
+    """An answer written for another dialogue that fits this one at least as well as its own gold (it even
+    names this dialogue's "dog number 0") is likely correct here: the judge of which answer belongs to which
+    dialogue scores it at or above the gold; an answer about a piano lesson falls far below."""
     from tasks.distractors.candidate_filter import likely_correct_here
 
     inst = _instances(30, 1)
@@ -207,14 +208,14 @@ def test_a_retrieved_answer_that_fits_this_dialogue_is_left_out():
                       for t in inst["target"]]
     items = _items(inst)
     gold = dict(zip(items["id"], items["gold"]))
-    cands = pd.DataFrame([{"id": "i00-0/cf000", "instance_id": "i00-0", "gold": gold["i00-0"],
-                           "candidate": "The speaker is worried about the dog and its health.", "generator": "retrieval"},
-                          {"id": "i00-0/cf001", "instance_id": "i00-0", "gold": gold["i00-0"],
-                           "candidate": "The speaker is worried about the piano lesson.", "generator": "retrieval"},
-                          {"id": "i00-0/cf002", "instance_id": "i00-0", "gold": gold["i00-0"],
-                           "candidate": "The speaker is worried about the dog and its health.", "generator": "lexical"}])
-    flags = likely_correct_here(cands, items, EMBED, 0, None)
-    assert flags.tolist() == [True, False, False]  # a rewrite is never judged by this rule
+    cands = pd.DataFrame([{"id": f"i00-0/cf00{k}", "instance_id": "i00-0", "gold": gold["i00-0"], "candidate": c,
+                           "generator": g}
+                          for k, (c, g) in enumerate([("The speaker is worried about the dog number 0.", "retrieval"),
+                                                      ("The speaker is worried about the piano lesson.", "retrieval"),
+                                                      ("The speaker is worried about the dog number 0.", "lexical")])])
+    for seed in (0, 1):
+        margin = likely_correct_here(cands, items, EMBED, seed, None)
+        assert margin.iloc[0] >= 0 > margin.iloc[1] and np.isnan(margin.iloc[2]), margin.tolist()  # rewrites: not judged
 
 
 def test_candidate_filter_requires_an_explicit_nli_choice():

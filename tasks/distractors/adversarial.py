@@ -332,8 +332,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
         if not st["distractors"]:  # every candidate it had was held back by max_rewrites / max_reuse
             capped.append({"id": inst.id, "reason_code": "no_admissible_candidate",
                            "reason": f"all {len(st['unused'])} candidate(s) of its pool are rewrites of its gold "
-                                     f"beyond max_rewrites = {max_rewrites} or texts already used max_reuse = "
-                                     f"{max_reuse} times in its split"})
+                                     f"beyond max_rewrites = {max_rewrites} or texts other items of its split "
+                                     f"already hold {2 * max_reuse} times (twice max_reuse = {max_reuse})"})
             continue
         rows.append({"id": inst.id, "group_id": inst.group_id, "gold": inst.gold,
                      "distractor_ids": st["distractors"], "distractors": [text[c] for c in st["distractors"]],

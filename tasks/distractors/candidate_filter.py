@@ -83,8 +83,9 @@ def similarities(candidates: pd.DataFrame, correct: dict[str, list[str]], spec: 
 
 def likely_correct_here(candidates: pd.DataFrame, instances: pd.DataFrame, spec: EmbedSpec, seed: int,
                         ctx: StageContext | None, negatives: int = 3) -> pd.Series:
-    """For each retrieved candidate (an answer written for another dialogue): does a judge that knows which
-    answer belongs to which dialogue score it at least as high as this item's own gold? Such an answer fits
+    """For each retrieved candidate (an answer written for another dialogue): its score minus the item's own
+    gold's, by a judge that knows which answer belongs to which dialogue (NaN for other candidates). An
+    answer at or above its item's gold (margin >= 0) fits
     this dialogue as well as its own answer does: it is likely correct here too ("A wanted B to know A
     will be delayed" for a speaker held up at work). The judge is a linear probe on frozen embeddings
     trained to pick each item's gold among `negatives` answers of other dialogues of its split; it is
@@ -93,10 +94,10 @@ def likely_correct_here(candidates: pd.DataFrame, instances: pd.DataFrame, spec:
     from tasks.distractors.discriminators import LinearProbe
     from tasks.distractors.keys import group_order, instance_keys
 
-    flags = pd.Series(False, index=candidates.index)
+    margins = pd.Series(np.nan, index=candidates.index)  # a retrieved answer's score minus its item's gold's
     retrieved = candidates[candidates["generator"] == "retrieval"]
     if not len(retrieved) or instances is None or not len(instances):
-        return flags
+        return margins
     inst = instances.reset_index(drop=True)
     order = group_order(inst)
     rng = compute.rng(seed, "likely-correct-halves")
@@ -112,13 +113,22 @@ def likely_correct_here(candidates: pd.DataFrame, instances: pd.DataFrame, spec:
         if len(train) < 2 or not len(test):
             continue
         contexts, choices = [], []
+        pools = {s: (part["gold"].tolist(), part["group_id"].tolist())
+                 for s, part in train.groupby(split[train.index].values, sort=False)}
         for r, s in zip(train.itertuples(), split[train.index]):
-            others = train[(train["group_id"] != r.group_id) & (split[train.index] == s)]["gold"].tolist()
-            if not others:
+            golds, groups = pools[s]
+            # negatives drawn at random (a few draws, never the whole split per row: 30K rows stay linear)
+            draws = compute.rng(seed, "likely-correct-negatives", key_of[r.id]).integers(len(golds), size=8 * negatives)
+            picked: list[str] = []
+            for k in draws:
+                if groups[k] != r.group_id and golds[k] != r.gold and golds[k] not in picked:
+                    picked.append(golds[k])
+                    if len(picked) == negatives:
+                        break
+            if not picked:  # every draw fell in its own dialogue (a split of one or two dialogues)
                 continue
-            pick = compute.rng(seed, "likely-correct-negatives", key_of[r.id]).permutation(len(others))[:negatives]
             contexts.append(r.context)
-            choices.append([r.gold] + [others[k] for k in pick])
+            choices.append([r.gold] + picked)
         if not contexts:
             continue
         probe = LinearProbe(vector, seed=seed).fit(contexts, choices, [0] * len(contexts))
@@ -126,8 +136,8 @@ def likely_correct_here(candidates: pd.DataFrame, instances: pd.DataFrame, spec:
         for iid, group in mine.groupby("instance_id", sort=False):
             row = by_id.loc[iid]
             scores = probe.score([row["context"]], [[row["gold"]] + group["candidate"].tolist()])[0]
-            flags.loc[group.index] = scores[1:] >= scores[0]
-    return flags
+            margins.loc[group.index] = scores[1:] - scores[0]
+    return margins
 
 
 def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = None, *, embedder: EmbedSpec = PAPER_EMBEDDER,
@@ -158,9 +168,10 @@ def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = 
     sims2, closest2 = similarities(candidates, correct, embed, ctx) if embed != embedder else (sims, closest)
     df = candidates.assign(similarity=np.asarray(sims, dtype=float), closest_correct=closest,
                            embed_similarity=np.asarray(sims2, dtype=float))
-    fits_here = likely_correct_here(candidates, instances, embed, seed, ctx) if retrieval_guard and \
-        instances is not None and "context" in instances.columns else pd.Series(False, index=candidates.index)
-    df["likely_correct_here"] = fits_here.values
+    margin = likely_correct_here(candidates, instances, embed, seed, ctx) if retrieval_guard and \
+        instances is not None and "context" in instances.columns else pd.Series(np.nan, index=candidates.index)
+    df["fit_margin"] = margin.values  # kept: a reviewer can see how near the guard each retrieved answer came
+    df["likely_correct_here"] = (margin >= 0).values
     if nli == OFF:
         df["contradiction"] = np.nan
         df["nli_label"] = None

@@ -165,6 +165,10 @@ def file_pools(view: pd.DataFrame, *, candidates: str | None) -> Pool:
     return {i: [(Path(candidates).name, t) for t in given.get(i, [])] for i in view["id"]}
 
 
+RETRIEVAL_BLOCK = 1024  # rows of the split scored at once (1024 x 30K float64: 240 MB)
+SAME_QUESTION = 10.0  # lifts answers to the same question above every other (two cosines sum to at most 2)
+
+
 def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: StageContext | None) -> Pool:
     """Gold answers of other groups (dialogues) in the same split, the most similar first (the hardest to
     tell apart), with names the other dialogue had swapped for this dialogue's names of the same kind; a
@@ -187,30 +191,41 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
         members.setdefault(s, []).append(k)
     for _, rows in members.items():
         rows = np.asarray(rows)
-        sims = gold_v[rows] @ gold_v[rows].T + question_v[rows] @ question_v[rows].T
-        for a_local, a in enumerate(rows):
-            iid = ids[a]
-            ours = entities(_texts(passages[a], golds[a])) if iid not in chinese else {}
-            same_q = sorted((b for b in range(len(rows)) if questions[rows[b]] == questions[a]),
-                            key=lambda b: (-sims[a_local, b], ids[rows[b]]))
-            rest = sorted((b for b in range(len(rows)) if questions[rows[b]] != questions[a]),
-                          key=lambda b: (-sims[a_local, b], ids[rows[b]]))
-            taken: list[tuple[str, str]] = []
-            seen = {golds[a].strip().lower()}
-            for b_local in same_q + rest:
-                if len(taken) >= depth:
-                    break
-                b = rows[b_local]
-                if groups[b] == groups[a] or golds[b].strip().lower() in seen:
-                    continue
-                # Chinese text: spaCy's English NER finds no names to adapt; taken as written
-                adapted = golds[b] if iid in chinese else \
-                    adapt_names(golds[b], entities(_texts(passages[b], golds[b])), ours)
-                if adapted is not None:
-                    seen.add(golds[b].strip().lower())
-                    how = "retrieval" if questions[b] == questions[a] else "retrieval:other_question"
-                    taken.append((f"{how}:{ids[b]}", adapted))
-            out[iid] = taken
+        g, q = gold_v[rows].astype(np.float64), question_v[rows].astype(np.float64)
+        code = pd.factorize(pd.Series([questions[k] for k in rows]))[0]
+        n = len(rows)
+        # Scored a block of rows at a time (a split of 30K answers is never one 30K x 30K matrix), answers to
+        # the same question lifted above every other (cosines sum to at most 2), each row's best few found by
+        # argpartition, then ordered by (score, id) as a full sort would.
+        for start in range(0, n, RETRIEVAL_BLOCK):
+            block = np.arange(start, min(n, start + RETRIEVAL_BLOCK))
+            scores = g[block] @ g.T + q[block] @ q.T + SAME_QUESTION * (code[block][:, None] == code[None, :])
+            for r, a_local in enumerate(block):
+                a = rows[a_local]
+                iid = ids[a]
+                ours = entities(_texts(passages[a], golds[a])) if iid not in chinese else {}
+                taken: list[tuple[str, str]] = []
+                seen = {golds[a].strip().lower()}
+                looked = 0
+                width = min(n, 4 * depth + 16)
+                while len(taken) < depth and looked < n:
+                    best = np.argpartition(-scores[r], width - 1)[:width] if width < n else np.arange(n)
+                    order = sorted(best.tolist(), key=lambda b: (-scores[r, b], ids[rows[b]]))[looked:]
+                    for b_local in order:
+                        if len(taken) >= depth:
+                            break
+                        b = rows[b_local]
+                        if groups[b] == groups[a] or golds[b].strip().lower() in seen:
+                            continue
+                        # Chinese text: spaCy's English NER finds no names to adapt; taken as written
+                        adapted = golds[b] if iid in chinese else \
+                            adapt_names(golds[b], entities(_texts(passages[b], golds[b])), ours)
+                        if adapted is not None:
+                            seen.add(golds[b].strip().lower())
+                            how = "retrieval" if questions[b] == questions[a] else "retrieval:other_question"
+                            taken.append((f"{how}:{ids[b]}", adapted))
+                    looked, width = width, min(n, width * 4)  # too many skipped: look further down the row
+                out[iid] = taken
     return out
 
 

@@ -57,14 +57,19 @@ def one_correct_each(items: list[int], choices, correct) -> tuple[list[int], lis
     return origin, out, gold
 
 
+def _probe_scores(train, test, contexts, choices, correct, vector, seed: int) -> list[np.ndarray]:
+    """A linear probe fitted on the train instances (one correct answer each), scoring the test ones."""
+    origin, train_choices, gold = one_correct_each(train, choices, correct)
+    probe = LinearProbe(vector, seed=seed).fit([contexts[i] for i in origin], train_choices, gold)
+    return probe.score([contexts[i] for i in test], [choices[i] for i in test])
+
+
 def probe_accuracy(train: list[int], test: list[int], contexts, choices, correct, vector,
                    seed: int) -> tuple[float, float]:
     """(accuracy, pairwise accuracy): the share of test items whose top choice is correct, and the share
     of (correct, distractor) pairs in which the correct answer scores higher. Pairs compare item sets
     with different numbers of choices fairly."""
-    origin, train_choices, gold = one_correct_each(train, choices, correct)
-    probe = LinearProbe(vector, seed=seed).fit([contexts[i] for i in origin], train_choices, gold)
-    scores = probe.score([contexts[i] for i in test], [choices[i] for i in test])
+    scores = _probe_scores(train, test, contexts, choices, correct, vector, seed)
     acc = float(np.mean([int(np.argmax(s)) in correct[i] for i, s in zip(test, scores)]))
     won = [s[c] > s[d] for i, s in zip(test, scores) for c in correct[i] for d in range(len(s)) if d not in correct[i]]
     return acc, float(np.mean(won)) if won else float("nan")
@@ -72,9 +77,7 @@ def probe_accuracy(train: list[int], test: list[int], contexts, choices, correct
 
 def probe_correct(train: list[int], test: list[int], contexts, choices, correct, vector, seed: int) -> np.ndarray:
     """Per test instance: is the linear probe's top choice a correct one (trained one correct answer each)."""
-    origin, train_choices, gold = one_correct_each(train, choices, correct)
-    probe = LinearProbe(vector, seed=seed).fit([contexts[i] for i in origin], train_choices, gold)
-    scores = probe.score([contexts[i] for i in test], [choices[i] for i in test])
+    scores = _probe_scores(train, test, contexts, choices, correct, vector, seed)
     return np.asarray([int(np.argmax(s)) in correct[i] for i, s in zip(test, scores)], dtype=float)
 
 
