@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from csk.compute import cpu_model
-from tasks.cicero.targets import textrank, textrank_batch
+from tasks.textrank import textrank, textrank_batch
 
 
 def main() -> None:

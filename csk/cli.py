@@ -614,57 +614,6 @@ def verify(pipeline: Optional[str] = typer.Argument(None, help="the pipeline; no
         raise typer.Exit(1)
 
 
-@app.command("precision")
-def precision_command(device: str = typer.Option("auto", "--device", help="cpu, cuda[:i], or auto (CUDA when visible)"),
-                      refresh: bool = typer.Option(False, "--refresh", help="measure again and replace the cached answer"),
-                      as_json: bool = typer.Option(False, "--json", help="print the cached records as JSON"),
-                      model: str = typer.Option(None, "--model", help="the sentence embedder whose precision ladder "
-                                                "(fp32 / bf16 / int8) to show (default: the embed tables' default)")) -> None:
-    """This machine's precision decision (bf16 or fp32, for every `precision = "auto"` setting): measured
-    once at the embedder's shapes, cached per CPU model, flags, thread count and torch version; and the
-    sentence embedder's ladder (int8 too, where it is faster and the stages' decisions agree)."""
-    from csk import compute
-    from csk.models import model_identity, resolve_model
-    from csk.precision import cache_path, decision
-    from tasks import embed_precision
-    from tasks.embed import EmbedSpec, load_sentence_model
-
-    dev = compute.device(device)
-    d = decision(dev, refresh=refresh)
-    model = model or EmbedSpec.model_fields["model"].default
-    try:
-        _, sha = model_identity(model, "--model")
-        ladder = embed_precision.decision(sha, dev, lambda: load_sentence_model(
-            resolve_model(model, "sentence embedder", "--model"), dev), refresh=refresh)
-    except CskError as exc:
-        _fail(exc)
-    if as_json:
-        print(json.dumps({"machine": d, "embedder": ladder}, indent=2, sort_keys=True))
-        return
-    fp = d["fingerprint"]
-    console.print(f"[bold]{d['precision']}[/]: {escape(d['why'])}", highlight=False, soft_wrap=True)
-    console.print(f"machine: {escape(fp['cpu'])} ({fp['cpu_capability']}; {', '.join(f for f in fp['flags'] if 'bf16' in f or 'amx' in f or f in ('avx2', 'avx512f')) or 'no AVX2'}), "
-                  f"{fp['threads']} threads, torch {fp['torch']}" + (f", {fp['gpu']}" if fp.get("gpu") else ""),
-                  highlight=False, soft_wrap=True)
-    if "gflops" in d:
-        console.print(f"at the plan's shapes, one thread: fp32 {d['gflops']['fp32']} GFLOP/s, bf16 {d['gflops']['bf16']} GFLOP/s; "
-                      f"speed-up per round {d['speedups']} (median {d['speedup']}, needs {d['min_speedup']})",
-                      highlight=False, soft_wrap=True)
-    else:
-        console.print(f"quick screen: bf16 {d['screen_speedup']}x fp32", highlight=False)
-    console.print(f"measured {d['measured']}; cached in {cache_path(fp)} (--refresh measures again)",
-                  highlight=False, soft_wrap=True)
-    console.print(f"embedder {escape(model)}: [bold]{ladder['precision']}[/] ({escape(ladder['why'])})",
-                  highlight=False, soft_wrap=True)
-    for rung, s in (ladder.get("speedup") or {}).items():
-        a = (ladder.get("agreement") or {}).get(rung, {})
-        same = ", ".join(f"{k.replace('_', ' ')} {a[k]:.2%} (of {a['counted'][k]})" for k in embed_precision.BARS if k in a)
-        one, every = (ladder.get("speedup_one_thread") or {}).get(rung), (ladder.get("speedup_all_threads") or {}).get(rung)
-        console.print(f"  {rung}: {s}x fp32 (whole passes: {one}x on one thread, {every}x on {ladder.get('threads')}); "
-                      f"decisions as fp32: {same}; min cosine {a.get('min_cosine')}",
-                      highlight=False, soft_wrap=True)
-
-
 @app.command()
 def gc(store: Path = STORE,
        apply: bool = typer.Option(False, "--apply", help="remove them (default: only list them)"),
@@ -791,7 +740,17 @@ def _user_errors(cmd):
     return wrapper
 
 
+def _add_plugin_commands() -> None:
+    """`csk NAME`: commands that need the stages' code (e.g. `csk precision`, the embedder's ladder),
+    named in the `csk.commands` entry points of pyproject.toml, so the kernel imports none of it."""
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group="csk.commands"), key=lambda e: e.name):
+        app.command(ep.name)(_user_errors(ep.load()))
+
+
 _add_pipeline_commands()
+_add_plugin_commands()
 
 
 def _damaged_store_files(kwargs: dict) -> list[str]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import pkgutil
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
@@ -255,15 +254,18 @@ def unregister(name: str) -> None:
 
 
 def discover() -> dict[str, Pipeline]:
-    """Import every module of the `flows` package (and of $CSK_PIPELINES, comma-separated module
-    names) and register the `PIPELINE` each declares."""
+    """Register the `PIPELINE` of every module named in the `csk.pipelines` entry points (pyproject.toml)
+    and in $CSK_PIPELINES (comma-separated module names). The kernel imports no dataset code by name."""
     global _DISCOVERED
     if not _DISCOVERED:
-        import flows
+        from importlib.metadata import entry_points
 
-        names = [f"flows.{m.name}" for m in pkgutil.iter_modules(flows.__path__) if not m.name.startswith("_")]
+        names = [ep.value.split(":")[0] for ep in entry_points(group="csk.pipelines")]
+        if not names:
+            raise CskError("no pipeline is installed: the `csk.pipelines` entry points of pyproject.toml are "
+                           "missing; run `make install` (pip install -e .) again")
         names += [n.strip() for n in os.environ.get("CSK_PIPELINES", "").split(",") if n.strip()]
-        for name in names:
+        for name in dict.fromkeys(names):
             module = importlib.import_module(name)
             pipeline = getattr(module, "PIPELINE", None)
             if isinstance(pipeline, Pipeline):

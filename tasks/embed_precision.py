@@ -43,9 +43,11 @@ from typing import Any
 
 import numpy as np
 
+import typer
+
 from csk.precision import MIN_SPEEDUP, cache_dir, fingerprint_id, machine_material
 
-METHOD = 5  # how the ladder is measured (2: int8 per channel; 3: every thread too; 4: whole passes; 5: bf16 one thread); a new method measures again
+METHOD = 6  # how the ladder is measured (2: int8 per channel; 3: every thread too; 4: whole passes; 5: bf16 one thread; 6: generic ranking decisions); a new method measures again
 BARS = {"dedup_pairs": 0.995, "textrank_targets": 0.99, "candidate_verdicts": 0.995}
 """least share of decisions identical to fp32 for int8 to be taken (issue 28)"""
 ROUNDS = 3
@@ -83,19 +85,20 @@ def texts_of(sample: dict) -> list[str]:
 
 
 def decisions(vector: dict[str, np.ndarray], sample: dict) -> dict:
-    """What the stages decide from these vectors: near-duplicate pairs (dedup), per-dialogue TextRank
-    x1 targets (CICERO's targets stage rule), and the paraphrase verdict of each pair (candidate filter)."""
-    from csk.compute import rng
-    from tasks.cicero.targets import n_targets, select_x1, textrank_batch
+    """What stages decide from these vectors: near-duplicate pairs (dedup), the top-ranked utterances of
+    each dialogue by TextRank (a third of them, at least 2, over its two halves: the kind of choice CICERO's
+    targets make, stated here without any dataset's rule), and the paraphrase verdict of each pair
+    (candidate filter)."""
+    from tasks.textrank import select_x1, textrank_batch
 
     joined = np.stack([vector[t] for t in sample["joined"]])
     sims = joined @ joined.T
     dup = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(sims >= sample["dedup_threshold"], 1)))}
     blocks = [np.stack([vector[u] for u in d]) for d in sample["dialogues"]]
     picks = []
-    for i, (d, scores) in enumerate(zip(sample["dialogues"], textrank_batch(blocks))):
+    for d, scores in zip(sample["dialogues"], textrank_batch(blocks)):
         n = len(d)
-        picks.append(tuple(select_x1(scores, n_targets(n, rng(0, i)), 2 if n <= 8 else 3)))
+        picks.append(tuple(select_x1(scores, max(2, n // 3), 2)))
     verdicts = [float(vector[a] @ vector[b]) >= sample["max_similarity"] for a, b in sample["pairs"]]
     return {"dedup_pairs": dup, "textrank_targets": picks, "candidate_verdicts": verdicts}
 
@@ -323,3 +326,54 @@ def _read(path: Path, machine: dict) -> dict | None:
 def forget() -> None:
     """Drop this process's remembered ladders (tests; `csk precision --refresh`)."""
     _DECISIONS.clear()
+
+
+# ------------------------------------------------------------------ the command (`csk precision`)
+def precision_command(device: str = typer.Option("auto", "--device", help="cpu, cuda[:i], or auto (CUDA when visible)"),
+                      refresh: bool = typer.Option(False, "--refresh", help="measure again and replace the cached answer"),
+                      as_json: bool = typer.Option(False, "--json", help="print the cached records as JSON"),
+                      model: str = typer.Option(None, "--model", help="the sentence embedder whose precision ladder "
+                                                "(fp32 / bf16 / int8) to show (default: the embed tables' default)")) -> None:
+    """This machine's precision decision (bf16 or fp32, for every `precision = "auto"` setting): measured
+    once at the embedder's shapes, cached per CPU model, flags, thread count and torch version; and the
+    sentence embedder's ladder (int8 too, where it is faster and the stages' decisions agree)."""
+    from rich.markup import escape
+
+    from csk import compute
+    from csk.cli import console
+    from csk.models import model_identity, resolve_model
+    from csk.precision import cache_path, decision
+    from tasks import embed_precision
+    from tasks.embed import EmbedSpec, load_sentence_model
+
+    dev = compute.device(device)
+    d = decision(dev, refresh=refresh)
+    model = model or EmbedSpec.model_fields["model"].default
+    _, sha = model_identity(model, "--model")  # a CskError is reported by the command line, not raised
+    ladder = embed_precision.decision(sha, dev, lambda: load_sentence_model(
+        resolve_model(model, "sentence embedder", "--model"), dev), refresh=refresh)
+    if as_json:
+        print(json.dumps({"machine": d, "embedder": ladder}, indent=2, sort_keys=True))
+        return
+    fp = d["fingerprint"]
+    console.print(f"[bold]{d['precision']}[/]: {escape(d['why'])}", highlight=False, soft_wrap=True)
+    console.print(f"machine: {escape(fp['cpu'])} ({fp['cpu_capability']}; {', '.join(f for f in fp['flags'] if 'bf16' in f or 'amx' in f or f in ('avx2', 'avx512f')) or 'no AVX2'}), "
+                  f"{fp['threads']} threads, torch {fp['torch']}" + (f", {fp['gpu']}" if fp.get("gpu") else ""),
+                  highlight=False, soft_wrap=True)
+    if "gflops" in d:
+        console.print(f"at the plan's shapes, one thread: fp32 {d['gflops']['fp32']} GFLOP/s, bf16 {d['gflops']['bf16']} GFLOP/s; "
+                      f"speed-up per round {d['speedups']} (median {d['speedup']}, needs {d['min_speedup']})",
+                      highlight=False, soft_wrap=True)
+    else:
+        console.print(f"quick screen: bf16 {d['screen_speedup']}x fp32", highlight=False)
+    console.print(f"measured {d['measured']}; cached in {cache_path(fp)} (--refresh measures again)",
+                  highlight=False, soft_wrap=True)
+    console.print(f"embedder {escape(model)}: [bold]{ladder['precision']}[/] ({escape(ladder['why'])})",
+                  highlight=False, soft_wrap=True)
+    for rung, s in (ladder.get("speedup") or {}).items():
+        a = (ladder.get("agreement") or {}).get(rung, {})
+        same = ", ".join(f"{k.replace('_', ' ')} {a[k]:.2%} (of {a['counted'][k]})" for k in embed_precision.BARS if k in a)
+        one, every = (ladder.get("speedup_one_thread") or {}).get(rung), (ladder.get("speedup_all_threads") or {}).get(rung)
+        console.print(f"  {rung}: {s}x fp32 (whole passes: {one}x on one thread, {every}x on {ladder.get('threads')}); "
+                      f"decisions as fp32: {same}; min cosine {a.get('min_cosine')}",
+                      highlight=False, soft_wrap=True)

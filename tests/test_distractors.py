@@ -449,6 +449,37 @@ def test_paper_rule_swaps_in_only_candidates_above_the_gold_and_the_replaced_one
     assert sum(h["swaps"] for h in history) == 0
 
 
+def test_hellaswag_rounds_redraw_the_learning_rate_and_convergence_knows_sampling_error():
+    """HellaSwag's AF re-draws each round's learning rate (a factor in [1/2, 2], logged per round); the
+    paper rule keeps it. A cycle's accuracy over a few instances moves by sampling alone: convergence
+    allows noise_z standard errors, and with noise_z = 0 only epsilon."""
+    from tasks.distractors.adversarial import af_loop
+
+    inst, cands = _af_data()
+    items = _items(inst)
+    pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in cands.groupby("instance_id", sort=False)}
+    scales = []
+
+    def make(seed, lr_scale=1.0):
+        scales.append(lr_scale)
+        return TableScorer(seed)
+
+    _, history = af_loop(items, pools, make, max_iterations=4, swap_rule="hellaswag", window=9)
+    assert len(set(scales)) == 4 and all(0.5 <= s <= 2.0 for s in scales)
+    assert [h["lr_scale"] for h in history] == scales
+    scales.clear()
+    _, history = af_loop(items, pools, make, max_iterations=4, swap_rule="paper", window=9)
+    assert set(scales) == {1.0}
+    half = {c: (1.0 if i % 2 else -1.0) for i, c in enumerate(cands["candidate"])}  # some items right, some wrong
+    _, noisy = af_loop(items, pools, lambda seed: TableScorer(seed, half), max_iterations=30, min_held_out=2)
+    p, n = noisy[4]["cycle_accuracy"], sum(h["held_out_instances"] for h in noisy[:5])
+    assert 0 < p < 1 and noisy[4]["tolerance"] == pytest.approx(max(0.01, 2 * np.sqrt(p * (1 - p) / n)))
+    assert noisy[4]["tolerance"] > 0.01  # a few instances: the sampling error, not epsilon, bounds a change
+    _, strict = af_loop(items, pools, lambda seed: TableScorer(seed, half), max_iterations=30, min_held_out=2,
+                        noise_z=0.0)
+    assert all(h["tolerance"] == 0.01 for h in strict if "tolerance" in h)
+
+
 def test_af_caps_rewrites_of_the_gold_and_reuse_of_one_text():
     from tasks.distractors.adversarial import af_loop
 

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tasks.cicero.length_filter import length_filter
-from tasks.cicero.targets import n_targets, segment_bounds
+from tasks.cicero.targets import n_targets
+from tasks.textrank import segment_bounds
 from tasks.corecode.benchmark import letter_labels, perturb, render_prompt
 from tasks.distractors.verification import shuffle_choices
 from tasks.splits import group_splits

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from csk.compute import rng as dialogue_rng
-from tasks.cicero.targets import (QUESTIONS, assign_types, n_targets, segment_bounds, select_x1,
-                                  select_x2, targets, textrank, textrank_batch)
+from tasks.cicero.targets import QUESTIONS, assign_types, n_targets, select_x2, targets
+from tasks.textrank import segment_bounds, select_x1, textrank, textrank_batch
 from tests.conftest import SAMPLE
 
 

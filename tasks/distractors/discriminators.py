@@ -363,6 +363,7 @@ class FrozenLower:
         self.computed = 0
         self.packed: bool | None = None  # row invariance of a pass, probed on first use
         self.batch_tokens = 16384 if self.device.startswith("cuda") else 4096
+        self.block = 8192  # pairs tokenised at a time
 
     def masks(self, mask, hidden):
         """The attention mask in the form the top layers' attention implementation takes."""
@@ -419,24 +420,28 @@ class FrozenLower:
         whichever pairs were cached before or with it: a measurement is a function of its own texts."""
         import torch
 
-        from csk.errors import ConfigError
         from tasks.embed import plan_passes
 
         todo = sorted({p for p in pairs if p not in self.cache})
-        if not todo:
-            return
-        enc = self.tokenizer([c for c, _ in todo], [x for _, x in todo], truncation="only_first",
-                             max_length=self.max_length)
-        ids = [list(x) for x in enc["input_ids"]]
-        types = [list(x) for x in enc["token_type_ids"]] if "token_type_ids" in enc else None
         packed = self._row_invariant()
-        with torch.inference_mode():
-            for rows, padded, idx in plan_passes(np.asarray([len(x) for x in ids]), self.batch_tokens, 64,
-                                                 packed=packed):
-                hidden = self._pass([ids[i] for i in idx], [types[i] for i in idx] if types else None, rows, padded)
-                for i, h in zip(idx, hidden):
-                    self.cache.add(todo[i], h[:len(ids[i])])
-                self.computed += len(idx)
+        # Tokenised a block at a time: a round at the full CICERO size brings ~200K new pairs, whose token
+        # lists alone would hold gigabytes. A pair's pass shape depends on its own length, so blocks change
+        # no byte.
+        for start in range(0, len(todo), self.block):
+            block = todo[start:start + self.block]
+            enc = self.tokenizer([c for c, _ in block], [x for _, x in block], truncation="only_first",
+                                 max_length=self.max_length, return_attention_mask=False)
+            ids = [list(x) for x in enc["input_ids"]]
+            types = [list(x) for x in enc["token_type_ids"]] if "token_type_ids" in enc else None
+            del enc
+            with torch.inference_mode():
+                for rows, padded, idx in plan_passes(np.asarray([len(x) for x in ids]), self.batch_tokens, 64,
+                                                     packed=packed):
+                    hidden = self._pass([ids[i] for i in idx], [types[i] for i in idx] if types else None, rows,
+                                        padded)
+                    for i, h in zip(idx, hidden):
+                        self.cache.add(block[i], h[:len(ids[i])])
+                    self.computed += len(idx)
         self.cache.flush()
 
     def stack(self, pairs: list[tuple[str, str]]):
