@@ -13,7 +13,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 export PREFECT_HOME ?= $(CURDIR)/.prefect
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test test-all bench bench-scale faults clean install postgres
+.PHONY: run test test-all lint bench bench-scale faults clean install postgres
 
 install: $(STAMP)
 
@@ -30,6 +30,10 @@ run: $(STAMP)
 # tests marked slow (real-sample flows, CICERO on a Dask cluster, the cron scheduler).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# ruff, configured in pyproject.toml (CI runs it before the tests).
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q

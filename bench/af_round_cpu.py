@@ -82,12 +82,12 @@ def main() -> None:
     lower = FrozenLower(path, trainable_layers=args.trainable_layers, max_length=args.max_length)
     say(f"precision: {lower.precision} (this machine's decision); cached: top {args.trainable_layers} of "
         f"{lower.layers_total} layers + head trained")
-    cached_s, cached_acc, _ = rounds(view, pools, lambda: CachedTransformerMC(lower, epochs=args.epochs,
-                                                                             seed=args.seed), args.rounds, args.seed)
+    cached_s, cached_acc, _ = rounds(view, pools, lambda seed=args.seed: CachedTransformerMC(
+        lower, epochs=args.epochs, seed=seed), args.rounds, args.seed)
     say(f"cached transformer: seconds per round {[round(s, 1) for s in cached_s]}, held-out accuracy {cached_acc}, "
         f"{lower.computed} pairs' lower layers computed")
-    full_s, full_acc, _ = rounds(view, pools, lambda: TransformerMC(path, epochs=args.epochs, lr=5e-5,
-                                                                    max_length=args.max_length, seed=args.seed),
+    full_s, full_acc, _ = rounds(view, pools, lambda seed=args.seed: TransformerMC(path, epochs=args.epochs, lr=5e-5,
+                                                                                  max_length=args.max_length, seed=seed),
                                  args.full_rounds, args.seed)
     say(f"full fine-tune:     seconds per round {[round(s, 1) for s in full_s]}, held-out accuracy {full_acc}")
     steady = float(np.mean(cached_s[1:])) if len(cached_s) > 1 else cached_s[0]
@@ -101,7 +101,8 @@ def main() -> None:
     for n in [int(s) for s in args.sizes.split(",") if s]:
         v = full_view.head(n)
         lw = FrozenLower(path, trainable_layers=args.trainable_layers, max_length=args.max_length)
-        secs, _, _ = rounds(v, pools, lambda: CachedTransformerMC(lw, epochs=args.epochs, seed=args.seed), 2, args.seed)
+        secs, _, _ = rounds(v, pools, lambda seed=args.seed, lw=lw: CachedTransformerMC(lw, epochs=args.epochs, seed=seed),
+                            2, args.seed)
         growth.append((len(v), secs[0], secs[1]))
         say(f"  {len(v):5d} instances: round 1 {secs[0]:.1f} s, round 2 {secs[1]:.1f} s "
             f"({100 * secs[1] / len(v):.1f} s per hundred)")

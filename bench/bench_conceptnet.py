@@ -27,7 +27,7 @@ RELS = ["/r/UsedFor", "/r/IsA", "/r/RelatedTo", "/r/Synonym", "/r/Causes", "/r/D
 def synthetic_dump(path: Path, n: int, seed: int = 0) -> None:
     rnd = random.Random(seed)
     with open(path, "w", encoding="utf-8") as f:
-        for i in range(n):
+        for _i in range(n):
             lang = rnd.choice(LANGS)
             rel = rnd.choice(RELS)
             a, b = f"/c/{lang}/w{rnd.randrange(n // 3 + 1)}", f"/c/{lang}/w{rnd.randrange(n // 3 + 1)}"

@@ -74,10 +74,10 @@ def main() -> None:
         lengths = token_lengths(fp32, texts)
 
         def encode(rung, idx):
-            packed = packing_check(models[rung], "cpu", rung, BATCH_TOKENS["cpu"], 256)["packed"]
-            out = np.zeros((len(idx), fp32.get_embedding_dimension()), np.float32)
-            for rows, padded, sel in plan_passes(lengths[idx], BATCH_TOKENS["cpu"], 256, packed=packed):
-                out[sel] = encode_pass(models[rung], [texts[idx[i]] for i in sel], rows, padded, rung, "cpu")
+            packed = packing_check(models[rung], "cpu", rung, BATCH_TOKENS["cpu"], 256)["packed"]  # noqa: B023  (called at once, in this iteration)
+            out = np.zeros((len(idx), fp32.get_embedding_dimension()), np.float32)  # noqa: B023  (called at once, in this iteration)
+            for rows, padded, sel in plan_passes(lengths[idx], BATCH_TOKENS["cpu"], 256, packed=packed):  # noqa: B023  (called at once, in this iteration)
+                out[sel] = encode_pass(models[rung], [texts[idx[i]] for i in sel], rows, padded, rung, "cpu")  # noqa: B023  (called at once, in this iteration)
             return out
 
         everything = list(range(len(texts)))
@@ -108,7 +108,7 @@ def main() -> None:
                   f"{a['candidate_verdicts']:>9.4f}", flush=True)
         print(f"      (decisions counted: {a['counted']})")
         _, sha = model_identity(spec)
-        chosen = ladder.decision(sha, "cpu", lambda: fp32)
+        chosen = ladder.decision(sha, "cpu", lambda: fp32)  # noqa: B023  (called at once, in this iteration)
         print(f"auto on this machine (calibration sample): {chosen['precision']}: {chosen['why']}", flush=True)
 
 

@@ -440,7 +440,7 @@ def scale_corequisite(config: Path, work: Path, n: int, seed: int, env: dict) ->
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["task_id", "worker_id", "answer", "does_not_make_sense"])
     for t in tasks.itertuples():
-        for k in range(3):
+        for _k in range(3):
             w.writerow([t.id, f"W{rng.randrange(1000):03d}", rng.choice(by_polarity[t.polarity]), 0])
     answers_csv = root / "answers.csv"
     answers_csv.write_text(buf.getvalue(), encoding="utf-8")

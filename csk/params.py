@@ -180,7 +180,7 @@ def resolve_settings(model: type[BaseModel], values: dict, models: list[dict] | 
     found = list(typed_inputs(model, values, marker=Resolved))
     parent = lambda setting: setting.rpartition(".")[0]  # noqa: E731
     devices = {parent(s): compute.device(str(v)) for s, k, v in found if k == "device"}
-    for (s, k, v), dev in ((f, devices.get(parent(f[0]))) for f in found if f[1] == "device"):
+    for (s, _k, v), dev in ((f, devices.get(parent(f[0]))) for f in found if f[1] == "device"):
         if dev and dev.startswith("cuda"):
             import torch
 

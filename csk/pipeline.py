@@ -160,7 +160,7 @@ class Pipeline:
         if len(set(names)) != len(names):
             raise ConfigError(f"pipeline {self.name!r}: stage names repeat: {names}")
         try:
-            self.config_model  # every table composes (a setting in two stages of one table agrees)
+            self.config_model  # noqa: B018  (built for its check: every table composes, a setting in two stages agrees)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
@@ -232,7 +232,7 @@ class Pipeline:
         s = self.stage(stage)
         if s.enabled is None:
             return True
-        return bool(getattr(getattr(cfg, s.config_table), "enabled"))
+        return bool(getattr(cfg, s.config_table).enabled)
 
 
 # ------------------------------------------------------------------ registry

@@ -38,7 +38,7 @@ import pandas as pd
 log = logging.getLogger("csk")
 DEFAULT_SHARD_ROWS = 4096
 _SETTINGS: contextvars.ContextVar[dict] = contextvars.ContextVar(
-    "csk_shards", default={"shard_rows": DEFAULT_SHARD_ROWS, "tmp": None})
+    "csk_shards", default={"shard_rows": DEFAULT_SHARD_ROWS, "tmp": None})  # noqa: B039  (never mutated: copied on set)
 
 
 @contextmanager

@@ -205,7 +205,7 @@ def test_every_released_tuple_is_a_target_the_parser_reads_back(real):
     df = _release(real)
     n = 0
     for _, row in df.iterrows():
-        for head, rel, tail in list(row["tuples_single"]) + list(row["tuples_pair"]):
+        for head, _rel, tail in list(row["tuples_single"]) + list(row["tuples_pair"]):
             assert parse_output(target(head, tail)) == (head.strip(), tail.strip())
             n += 1
     assert n == 307  # SEEDS 4.4: 307 train tuples

@@ -328,7 +328,6 @@ def _toy_mc(n: int = 24):
 
 
 def test_cached_activations_are_a_function_of_the_pair_alone(tmp_path):
-    import torch
 
     from tasks.distractors.discriminators import FrozenLower
 

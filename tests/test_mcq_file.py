@@ -15,7 +15,7 @@ from csk.errors import ConfigError
 from readers.base import RecordError
 from tasks.distractors import chinese
 from tasks.distractors.mcq_file import (Layout, answer_indices, choice_columns, instance, language, mcq_file,
-                                        parse_map, rebuilt_file, rebuilt_record, write_records)
+                                        parse_map, rebuilt_file, rebuilt_record)
 from tests.conftest import SAMPLE
 
 FILES = SAMPLE / "distractors"

