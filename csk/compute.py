@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import time
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -172,6 +173,34 @@ def autocast(precision_name: str, dev: str):
 
 
 # ------------------------------------------------------------------ seeded generators
+def training_threads() -> int:
+    """The intra-op thread count every trained stage runs with on this machine: the CPUs this process
+    may use, whatever OMP_NUM_THREADS, a Dask worker (one thread each) or an earlier stage set. Training
+    sums gradients in an order the thread count decides, so another count is another model: fixed, the
+    local, one-thread and Dask runs train the same one (and the count is in such a stage's key)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@contextmanager
+def fixed_threads(n: int):
+    """Run the block with `n` torch intra-op threads, then restore the count."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield n
+    finally:
+        torch.set_num_threads(before)
+
+
+def trains(fn):
+    """Marks a stage function that trains a model (or solves one by iterative optimisation): the
+    runtime runs it with `training_threads()` threads and keys it by that count."""
+    fn.trains = True
+    return fn
+
+
 def rng(seed: int, *key: Any) -> np.random.Generator:
     """The generator for one keyed random choice (a dialogue, an instance, an iteration): it depends on
     the seed and the key only, so a row's draws do not depend on which other rows are in the run."""

@@ -123,6 +123,11 @@ class Stage:
     def config_table(self) -> str:
         return self.table or self.name
 
+    @property
+    def trains(self) -> bool:
+        """Does its function train a model (`csk.compute.trains`)? It then runs with a fixed thread count."""
+        return bool(getattr(self.fn, "trains", False))
+
     def _roots(self) -> tuple[Callable, str]:
         return self.fn, self.contract.__module__
 

@@ -24,6 +24,7 @@ second waits for the first and reuses its artifact instead of computing it again
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import io
@@ -43,6 +44,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from csk import compute
 from csk.compute import host_record, sha256_file
 from csk.params import resolve_settings
 from csk.progress import stage_label
@@ -502,6 +504,8 @@ class Store:
         resolved = resolve_settings(stage.params_model, params_json, models, self.root / "_cache")
         if resolved:  # "auto" precision and device as decided here: another decision, another key
             material["resolved"] = resolved
+        if stage.trains:  # a model trained with another thread count is another model (`compute.trains`)
+            material["training_threads"] = compute.training_threads()
         key = hashlib.sha256(canonical_json(material).encode()).hexdigest()[:24]
         return Plan(pipeline, stage, model, params_json, list(inputs), input_hashes, files, models, key, resolved,
                     names)
@@ -522,7 +526,8 @@ class Store:
         if "ctx" in inspect.signature(plan.stage.fn).parameters:
             kwargs["ctx"] = ctx
         kwargs.update(zip(plan.input_names, frames))
-        with stage_label(plan.stage.name):
+        with stage_label(plan.stage.name), (compute.fixed_threads(compute.training_threads()) if plan.stage.trains
+                                            else contextlib.nullcontext()):
             out = plan.stage.fn(**kwargs)
         if not isinstance(out, StageOutput):
             raise TypeError(f"stage {plan.stage.name!r} must return a StageOutput, got {type(out).__name__}")

@@ -95,7 +95,8 @@ def fine_tune(base: str | Path, out: str | Path, pairs: Sequence[tuple[str, str]
     autocast = compute.autocast("bf16" if device == "cuda" else "fp32", device)
     step, loss_value = 0, float("nan")
     model.train()
-    with progress(total, desc, unit="steps") as bar:
+    threads = compute.training_threads()  # another thread count sums gradients in another order: another model
+    with progress(total, desc, unit="steps") as bar, compute.fixed_threads(threads):
         for epoch in range(epochs):
             order = compute.rng(seed, "fine-tune", epoch).permutation(len(pairs))
             for s in range(0, len(pairs), batch_size):
@@ -120,6 +121,6 @@ def fine_tune(base: str | Path, out: str | Path, pairs: Sequence[tuple[str, str]
     model.save_pretrained(out)
     tok.save_pretrained(out)
     record = {"pairs": len(pairs), "steps": step, "epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed,
-              "loss": loss_value, "base": str(path), "device": device, **(info or {})}
+              "loss": loss_value, "base": str(path), "device": device, "threads": threads, **(info or {})}
     (out / "csk_training.json").write_text(json.dumps(record, indent=2))
     return record

@@ -129,3 +129,13 @@ def test_inputs_bind_by_name():
         bind_inputs(s, {"splits": "S"})
     with pytest.raises(CskError, match=r"has no input \['dialogs'\]"):
         bind_inputs(s, {"dialogs": "D"})
+
+
+def test_an_edit_to_ciceros_targets_recomputes_only_cicero(fresh_codehash, tmp_path, monkeypatch):
+    """TextRank lives in the shared tasks/textrank.py; CICERO's own target rules reach no other pipeline's
+    stage (the precision ladder's ranking check is generic), so `csk status` recomputes nothing there."""
+    before = _all("code_hash")
+    _edit(tmp_path, monkeypatch, "tasks.cicero.targets")
+    after = _all("code_hash")
+    changed = sorted(k for k in before if after[k] != before[k])
+    assert changed and all(k.startswith("cicero/") for k in changed), changed

@@ -274,6 +274,7 @@ def vector_lookup(texts: list[str], embed: EmbedSpec | dict, ctx: StageContext |
         return emb.lookup(texts)
 
 
+@compute.trains  # fits discriminators: a fixed thread count, in its key
 def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, seed: int = 0,
                        embed: EmbedSpec = EmbedSpec(),
                        discriminator: Literal["linear-probe", "transformer", "cached-transformer"] = "cached-transformer",

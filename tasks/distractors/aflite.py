@@ -78,6 +78,7 @@ def aflite_rounds(contexts, choices, gold, vector, *, n: int = 0, m: int = 64, t
     return removed, history
 
 
+@compute.trains  # fits discriminators: a fixed thread count, in its key
 def aflite(mcq: pd.DataFrame, instances: pd.DataFrame, *, embed: EmbedSpec = EmbedSpec(), seed: int = 0, n: int = 0,
            m: int = 64, t: float = 0.5, k: int = 500, tau: float = 0.75,
            ctx: StageContext | None = None) -> StageOutput:

@@ -140,6 +140,7 @@ def likely_correct_here(candidates: pd.DataFrame, instances: pd.DataFrame, spec:
     return margins
 
 
+@compute.trains  # fits discriminators: a fixed thread count, in its key
 def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = None, *, embedder: EmbedSpec = PAPER_EMBEDDER,
                      max_similarity: float = 0.9, embed: EmbedSpec = EmbedSpec(), max_embed_similarity: float = 0.91,
                      retrieval_guard: bool = True, nli: ModelDir = None, nli_batch_size: int = 32, seed: int = 0,

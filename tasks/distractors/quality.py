@@ -136,6 +136,7 @@ def group_bootstrap(groups: list[str], values: dict[str, np.ndarray], n_resample
     return out
 
 
+@compute.trains  # fits discriminators: a fixed thread count, in its key
 def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: pd.DataFrame, *,
                        embed: EmbedSpec = EmbedSpec(), similarity_embedder: EmbedSpec = PAPER_EMBEDDER, seed: int = 0,
                        quality: Literal["off", "fast", "full"] = "full",
