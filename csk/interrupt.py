@@ -42,12 +42,73 @@ def start_temporary_server():
 
     from prefect.server.api import server as server_module
 
+    stopped = stop_stale_servers()
+    if stopped:
+        print(f"stopped {len(stopped)} temporary Prefect server(s) left by earlier runs that died: pid "
+              f"{', '.join(map(str, stopped))}", file=sys.stderr)
     server = server_module.SubprocessASGIServer()  # the instance get_client() finds and reuses
     if not server.running:
         with mock.patch.object(server_module.subprocess, "Popen", partial(subprocess.Popen, start_new_session=True,
                                                                           preexec_fn=_die_with_parent())):
             server.start()
+        if server.server_process is not None:
+            _register(server.server_process.pid, server.port)
     return server
+
+
+def _servers_dir() -> Path:
+    from csk.precision import cache_dir
+
+    return cache_dir() / "servers"
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot, /proc/PID/stat field 22): a pid with another
+    start time is another process. None when there is no such process."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw.rsplit(")", 1)[1].split()[19]
+
+
+def _register(pid: int, port: int | None) -> None:
+    """Note which run started which temporary server, so a later run can stop it if the run died and
+    the server did not (no parent-death signal: not Linux, or a server of an older csk)."""
+    import json
+
+    d = _servers_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    entry = {"pid": pid, "pid_start": _start_time(pid), "parent": os.getpid(), "parent_start": _start_time(os.getpid()),
+             "port": port}
+    (d / f"{pid}.json").write_text(json.dumps(entry))
+
+
+def stop_stale_servers() -> list[int]:
+    """Stop the temporary servers whose run is gone (SIGTERM), forget every entry whose server is gone;
+    a server whose run still runs is left alone. Returns the pids stopped."""
+    import json
+
+    d = _servers_dir()
+    stopped = []
+    for f in sorted(d.glob("*.json")) if d.is_dir() else []:
+        try:
+            e = json.loads(f.read_text())
+        except (OSError, ValueError):
+            f.unlink(missing_ok=True)
+            continue
+        server_alive = e.get("pid_start") is not None and _start_time(e["pid"]) == e["pid_start"]
+        run_alive = e.get("parent_start") is not None and _start_time(e["parent"]) == e["parent_start"]
+        if server_alive and run_alive:
+            continue
+        if server_alive:
+            try:
+                os.kill(e["pid"], signal.SIGTERM)
+                stopped.append(e["pid"])
+            except OSError:
+                pass
+        f.unlink(missing_ok=True)
+    return stopped
 
 
 def _die_with_parent():

@@ -119,3 +119,32 @@ def test_kill_9_leaves_no_process_of_the_run(tmp_path, config_copy):
                 pass
         os.close(leader)
     assert not left, f"still running after kill -9 of their run: {left}"
+
+
+def test_a_run_stops_the_servers_left_by_runs_that_died(tmp_path, monkeypatch):
+    """A server whose run is gone is stopped by the next run; one whose run still runs is left alone;
+    an entry whose server is gone is forgotten."""
+    import json
+
+    from csk import interrupt
+
+    monkeypatch.setenv("CSK_CACHE_DIR", str(tmp_path))
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    kept = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead_run = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead_run.wait()
+    try:
+        interrupt._register(kept.pid, 1)  # started by this (live) process
+        d = tmp_path / "servers"
+        entry = {"pid": orphan.pid, "pid_start": interrupt._start_time(orphan.pid), "parent": dead_run.pid,
+                 "parent_start": "1", "port": 2}
+        (d / f"{orphan.pid}.json").write_text(json.dumps(entry))
+        (d / "999999999.json").write_text(json.dumps({**entry, "pid": 999999999}))
+        assert interrupt.stop_stale_servers() == [orphan.pid]
+        assert orphan.wait(timeout=10) == -signal.SIGTERM
+        assert kept.poll() is None
+        assert sorted(p.name for p in d.iterdir()) == [f"{kept.pid}.json"]
+    finally:
+        for p in (orphan, kept):
+            p.kill()
+            p.wait()
