@@ -50,7 +50,7 @@ bench: $(STAMP)
 bench-scale: $(STAMP)
 	$(BIN)/python bench/scale.py
 
-# The PostgreSQL server tests/test_server.py starts for Prefect (Debian's package; it skips without it).
+# The PostgreSQL server tests/kernel/test_server.py starts for Prefect (Debian's package; it skips without it).
 postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
 	  { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q && \

@@ -33,7 +33,7 @@ from csk.runtime import StageContext, StageOutput
 
 log = logging.getLogger("csk")
 
-# The release's forms (SEEDS 2.2; checked against the released statements by tests/test_corequisite.py).
+# The release's forms (SEEDS 2.2; checked against the released statements by tests/corequisite/test_corequisite.py).
 TEMPLATES = {
     "UsedFor": ["{S} is typically used [MASK] {O}.", "{S} are typically used [MASK] {O}.",
                 "{S} can typically be used [MASK] {O}.", "You can typically use {s} [MASK] {O}."],

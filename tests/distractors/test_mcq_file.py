@@ -1,5 +1,5 @@
 """Reading any multiple-choice file into instances and writing it back (tasks/distractors/mcq_file.py),
-one rule per test; the whole command on every preset is tests/test_flow_distractors.py."""
+one rule per test; the whole command on every preset is tests/distractors/test_flow_distractors.py."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from csk.params import ModelDir
 from csk.runtime import hash_inputs
 from tests import tiny_models
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGES = ("csk", "readers", "tasks", "flows", "data_contracts")
 FORBIDDEN_CALLS = {"eval", "exec", "compile"}
 FORBIDDEN_MODULES = {"pickle", "cPickle", "dill", "marshal", "shelve", "joblib"}

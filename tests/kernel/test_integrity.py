@@ -15,7 +15,7 @@ from csk.cli import app
 from csk.errors import IntegrityError
 from csk.runtime import MANIFEST, Store, check_artifact
 from csk.verify import find_garbage, verify_store
-from tests.test_runtime import LENGTH, LF, SOURCES, SRC_PARAMS, _run_both
+from tests.kernel.test_runtime import LENGTH, LF, SOURCES, SRC_PARAMS, _run_both
 
 
 def _flip(path, offset=None):

@@ -148,7 +148,7 @@ def _stage_cases():
 
     tmp = Path(tempfile.mkdtemp(prefix="csk-empty-"))
     config = tmp / "pipelines.toml"
-    config.write_text((Path(__file__).resolve().parent.parent / "pipelines.toml").read_text()
+    config.write_text((Path(__file__).resolve().parent.parent.parent / "pipelines.toml").read_text()
                       .replace('"data/sample/', f'"{SAMPLE.as_posix()}/'))
     loaded = load_config(config, [])
     cases = []

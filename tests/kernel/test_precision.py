@@ -33,7 +33,7 @@ def fake(p: str) -> dict:
 
 @pytest.fixture(autouse=True)
 def ladder_follows_the_machine(monkeypatch):
-    """These tests fake the machine decision; the embedder's ladder (tests/test_embed_precision.py) then
+    """These tests fake the machine decision; the embedder's ladder (tests/shared/test_embed_precision.py) then
     takes it as it is, without timing the model under a decision this machine did not make."""
     from tasks import embed_precision
 

@@ -12,7 +12,7 @@ import pytest
 from csk import codehash
 from csk.pipeline import discover
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 SLICES = ("cicero", "corequisite", "corecode", "deco")
 
 

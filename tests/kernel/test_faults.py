@@ -10,7 +10,7 @@ import pytest
 
 from bench import faults
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 pytestmark = pytest.mark.flow
 
 
