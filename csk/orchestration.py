@@ -21,7 +21,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from csk.errors import CskError, NoRowsError, SourceError, StageError
 from csk.pipeline import Pipeline, Stage, get_pipeline
@@ -107,13 +107,14 @@ class PipelineRun:
             ACTIVE.update(flow_run_id=flow_run.get_id(), tmp=self.store._tmp)
 
     # -- what a flow body calls
-    def stage(self, name: str, /, **bound: Any) -> ArtifactRef | Pending | None:
-        """Run (or reuse) stage `name`. Its upstream inputs are bound by the stage function's parameter
-        names (`run.stage("dedup", dialogues=filtered, embeddings=vectors)`; an optional one may be
-        None); any other keyword overrides one of its settings, which otherwise come from its table."""
+    def stage(self, which: "str | Stage | Callable", /, **bound: Any) -> ArtifactRef | Pending | None:
+        """Run (or reuse) a stage, named by its function (`run.stage(dedup, dialogues=filtered,
+        embeddings=vectors)`: the declaration's function is the name, as dagster's assets). Its upstream
+        inputs are bound by the function's parameter names (an optional one may be None); any other
+        keyword overrides one of its settings, which otherwise come from its table."""
         from csk.runtime import bind_inputs
 
-        stage = self.pipeline.stage(name)
+        stage = self.pipeline.stage(which)
         input_names = {n for n, _ in stage.inputs}
         inputs = {k: v for k, v in bound.items() if k in input_names}
         overrides = {k: v for k, v in bound.items() if k not in input_names}
@@ -162,8 +163,8 @@ class PipelineRun:
             raise SourceError(f"stage {stage.name!r}: {stop}\nEvery rejected row with its reason: {ref.rejected_path}")
         return ref
 
-    def enabled(self, name: str) -> bool:
-        return self.pipeline.enabled(name, self.config)
+    def enabled(self, which: "str | Stage | Callable") -> bool:
+        return self.pipeline.enabled(which, self.config)
 
     # -- partial runs
     def _partial(self, stage: Stage, params: dict, inputs: dict) -> ArtifactRef | Skipped | Pending | None:

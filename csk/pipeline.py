@@ -173,12 +173,26 @@ class Pipeline:
     def units(self) -> dict[str, str]:
         return {s.name: s.unit for s in self.stages}
 
-    def stage(self, name: str) -> Stage:
-        for s in self.stages:
-            if s.name == name:
-                return s
-        raise CskError(f"pipeline {self.name!r} has no stage {name!r}; its stages: "
-                       f"{', '.join(s.name for s in self.stages)}")
+    def stage(self, which: "str | Stage | Callable") -> Stage:
+        """The declared stage: by its function (how flow bodies name it), its declaration, or its name
+        (the command line's and the store's)."""
+        if isinstance(which, Stage):
+            found = [s for s in self.stages if s is which or s == which]
+        elif callable(which):
+            found = [s for s in self.stages if s.fn is which]
+            if len(found) > 1:
+                raise CskError(f"pipeline {self.name!r} declares {which.__name__} as {len(found)} stages "
+                               f"({', '.join(s.name for s in found)}): pass the Stage declaration itself")
+        elif isinstance(which, str):
+            found = [s for s in self.stages if s.name == which]
+        else:
+            raise CskError(f"pipeline {self.name!r}: a stage is named by its function, its Stage or its name, "
+                           f"not a {type(which).__name__}")
+        if not found:
+            label = getattr(which, "name", None) or getattr(which, "__name__", which)
+            raise CskError(f"pipeline {self.name!r} has no stage {label!r}; its stages: "
+                           f"{', '.join(s.name for s in self.stages)}")
+        return found[0]
 
     @property
     def main(self) -> Steps:
@@ -233,7 +247,7 @@ class Pipeline:
             raise CskError(f"stage {stage.name!r} has no parameter {sorted(unknown)}")
         return values
 
-    def enabled(self, stage: str, cfg: Params) -> bool:
+    def enabled(self, stage: "str | Stage | Callable", cfg: Params) -> bool:
         s = self.stage(stage)
         if s.enabled is None:
             return True

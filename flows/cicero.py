@@ -82,48 +82,48 @@ STAGES = (
 def cicero(run: PipelineRun) -> None:
     """Sources -> length filter -> embeddings -> near-duplicate removal -> targets -> annotation round
     trip -> splits -> NLG tasks -> distractor engine -> MCQ tasks -> statistics."""
-    dialogues = run.stage("sources")
-    filtered = run.stage("length_filter", dialogues=dialogues)
-    embeddings = run.stage("embed", dialogues=filtered)
-    deduped = run.stage("dedup", dialogues=filtered, embeddings=embeddings)
-    chosen = run.stage("targets", dialogues=deduped)
-    tasks = run.stage("annotation_tasks", targets=chosen, dialogues=deduped)
+    dialogues = run.stage(sources)
+    filtered = run.stage(length_filter, dialogues=dialogues)
+    embeddings = run.stage(embed, dialogues=filtered)
+    deduped = run.stage(dedup, dialogues=filtered, embeddings=embeddings)
+    chosen = run.stage(targets, dialogues=deduped)
+    tasks = run.stage(annotation_tasks, targets=chosen, dialogues=deduped)
     split = answers = imported = None
     if run.config.annotations.release:
-        imported = run.stage("annotations", dialogues=deduped, tasks=tasks)
-        answers = run.stage("quality_check", annotations=imported)
-        split = run.stage("splits", annotations=answers)
-        run.stage("nlg", split_rows=split, annotations=answers)
+        imported = run.stage(annotations, dialogues=deduped, tasks=tasks)
+        answers = run.stage(quality_check, annotations=imported)
+        split = run.stage(splits, annotations=answers)
+        run.stage(nlg, split_rows=split, annotations=answers)
         distractor_engine(run, answers, split)
     else:
         import logging
 
         logging.getLogger("csk").info("cicero.annotations.release is not set: stopping after the annotation task export")
-    run.stage("statistics", sources=dialogues, filtered=filtered, deduped=deduped, targets=chosen, splits=split,
+    run.stage(statistics, sources=dialogues, filtered=filtered, deduped=deduped, targets=chosen, splits=split,
               annotations=answers)
-    run.stage("fidelity", sources=dialogues, filtered=filtered, deduped=deduped, targets=chosen, annotations=imported,
+    run.stage(fidelity, sources=dialogues, filtered=filtered, deduped=deduped, targets=chosen, annotations=imported,
               splits=split)
 
 
 def distractor_engine(run: PipelineRun, answers, split) -> None:
     """SEEDS 1.6: counterfactual pool -> candidate filter -> adversarial filtering -> (AF-Lite) ->
     human verification -> MCQ files, and the distractor-quality measurement."""
-    items = run.stage("instances", annotations=answers, splits=split)
-    pool = run.stage("counterfactuals", instances=items)
-    kept = run.stage("candidate_filter", candidates=pool, instances=items)
-    chosen = run.stage("adversarial_filter", instances=items, candidates=kept)
-    if run.enabled("aflite"):
-        chosen = run.stage("aflite", mcq=chosen, instances=items)
-    verified = run.stage("verification", distractors=chosen, instances=items)
-    final = run.stage("mcq", verified=verified, annotations=answers, splits=split)
-    run.stage("experiments", mcq=final, annotations=answers, splits=split)
-    run.stage("distractor_quality", mcq=final, instances=items, candidates=kept)
+    items = run.stage(instances, annotations=answers, splits=split)
+    pool = run.stage(counterfactuals, instances=items)
+    kept = run.stage(candidate_filter, candidates=pool, instances=items)
+    chosen = run.stage(adversarial_filter, instances=items, candidates=kept)
+    if run.enabled(aflite):
+        chosen = run.stage(aflite, mcq=chosen, instances=items)
+    verified = run.stage(verification, distractors=chosen, instances=items)
+    final = run.stage(mcq, verified=verified, annotations=answers, splits=split)
+    run.stage(experiments, mcq=final, annotations=answers, splits=split)
+    run.stage(distractor_quality, mcq=final, instances=items, candidates=kept)
 
 
 def rebuild_distractors(run: PipelineRun, release: str | None = None) -> None:
     """Only the distractor stages: on the latest run's cached instances, or on a released file alone."""
     if release:
-        distractor_engine(run, run.stage("release", release=release), None)
+        distractor_engine(run, run.stage(release_instances, release=release), None)
         return
     latest = run.latest()
     answers = latest.get("quality_check") or latest.get("annotations")

@@ -59,16 +59,16 @@ TASK_STAGES = tuple(t.__name__ for t in TASKS)
 def corecode(run: PipelineRun) -> None:
     """sources -> concepts -> screening (ConceptNet one hop) -> annotations -> splits -> six tasks ->
     perturbations -> statistics."""
-    dialogues = run.stage("sources")
-    tagged = run.stage("concepts", dialogues=dialogues)
-    db = run.stage("conceptnet")
-    screened = run.stage("screening", dialogues=dialogues, concepts=tagged, conceptnet=db)
-    knowledge = run.stage("annotations", screening=screened)
-    split = run.stage("splits", annotations=knowledge)
+    dialogues = run.stage(sources)
+    tagged = run.stage(concepts, dialogues=dialogues)
+    db = run.stage(conceptnet)
+    screened = run.stage(screening, dialogues=dialogues, concepts=tagged, conceptnet=db)
+    knowledge = run.stage(annotations, screening=screened)
+    split = run.stage(splits, annotations=knowledge)
     items = {name: run.stage(name, annotations=knowledge, splits=split) for name in TASK_STAGES}
-    run.stage("perturbations", knowledge_filling=items["knowledge_filling"],
+    run.stage(perturbations, knowledge_filling=items["knowledge_filling"],
               domain_identification=items["domain_identification"], slot_identification=items["slot_identification"])
-    run.stage("statistics", dialogues=dialogues, screening=screened, annotations=knowledge, splits=split)
+    run.stage(statistics, dialogues=dialogues, screening=screened, annotations=knowledge, splits=split)
 
 RELEASE = Release(
     table="annotations", split_stage="splits", files=TASK_STAGES + ("perturbations",),

@@ -59,25 +59,25 @@ STAGES = (
 def corequisite(run: PipelineRun) -> None:
     """ConceptNet -> edges -> lexicalize -> annotation tasks -> answers -> rules -> splits -> P-NLI / P-G /
     P-MCQA (+ AF-Lite) -> statistics."""
-    db = run.stage("conceptnet")
-    sampled = run.stage("edges", conceptnet=db)
-    facts = run.stage("lexicalize", edges=sampled)
-    tasks = run.stage("annotation_tasks", facts=facts)
+    db = run.stage(conceptnet)
+    sampled = run.stage(edges, conceptnet=db)
+    facts = run.stage(lexicalize, edges=sampled)
+    tasks = run.stage(annotation_tasks, facts=facts)
     cfg = run.config.annotations
     if not (cfg.answers or cfg.release):
         logging.getLogger("csk").info("corequisite.annotations has neither answers nor release: stopping after the "
                                       "annotation task export")
         return
-    answers = run.stage("annotations", facts=facts, tasks=tasks)
-    checked = run.stage("answer_rules", answers=answers)
-    kept = run.stage("answer_quality", checked=checked)
-    split = run.stage("splits", answers=kept)
-    nli = run.stage("p_nli", answers=kept, splits=split)
-    gen = run.stage("p_g", answers=kept, splits=split)
-    instances = run.stage("mcqa_instances", answers=kept, splits=split)
-    filtered = run.stage("aflite", mcq=instances, instances=instances)
-    mcqa = run.stage("p_mcqa", kept=filtered)
-    run.stage("statistics", edges=sampled, facts=facts, checked=checked, kept=kept, p_nli=nli, p_g=gen,
+    answers = run.stage(annotations, facts=facts, tasks=tasks)
+    checked = run.stage(answer_rules, answers=answers)
+    kept = run.stage(answer_quality, checked=checked)
+    split = run.stage(splits, answers=kept)
+    nli = run.stage(p_nli, answers=kept, splits=split)
+    gen = run.stage(p_g, answers=kept, splits=split)
+    instances = run.stage(mcqa_instances, answers=kept, splits=split)
+    filtered = run.stage(aflite, mcq=instances, instances=instances)
+    mcqa = run.stage(p_mcqa, kept=filtered)
+    run.stage(statistics, edges=sampled, facts=facts, checked=checked, kept=kept, p_nli=nli, p_g=gen,
               instances=instances, p_mcqa=mcqa)
 
 RELEASE = Release(

@@ -49,14 +49,14 @@ STAGES = (
 def deco(run: PipelineRun) -> None:
     """sources -> response_filter -> sample (-> agreement) -> extraction_tasks -> extract -> compatibility ->
     correlation."""
-    candidates = run.stage("sources")
-    kept = run.stage("response_filter", samples=candidates)
-    samples = run.stage("sample", samples=kept)
-    run.stage("agreement", samples=samples)
-    tasks = run.stage("extraction_tasks", samples=samples)
-    tuples = run.stage("extract", tasks=tasks)
-    scores = run.stage("compatibility", samples=samples, tuples=tuples)
-    run.stage("correlation", scores=scores)
+    candidates = run.stage(sources)
+    kept = run.stage(response_filter, samples=candidates)
+    samples = run.stage(sample, samples=kept)
+    run.stage(agreement, samples=samples)
+    tasks = run.stage(extraction_tasks, samples=samples)
+    tuples = run.stage(extract, tasks=tasks)
+    scores = run.stage(compatibility, samples=samples, tuples=tuples)
+    run.stage(correlation, scores=scores)
 
 
 # ------------------------------------------------------------------ DECO's commands

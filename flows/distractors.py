@@ -55,15 +55,15 @@ STAGES = (
 def rebuild(run: PipelineRun, **read) -> None:
     """The file's instances -> counterfactual pool -> candidate filter -> adversarial filtering ->
     (AF-Lite) -> human verification -> the rebuilt file -> distractor quality (rebuilt beside published)."""
-    items = run.stage("mcq_file", **read)
-    pool = run.stage("counterfactuals", instances=items)
-    kept = run.stage("candidate_filter", candidates=pool, instances=items)
-    chosen = run.stage("adversarial_filter", instances=items, candidates=kept)
-    if run.enabled("aflite"):
-        chosen = run.stage("aflite", mcq=chosen, instances=items)
-    verified = run.stage("verification", distractors=chosen, instances=items)
-    rebuilt = run.stage("rebuilt_file", distractors=verified, instances=items)
-    run.stage("distractor_quality", mcq=rebuilt, instances=items, candidates=kept)
+    items = run.stage(mcq_file, **read)
+    pool = run.stage(counterfactuals, instances=items)
+    kept = run.stage(candidate_filter, candidates=pool, instances=items)
+    chosen = run.stage(adversarial_filter, instances=items, candidates=kept)
+    if run.enabled(aflite):
+        chosen = run.stage(aflite, mcq=chosen, instances=items)
+    verified = run.stage(verification, distractors=chosen, instances=items)
+    rebuilt = run.stage(rebuilt_file, distractors=verified, instances=items)
+    run.stage(distractor_quality, mcq=rebuilt, instances=items, candidates=kept)
 
 
 def rebuild_command(

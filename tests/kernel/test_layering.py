@@ -68,3 +68,13 @@ def test_no_import_circle_among_project_modules():
                                  and m.split(".")[0] in codehash.PROJECT_PACKAGES and m != name)
     cycles = sorted(sorted(c) for c in nx.simple_cycles(graph))
     assert not cycles, cycles
+
+
+def test_flow_bodies_name_stages_by_their_function():
+    """`run.stage(dedup, ...)`, never `run.stage("dedup", ...)`: the function is the name (a renamed or
+    removed stage is an import error, not a string found at run time)."""
+    import re
+
+    found = {str(p.relative_to(ROOT)): re.findall(r"run\.(?:stage|enabled)\(\s*[\"']\w+", p.read_text())
+             for p in sorted((ROOT / "flows").glob("*.py"))}
+    assert not {k: v for k, v in found.items() if v}
