@@ -32,7 +32,7 @@ def instances(annotations: pd.DataFrame, splits: pd.DataFrame | None = None) -> 
         "passage": turns.map(lambda d: [str(t).strip() for t in d]),
         "choices": annotations["choices"].map(list),
         "correct_answers": annotations["correct_answers"].map(list),
-        "target": annotations["target"].astype(str),
+        "target": target.astype(str),
         # the published distractor slots; 0 (no published choices): adversarial_filter.n_distractors
         "n_distractors": [len(ch) - len(set(c)) if len(ch) else 0
                           for ch, c in zip(annotations["choices"], annotations["correct_answers"])],

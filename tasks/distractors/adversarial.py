@@ -263,6 +263,8 @@ def _evidence_counts(data: pd.DataFrame, candidates: pd.DataFrame) -> dict[str, 
             kind = ("NLI contradiction + " if nli else "") + {
                 "lexical": "a rule that contradicts the gold (antonym / negation / quantity)",
                 "retrieval": "an answer written for another dialogue (no check that it is wrong here)",
+                "dialogue": "an answer written for this dialogue about another target (no check that it is "
+                            "wrong for this one)",
             }.get(g, f"the {g} generator's output (no check that it is wrong)")
             out[kind] = out.get(kind, 0) + 1
     return out

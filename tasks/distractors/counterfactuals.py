@@ -229,6 +229,39 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
     return out
 
 
+def dialogue_pools(view: pd.DataFrame) -> Pool:
+    """Answers written for the same dialogue (group) about another target: they name its people and its
+    events, so they read as in place, and a careful reader still finds them wrong for this target. Never
+    an answer about the item's own target (where the file names targets; else about its own question),
+    nor one of its correct answers. In dialogue order of the other items (their ids), deterministic."""
+    ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
+    about = (view["target"] if "target" in view.columns and view["target"].astype(str).str.strip().any()
+             else view["question"]).astype(str).str.strip().str.lower().tolist()
+    questions = view["question"].astype(str).tolist()
+    correct: list[set[str]] = []
+    for g, ch, cor in zip(golds, view["choices"] if "choices" in view.columns else [None] * len(view),
+                          view["correct_answers"] if "correct_answers" in view.columns else [None] * len(view)):
+        texts = {g.strip().lower()}
+        if ch is not None and cor is not None:
+            texts |= {str(ch[int(k)]).strip().lower() for k in cor if 0 <= int(k) < len(ch)}
+        correct.append(texts)
+    members: dict[str, list[int]] = {}
+    for k, g in enumerate(groups):
+        members.setdefault(g, []).append(k)
+    out: Pool = {}
+    for a, iid in enumerate(ids):
+        taken, seen = [], set(correct[a])
+        for b in sorted(members[groups[a]], key=lambda b: ids[b]):
+            text = golds[b].strip()
+            if b == a or about[b] == about[a] or text.lower() in seen:
+                continue
+            seen.add(text.lower())
+            how = "dialogue" if questions[b] == questions[a] else "dialogue:other_question"
+            taken.append((f"{how}:{ids[b]}", text))
+        out[iid] = taken
+    return out
+
+
 def _texts(passage, gold: str) -> list[str]:
     """The dialogue's utterances without speaker tags, and the gold answer."""
     return [re.sub(r"^\s*[A-Z][a-z]?\s*:\s*", "", str(u)) for u in passage] + [gold]
@@ -256,7 +289,8 @@ def adapt_names(text: str, theirs: dict[str, str], ours: dict[str, str]) -> str 
 
 
 def counterfactuals(instances: pd.DataFrame, *,
-                    generators: list[Literal["lexical", "t5", "file", "retrieval"]] = ["lexical", "retrieval"],
+                    generators: list[Literal["lexical", "dialogue", "t5", "file", "retrieval"]] =
+                    ["lexical", "dialogue", "retrieval"],
                     min_pool: int = 16, model: ModelDir = None, conceptnet_db: InputPath = None,
                     max_per_answer: int = 24, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
                     batch_size: int = 16, candidates: InputPath = None, retrieval_depth: int = 32,
@@ -267,9 +301,10 @@ def counterfactuals(instances: pd.DataFrame, *,
 
     Args:
         generators: generators in order; the first gives all its candidates, each next one fills the
-            pools still below min_pool: lexical (rule-based rewrites), t5 (a seq2seq directory in model),
-            file (candidates from any other generator), retrieval (answers to the same question from
-            other dialogues)
+            pools still below min_pool: lexical (rule-based rewrites), dialogue (answers written for the
+            same dialogue about another target: in place, as a reader expects), t5 (a seq2seq directory in
+            model), file (candidates from any other generator), retrieval (answers to the same question
+            from other dialogues)
         min_pool: candidates per instance the later generators fill up to (the candidate filter removes
             some; AF needs spares to swap in)
         model: seq2seq model directory for the t5 generator (see csk cicero train-generator)
@@ -292,7 +327,8 @@ def counterfactuals(instances: pd.DataFrame, *,
     """
     view = instances
     if not generators:
-        raise ConfigError("counterfactuals.generators is empty: name at least one of lexical, t5, file, retrieval")
+        raise ConfigError("counterfactuals.generators is empty: name at least one of lexical, dialogue, t5, file, "
+                          "retrieval")
     make = {
         "lexical": lambda: lexical_pools(view, conceptnet_db=conceptnet_db, max_per_answer=max_per_answer, seed=seed,
                                          fluency=fluency, rejected=disfluent, checked=checked,
@@ -300,6 +336,7 @@ def counterfactuals(instances: pd.DataFrame, *,
         "t5": lambda: t5_pools(view, model=model, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
                                batch_size=batch_size, seed=seed, ctx=ctx),
         "file": lambda: file_pools(view, candidates=candidates),
+        "dialogue": lambda: dialogue_pools(view),
         "retrieval": lambda: retrieval_pools(view, embed=embed, depth=retrieval_depth, ctx=ctx),
     }
     disfluent: list[dict] = []
@@ -378,6 +415,9 @@ def _rationale(generator: str, rule: str, gold: str, text: str) -> str:
     if generator == "retrieval":
         return f"the answer of {rule.rsplit(':', 1)[-1]}, another dialogue" + \
             (" asked another question" if ":other_question:" in rule else "")
+    if generator == "dialogue":
+        return f"the answer of {rule.rsplit(':', 1)[-1]}, this dialogue, about another target" + \
+            (" and question" if ":other_question:" in rule else "")
     return f"{generator} output ({rule})"
 
 

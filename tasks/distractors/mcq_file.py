@@ -21,7 +21,8 @@ A layout maps the engine's fields to the file's columns:
   same question; unset: the whole file); `passage`: the texts entity swaps take names from
   (default: the context's columns); `group`: the unit no split may cut (a dialogue, a video, a
   fact; a list or object is hashed; unset: each record is its own group); `id`: the record id
-  (unset: the record number).
+  (unset: the record number); `target`: what the question is about (CICERO's target utterance): the
+  dialogue generator never offers an item an answer written about its own target.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from readers.base import (RECORD_ERRORS, RecordError, ReadResult, csv_rows, hand
 from tasks.distractors.verification import fill_slots
 from tasks.sources import MAX_REJECTED_SHARE, Share, stop_unless_readable, unreadable
 
-FIELDS = ("id", "group", "context", "question", "choices", "answer", "correct", "passage")
+FIELDS = ("id", "group", "context", "question", "choices", "answer", "correct", "passage", "target")
 
 # The project's releases and the documented third-party example. CICERO's ID names a dialogue, not an
 # item (its records are numbered); its instances read as the CICERO slice reads them
@@ -55,7 +56,7 @@ FIELDS = ("id", "group", "context", "question", "choices", "answer", "correct", 
 PRESETS: dict[str, dict[str, str]] = {
     "cicero": {"group": "Dialogue", "context": "Question+Target+Dialogue", "question": "Question",
                "choices": "Choices", "answer": "Human Written Answer|Correct Answers", "correct": "Correct Answers",
-               "passage": "Dialogue"},
+               "passage": "Dialogue", "target": "Target"},
     # PaCo P-MCQA as this project writes it (the release ships none): PaCo_mcqa_{train,eval,test}.jsonl.
     # The file names no fact: the context (statement + question, or answer + question) is the group.
     "paco": {"id": "id", "group": "context", "context": "context", "question": "question", "choices": "choices",
@@ -91,6 +92,7 @@ class Layout:
     group: str = ""
     correct: str = ""
     passage: str = ""
+    target: str = ""
 
     @classmethod
     def of(cls, preset: str = "", mapping: dict[str, str] | None = None) -> "Layout":
@@ -255,6 +257,7 @@ def instance(record: dict, layout: Layout, fmt: str, columns: list[str], number:
     question = _text(_get(record, layout.question, fmt)) if layout.question else ""
     return {"id": rid, "group_id": _key(_get(record, layout.group, fmt)) if layout.group else rid,
             "context": " ".join(_text(p) for p in context_parts), "question": question,
+            "target": _text(_get(record, layout.target, fmt)) if layout.target else "",
             "gold": choices[gold_at], "passage": passage, "choices": choices, "correct_answers": correct,
             "gold_index": gold_at, "n_distractors": len(slots), "language": language(choices),
             "choice_columns": names or []}

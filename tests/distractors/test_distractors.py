@@ -671,3 +671,27 @@ def test_train_generator_reads_snli_and_timetravel(tmp_path):
     bad.write_text('{"sentence1": "x"}\n')
     with pytest.raises(InputError, match="bad.jsonl, record line 1"):
         read_pairs([bad], [])
+
+
+def test_dialogue_generator_offers_answers_of_the_same_dialogue_about_other_targets():
+    """In place (the same dialogue's people and events), never about the item's own target, never one of
+    its correct answers, never another dialogue's."""
+    from tasks.distractors.counterfactuals import dialogue_pools
+
+    view = pd.DataFrame({
+        "id": ["a1", "a2", "a3", "a4", "b1"], "group_id": ["A", "A", "A", "A", "B"],
+        "question": ["cause", "cause", "reaction", "cause", "cause"],
+        "target": ["t1", "t1", "t2", "t3", "t1"],
+        "gold": ["Tom missed the bus.", "The bus was late.", "Ann feels relieved.", "Ann called Tom.", "Rain."],
+        "choices": [["Tom missed the bus.", "Ann called Tom.", "x"], None, None, None, None],
+        "correct_answers": [[0, 1], None, None, None, None]})
+    pools = dialogue_pools(view)
+    # a2 is about a1's own target; a4's answer is a correct choice of a1; b1 is another dialogue
+    assert [t for _, t in pools["a1"]] == ["Ann feels relieved."]
+    assert pools["a1"][0][0] == "dialogue:other_question:a3"
+    assert [t for _, t in pools["a4"]] == ["Tom missed the bus.", "The bus was late.", "Ann feels relieved."]
+    assert pools["b1"] == []
+    no_target = view.drop(columns="target")  # without targets: never an answer to the item's own question
+    assert [t for _, t in dialogue_pools(no_target)["a3"]] == ["Tom missed the bus.", "The bus was late.",
+                                                                 "Ann called Tom."]
+    assert [t for _, t in dialogue_pools(no_target)["a1"]] == ["Ann feels relieved."]
