@@ -36,6 +36,9 @@ from tasks.embed import EmbedSpec, open_embedder
 from tasks.plots import hist_png, line_png
 
 
+OUT_OF_PLACE = frozenset({"retrieval"})  # generators whose candidates were written for another dialogue
+
+
 def hellaswag_swaps(pairwise_accuracy: float) -> int:
     return 0 if pairwise_accuracy <= 0.525 else 1 if pairwise_accuracy <= 0.575 else 2
 
@@ -93,7 +96,12 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     for inst in view.itertuples():
         pool = [cid for cid, _ in pools.get(inst.id, [])]
         rng = compute.rng(seed, "af-initial", key_of[inst.id])
-        order = [pool[i] for i in rng.permutation(len(pool))]
+        # A random start, as the paper's, within tiers: answers written for other dialogues come after the
+        # rest (rewrites, this dialogue's answers, a generator's output), so an item starts in place and a
+        # retrieved answer enters only when a round's discriminator prefers it to the gold and to the one
+        # it replaces (a careful reader found retrieved answers out of place).
+        order = sorted((pool[i] for i in rng.permutation(len(pool))),
+                       key=lambda c: generator_of.get(c) in OUT_OF_PLACE)
         k = (int(inst.n_distractors) or n_distractors) if own else n_distractors
         chosen: list[str] = []
         for cid in order:
