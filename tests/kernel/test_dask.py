@@ -93,21 +93,35 @@ def _files(store: Path) -> dict[str, str]:
     return out
 
 
-@pytest.mark.slow  # over a minute on 2 cores: `make test-all`
+@pytest.mark.slow  # a few minutes on 2 cores: `make test-all`
 def test_cicero_on_a_2_worker_cluster_gives_the_local_runs_bytes(prefect_harness, tmp_path, config_copy, caplog):
+    """Three fresh stores of the bundled CICERO run: local, local with torch on one thread, and the Dask
+    runner (workers of one thread). Every stage's bytes agree, the trained ones too (the fine-tuned AF
+    discriminator, distractor_quality's judge): they train with the machine's thread count."""
+    import torch
+
     runner = CliRunner()
-    local, dask = tmp_path / "local", tmp_path / "dask"
+    local, one, dask = tmp_path / "local", tmp_path / "one_thread", tmp_path / "dask"
     first = runner.invoke(app, ["run", "cicero", "--config", str(config_copy), "--store", str(local), *SMALL_SHARDS])
     assert first.exit_code == 0, first.output
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        single = runner.invoke(app, ["run", "cicero", "--config", str(config_copy), "--store", str(one), *SMALL_SHARDS])
+    finally:
+        torch.set_num_threads(threads)
+    assert single.exit_code == 0, single.output
     with caplog.at_level(logging.INFO, logger="csk"):
         second = runner.invoke(app, ["run", "cicero", "--config", str(config_copy), "--store", str(dask),
                                      "--runner", "dask", *SMALL_SHARDS])
     assert second.exit_code == 0, second.output
     sharded = {r.getMessage().split(":")[0] for r in caplog.records if "on the Dask cluster" in r.getMessage()}
     assert {"embed", "dedup", "targets"} <= sharded, sharded
-    a, b = _files(local), _files(dask)
-    assert len(a) > 100 and a.keys() == b.keys()
+    a, b, c = _files(local), _files(dask), _files(one)
+    assert len(a) > 100 and a.keys() == b.keys() == c.keys()
+    assert any("distractor_quality" in k for k in a) and any("adversarial_filter" in k for k in a)
     assert [k for k in a if a[k] != b[k]] == []
+    assert [k for k in a if a[k] != c[k]] == []
 
 
 def _local_cluster():
