@@ -270,6 +270,7 @@ def test_af_replaces_trivially_separable_distractors_and_accuracy_falls():
 
     inst, cands = _af_data()
     out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, max_iterations=20, window=20,
+                             discriminator="linear-probe",  # the loop's rule, on the fast discriminator
                              swap_rule="max", max_reuse=0)  # the four junk sentences are every instance's
     history = out.notes["history"]
     junk_left = sum(r == "junk" for rules in out.data["distractor_rules"] for r in rules)

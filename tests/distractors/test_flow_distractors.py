@@ -62,7 +62,7 @@ def _check_run(store, source, records: int) -> tuple[dict, pd.DataFrame]:
                             "--json").output)
     assert [s["stage"] for s in steps] == ["candidate_filter", "counterfactuals", "mcq_file"]
     pool = pd.read_parquet(f"{by['counterfactuals']['path']}/data.parquet").set_index("id")
-    assert pool.loc[cand, "generator"] in {"lexical", "retrieval"} and pool.loc[cand, "rule"]
+    assert pool.loc[cand, "generator"] in {"lexical", "dialogue", "retrieval"} and pool.loc[cand, "rule"]
     return by, rebuilt
 
 
@@ -74,8 +74,12 @@ def test_rebuild_each_preset(prefect_harness, tmp_path, config_copy, name, prese
     source = (FILES / name).resolve()
     name = source.name
     out = tmp_path / "out" / name
+    # the layouts are what differs between presets: the fine-tuned AF discriminator and quality judge run on
+    # CICERO's only (the others take the fast ones)
+    quality = [] if preset == "cicero" else ["--set", "distractors.distractor_quality.quality=fast",
+                                             "--set", "distractors.adversarial_filter.discriminator=linear-probe"]
     res = _csk("distractors", "rebuild", "--input", source, "--preset", preset, "--config", config_copy,
-               "--store", store, "--out", out, "--set", "distractors.adversarial_filter.max_iterations=4")
+               "--store", store, "--out", out, "--set", "distractors.adversarial_filter.max_iterations=4", *quality)
     assert res.exit_code == 0, res.output
     records = sum(1 for line in open(source, encoding="utf-8") if line.strip()) - name.endswith(".csv")
     by, rebuilt = _check_run(store, source, records)

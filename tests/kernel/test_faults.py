@@ -27,6 +27,14 @@ def _check(results, expected: int):
     assert sum(t.rows_lost for t in results) == 0
 
 
+def test_a_killed_deco_run_resumes_without_losing_a_row(prefect_harness, tmp_path):
+    """The default suite's fault trial: kill -9 mid-stage, rerun, nothing lost (the others: slow)."""
+    results = faults.run(["deco"], ["kill"], trials=1, seed=0, stages=None, config=ROOT / "pipelines.toml",
+                         work=tmp_path, extra=[], log=lambda *_: None, api_url=_api_url(), pairs=[("kill", "sample")])
+    _check(results, 1)
+
+
+@pytest.mark.slow  # three trials with reruns: about a minute and a half on 2 cores
 def test_faults_survived_at_deco_stages(prefect_harness, tmp_path):
     pairs = [("corrupt", "response_filter"), ("kill", "sample"), ("write", "extract")]
     results = faults.run(["deco"], ["kill", "write", "corrupt"], trials=1, seed=0, stages=None,

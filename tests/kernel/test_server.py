@@ -164,6 +164,7 @@ def postgres():
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.slow  # a real PostgreSQL and Prefect server: `make test-all`
 def test_server_on_postgresql_runs_a_triggered_deployment(tmp_path, config_copy, postgres):
     with _served(tmp_path, config_copy, postgres) as (api, store, server_log, procs, logs):
         dep = _deployment(api, procs, logs)
