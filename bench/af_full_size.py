@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from bench import machine_line, reporter  # noqa: E402
 from csk import compute  # noqa: E402
 from csk.models import resolve_model  # noqa: E402
 from tasks.distractors.adversarial import af_loop  # noqa: E402
@@ -75,16 +76,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    lines = []
-
-    def say(text=""):
-        print(text, flush=True)
-        lines.append(text)
-
-    import torch
-
+    say, lines = reporter()
     machine = compute.machine()
-    say(f"machine: {machine['cpu']}, {machine['threads']} threads, {machine['cpu_capability']}, torch {torch.__version__}")
+    say(machine_line())
     inst, cands = pd.read_parquet(args.instances), pd.read_parquet(args.candidates)
     view, pools = repeat(inst, cands, args.size)
     pairs = sum(len(pools[i]) + len(c) for i, c in zip(view["id"], view["choices"]))

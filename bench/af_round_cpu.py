@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from bench import machine_line, reporter  # noqa: E402
 from csk import compute  # noqa: E402
 from csk.models import resolve_model  # noqa: E402
 from tasks.distractors.adversarial import af_loop  # noqa: E402
@@ -59,16 +60,9 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
-    lines = []
-
-    def say(text=""):
-        print(text, flush=True)
-        lines.append(text)
-
-    import torch
-
+    say, lines = reporter()
     machine = compute.machine()
-    say(f"machine: {machine['cpu']}, {machine['threads']} threads, {machine['cpu_capability']}, torch {torch.__version__}")
+    say(machine_line())
     path = str(resolve_model(args.model, "encoder", "--model"))
     inst = pd.read_parquet(args.instances)
     cands = pd.read_parquet(args.candidates)

@@ -16,6 +16,7 @@ from csk.models import display_name
 from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
 from csk.release import Release
+from flows._distractor_engine import choose_distractors
 from data_contracts import cicero as contracts
 from data_contracts import common, distractors
 from tasks.cicero.annotation import annotation_tasks, annotations, release_instances
@@ -109,12 +110,7 @@ def distractor_engine(run: PipelineRun, answers, split) -> None:
     """SEEDS 1.6: counterfactual pool -> candidate filter -> adversarial filtering -> (AF-Lite) ->
     human verification -> MCQ files, and the distractor-quality measurement."""
     items = run.stage(instances, annotations=answers, splits=split)
-    pool = run.stage(counterfactuals, instances=items)
-    kept = run.stage(candidate_filter, candidates=pool, instances=items)
-    chosen = run.stage(adversarial_filter, instances=items, candidates=kept)
-    if run.enabled(aflite):
-        chosen = run.stage(aflite, mcq=chosen, instances=items)
-    verified = run.stage(verification, distractors=chosen, instances=items)
+    kept, verified = choose_distractors(run, items)
     final = run.stage(mcq, verified=verified, annotations=answers, splits=split)
     run.stage(experiments, mcq=final, annotations=answers, splits=split)
     run.stage(distractor_quality, mcq=final, instances=items, candidates=kept)

@@ -21,6 +21,7 @@ from csk.errors import CskError
 from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
 from data_contracts import distractors as contracts
+from flows._distractor_engine import choose_distractors
 from tasks.distractors.adversarial import adversarial_filter
 from tasks.distractors.aflite import aflite
 from tasks.distractors.candidate_filter import candidate_filter
@@ -56,12 +57,7 @@ def rebuild(run: PipelineRun, **read) -> None:
     """The file's instances -> counterfactual pool -> candidate filter -> adversarial filtering ->
     (AF-Lite) -> human verification -> the rebuilt file -> distractor quality (rebuilt beside published)."""
     items = run.stage(mcq_file, **read)
-    pool = run.stage(counterfactuals, instances=items)
-    kept = run.stage(candidate_filter, candidates=pool, instances=items)
-    chosen = run.stage(adversarial_filter, instances=items, candidates=kept)
-    if run.enabled(aflite):
-        chosen = run.stage(aflite, mcq=chosen, instances=items)
-    verified = run.stage(verification, distractors=chosen, instances=items)
+    kept, verified = choose_distractors(run, items)
     rebuilt = run.stage(rebuilt_file, distractors=verified, instances=items)
     run.stage(distractor_quality, mcq=rebuilt, instances=items, candidates=kept)
 
