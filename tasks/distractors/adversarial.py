@@ -174,8 +174,10 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             score_of = dict(zip(ids, s[1:]))
             gold_score = s[0]
             weak = sorted((c for c in st["distractors"] if score_of[c] < gold_score), key=lambda c: (score_of[c], c))
-            # only candidates the discriminator prefers to the gold: they are what makes the item harder
-            strong = sorted((c for c in st["unused"] if score_of[c] > gold_score), key=lambda c: (-score_of[c], c))
+            # only candidates the discriminator prefers to the gold: they are what makes the item harder; among
+            # them those written in place first (an answer of another dialogue only where none of these is left)
+            strong = sorted((c for c in st["unused"] if score_of[c] > gold_score),
+                            key=lambda c: (generator_of.get(c) in OUT_OF_PLACE, -score_of[c], c))
             done = 0
             for w in weak:
                 if done >= allowed:
