@@ -20,6 +20,7 @@ from typing import Callable
 import numpy as np
 
 from csk import compute
+from csk.progress import progress
 from csk.models import pretrained_kwargs
 
 
@@ -242,6 +243,10 @@ class TransformerMC:
         return out
 
 
+LONG_PAIRS = 20000  # a pass over more new pairs than this shows progress (minutes on a CPU)
+LONG_STEPS = 2000  # a fine-tune of more steps than this shows progress
+
+
 class ActivationStore:
     """Token activations of (context, choice) pairs, kept on disk: one append-only file of bf16 rows
     (real tokens only), read back through a memory map. The operating system keeps what fits in its page
@@ -424,24 +429,26 @@ class FrozenLower:
 
         todo = sorted({p for p in pairs if p not in self.cache})
         packed = self._row_invariant()
-        # Tokenised a block at a time: a round at the full CICERO size brings ~200K new pairs, whose token
-        # lists alone would hold gigabytes. A pair's pass shape depends on its own length, so blocks change
-        # no byte.
-        for start in range(0, len(todo), self.block):
-            block = todo[start:start + self.block]
-            enc = self.tokenizer([c for c, _ in block], [x for _, x in block], truncation="only_first",
-                                 max_length=self.max_length, return_attention_mask=False)
-            ids = [list(x) for x in enc["input_ids"]]
-            types = [list(x) for x in enc["token_type_ids"]] if "token_type_ids" in enc else None
-            del enc
-            with torch.inference_mode():
-                for rows, padded, idx in plan_passes(np.asarray([len(x) for x in ids]), self.batch_tokens, 64,
-                                                     packed=packed):
-                    hidden = self._pass([ids[i] for i in idx], [types[i] for i in idx] if types else None, rows,
-                                        padded)
-                    for i, h in zip(idx, hidden):
-                        self.cache.add(block[i], h[:len(ids[i])])
-                    self.computed += len(idx)
+        with progress(len(todo), "discriminator: lower layers", unit="pairs", disable=len(todo) < LONG_PAIRS) as bar:
+            # Tokenised a block at a time: a round at the full CICERO size brings ~200K new pairs, whose token
+            # lists alone would hold gigabytes. A pair's pass shape depends on its own length, so blocks change
+            # no byte.
+            for start in range(0, len(todo), self.block):
+                block = todo[start:start + self.block]
+                enc = self.tokenizer([c for c, _ in block], [x for _, x in block], truncation="only_first",
+                                     max_length=self.max_length, return_attention_mask=False)
+                ids = [list(x) for x in enc["input_ids"]]
+                types = [list(x) for x in enc["token_type_ids"]] if "token_type_ids" in enc else None
+                del enc
+                with torch.inference_mode():
+                    for rows, padded, idx in plan_passes(np.asarray([len(x) for x in ids]), self.batch_tokens, 64,
+                                                         packed=packed):
+                        hidden = self._pass([ids[i] for i in idx], [types[i] for i in idx] if types else None, rows,
+                                            padded)
+                        for i, h in zip(idx, hidden):
+                            self.cache.add(block[i], h[:len(ids[i])])
+                        self.computed += len(idx)
+                        bar.update(len(idx))
         self.cache.flush()
 
     def stack(self, pairs: list[tuple[str, str]]):
@@ -520,6 +527,14 @@ class CachedTransformerMC:
         sched = get_linear_schedule_with_warmup(opt, int(self.warmup * steps), max(steps, 1))
         rng = compute.rng(self.seed, "cached-mc-batches", self.fits)
         self.head.train()
+        with progress(steps, "discriminator: fine-tune", unit="steps", disable=steps < LONG_STEPS) as bar:
+            self._train(contexts, choices, gold, opt, sched, rng, bar)
+        self.head.eval()
+        return self
+
+    def _train(self, contexts, choices, gold, opt, sched, rng, bar) -> None:
+        import torch
+
         for _ in range(self.epochs):
             order = rng.permutation(len(contexts))
             for s in range(0, len(order), self.batch_size):
@@ -532,8 +547,7 @@ class CachedTransformerMC:
                 opt.step()
                 sched.step()
                 opt.zero_grad()
-        self.head.eval()
-        return self
+                bar.update(1)
 
     def score(self, contexts: list[str], choices: list[list[str]], chunk: int = 64) -> list[np.ndarray]:
         """Every choice's logit; the head scores each (context, choice) pair on its own, so pairs of many
