@@ -229,11 +229,27 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
     return out
 
 
-def dialogue_pools(view: pd.DataFrame) -> Pool:
+def _position(target: str, passage) -> int | None:
+    """Index of the utterance a target is in its dialogue (speaker tags and case ignored), or None."""
+    key = " ".join(str(target).lower().split())
+    if not key or passage is None:
+        return None
+    turns = [" ".join(t.lower().split()) for t in _texts(passage, "")[:-1]]
+    exact = [i for i, t in enumerate(turns) if t == key]
+    if exact:
+        return exact[0]
+    within = [i for i, t in enumerate(turns) if key in t or (t and t in key)]
+    return within[0] if within else None
+
+
+def dialogue_pools(view: pd.DataFrame, min_gap: int = 2) -> Pool:
     """Answers written for the same dialogue (group) about another target: they name its people and its
     events, so they read as in place, and a careful reader still finds them wrong for this target. Never
     an answer about the item's own target (where the file names targets; else about its own question),
-    nor one of its correct answers. In dialogue order of the other items (their ids), deterministic."""
+    nor one of its correct answers, nor (where targets are located in the dialogue) one about a target
+    fewer than `min_gap` utterances away: neighbouring turns chain, and the subsequent event of one is
+    often the cause of the next (a blind reader judged such answers correct). In dialogue order of the
+    other items (their ids), deterministic."""
     ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
     about = (view["target"] if "target" in view.columns and view["target"].astype(str).str.strip().any()
              else view["question"]).astype(str).str.strip().str.lower().tolist()
@@ -248,12 +264,17 @@ def dialogue_pools(view: pd.DataFrame) -> Pool:
     members: dict[str, list[int]] = {}
     for k, g in enumerate(groups):
         members.setdefault(g, []).append(k)
+    has_target = "target" in view.columns and view["target"].astype(str).str.strip().any()
+    passages = view["passage"].tolist() if "passage" in view.columns else [None] * len(view)
+    where = [_position(t, p) for t, p in zip(view["target"], passages)] if has_target else [None] * len(view)
     out: Pool = {}
     for a, iid in enumerate(ids):
         taken, seen = [], set(correct[a])
         for b in sorted(members[groups[a]], key=lambda b: ids[b]):
             text = golds[b].strip()
             if b == a or about[b] == about[a] or text.lower() in seen:
+                continue
+            if where[a] is not None and where[b] is not None and abs(where[a] - where[b]) < min_gap:
                 continue
             seen.add(text.lower())
             how = "dialogue" if questions[b] == questions[a] else "dialogue:other_question"
@@ -293,7 +314,7 @@ def counterfactuals(instances: pd.DataFrame, *,
                     ["lexical", "dialogue", "retrieval"],
                     min_pool: int = 16, model: ModelDir = None, conceptnet_db: InputPath = None,
                     max_per_answer: int = 24, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
-                    batch_size: int = 16, candidates: InputPath = None, retrieval_depth: int = 32,
+                    batch_size: int = 16, candidates: InputPath = None, retrieval_depth: int = 32, dialogue_min_gap: int = 2,
                     embed: EmbedSpec = EmbedSpec(), fluency: bool = True,
                     lexical_rules: list[Literal["antonym", "negation", "quantity", "role_swap", "entity_swap"]] =
                     list(CONTRADICTING), seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
@@ -316,6 +337,8 @@ def counterfactuals(instances: pd.DataFrame, *,
         batch_size: t5 answers per batch
         candidates: JSON Lines {"id": instance id, "candidates": [...]} for the file generator
         retrieval_depth: most retrieved answers per instance
+        dialogue_min_gap: the dialogue generator takes answers about targets at least this many utterances
+            from the item's own (1: every other target; neighbouring turns' answers often fit both)
         embed: the sentence embedder ranking retrieved answers
         fluency: check every lexical rewrite with the parser (fixed expressions left alone, number
             agreement, articles; `tasks.distractors.fluency`) and leave out those that fail: rejected rows
@@ -336,7 +359,7 @@ def counterfactuals(instances: pd.DataFrame, *,
         "t5": lambda: t5_pools(view, model=model, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
                                batch_size=batch_size, seed=seed, ctx=ctx),
         "file": lambda: file_pools(view, candidates=candidates),
-        "dialogue": lambda: dialogue_pools(view),
+        "dialogue": lambda: dialogue_pools(view, min_gap=dialogue_min_gap),
         "retrieval": lambda: retrieval_pools(view, embed=embed, depth=retrieval_depth, ctx=ctx),
     }
     disfluent: list[dict] = []

@@ -696,3 +696,22 @@ def test_dialogue_generator_offers_answers_of_the_same_dialogue_about_other_targ
     assert [t for _, t in dialogue_pools(no_target)["a3"]] == ["Tom missed the bus.", "The bus was late.",
                                                                  "Ann called Tom."]
     assert [t for _, t in dialogue_pools(no_target)["a1"]] == ["Ann feels relieved."]
+
+
+def test_dialogue_generator_leaves_out_answers_about_neighbouring_turns():
+    """Neighbouring turns chain (the subsequent event of one is often the cause of the next): an answer
+    about a target fewer than min_gap utterances away is not offered."""
+    from tasks.distractors.counterfactuals import dialogue_pools
+
+    turns = ["A: I missed the bus.", "B: Oh no, you will be late.", "A: I called a taxi.", "B: Good idea.",
+             "A: The taxi came fast."]
+    view = pd.DataFrame({"id": ["u0", "u1", "u2", "u4"], "group_id": ["D"] * 4, "question": ["cause"] * 4,
+                         "target": ["I missed the bus.", "Oh no, you will be late.", "I called a taxi.",
+                                    "The taxi came fast."],
+                         "gold": ["The alarm did not ring.", "The bus left early.", "A needed a ride.",
+                                  "It was a quiet night."],
+                         "passage": [turns] * 4})
+    assert [t for _, t in dialogue_pools(view, min_gap=2)["u0"]] == ["A needed a ride.", "It was a quiet night."]
+    assert [t for _, t in dialogue_pools(view, min_gap=2)["u2"]] == ["The alarm did not ring.", "It was a quiet night."]
+    assert [t for _, t in dialogue_pools(view, min_gap=1)["u2"]] == ["The alarm did not ring.", "The bus left early.",
+                                                                     "It was a quiet night."]
