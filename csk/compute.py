@@ -195,8 +195,8 @@ def fixed_threads(n: int):
 
 
 def trains(fn):
-    """Marks a stage function that trains a model (or solves one by iterative optimisation): the
-    runtime runs it with `training_threads()` threads and keys it by that count."""
+    """Marks a stage function that trains a model (or solves one by iterative optimisation). Like every
+    stage it runs with `training_threads()` threads, keyed by that count; the mark says why it matters most."""
     fn.trains = True
     return fn
 

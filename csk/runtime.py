@@ -24,7 +24,6 @@ second waits for the first and reuses its artifact instead of computing it again
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import inspect
 import io
@@ -504,8 +503,10 @@ class Store:
         resolved = resolve_settings(stage.params_model, params_json, models, self.root / "_cache")
         if resolved:  # "auto" precision and device as decided here: another decision, another key
             material["resolved"] = resolved
-        if stage.trains:  # a model trained with another thread count is another model (`compute.trains`)
-            material["training_threads"] = compute.training_threads()
+        # Every stage computes with the machine's thread count (`compute.training_threads`), whatever the runner
+        # or OMP_NUM_THREADS set: a bf16 matrix product on one thread is not the bytes of one on two (seen on
+        # the embedder), and a model trained with another count is another model. The count is in the key.
+        material["threads"] = compute.training_threads()
         key = hashlib.sha256(canonical_json(material).encode()).hexdigest()[:24]
         return Plan(pipeline, stage, model, params_json, list(inputs), input_hashes, files, models, key, resolved,
                     names)
@@ -526,8 +527,7 @@ class Store:
         if "ctx" in inspect.signature(plan.stage.fn).parameters:
             kwargs["ctx"] = ctx
         kwargs.update(zip(plan.input_names, frames))
-        with stage_label(plan.stage.name), (compute.fixed_threads(compute.training_threads()) if plan.stage.trains
-                                            else contextlib.nullcontext()):
+        with stage_label(plan.stage.name), compute.fixed_threads(compute.training_threads()):
             out = plan.stage.fn(**kwargs)
         if not isinstance(out, StageOutput):
             raise TypeError(f"stage {plan.stage.name!r} must return a StageOutput, got {type(out).__name__}")
