@@ -288,7 +288,9 @@ class ActivationStore:
 
         kept = activations.detach().to(torch.bfloat16).contiguous().cpu()
         need = kept.numel() * 2
-        if self.nbytes + need > self.max_bytes or shutil.disk_usage(self.directory).free < need + 2**30:
+        # the free disk space is asked once a GiB written (a statvfs per pair would be 940K at the full size)
+        crossing = (self.nbytes + need) // 2**30 != self.nbytes // 2**30 or not self.rows
+        if self.nbytes + need > self.max_bytes or (crossing and shutil.disk_usage(self.directory).free < 2 * 2**30):
             raise ConfigError(f"the cached discriminator's activations reached {self.nbytes / 2**30:.1f} GiB on disk "
                               f"({self.directory}) after {len(self)} (context, choice) pairs: lower max_length, free "
                               "disk space or raise max_cache_gb, or use the linear probe (or the full transformer on "

@@ -167,6 +167,17 @@ def _get(record: dict, column: str, fmt: str) -> Any:
     raise RecordError(f"no {' or '.join(repr(n) for n in column.split('|'))} field")
 
 
+def _optional(record: dict, column: str, fmt: str) -> str:
+    """A field only some files have (`target`): "" where the record lacks it (the dialogue generator then
+    takes the item's question for what it is about), never a rejected record."""
+    if not column:
+        return ""
+    try:
+        return _text(_get(record, column, fmt))
+    except RecordError:
+        return ""
+
+
 def _text(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return " ".join(_text(v) for v in value)
@@ -257,7 +268,7 @@ def instance(record: dict, layout: Layout, fmt: str, columns: list[str], number:
     question = _text(_get(record, layout.question, fmt)) if layout.question else ""
     return {"id": rid, "group_id": _key(_get(record, layout.group, fmt)) if layout.group else rid,
             "context": " ".join(_text(p) for p in context_parts), "question": question,
-            "target": _text(_get(record, layout.target, fmt)) if layout.target else "",
+            "target": _optional(record, layout.target, fmt),
             "gold": choices[gold_at], "passage": passage, "choices": choices, "correct_answers": correct,
             "gold_index": gold_at, "n_distractors": len(slots), "language": language(choices),
             "choice_columns": names or []}

@@ -204,3 +204,13 @@ def test_one_file_one_verdict_through_either_command(tmp_path):
         line = dict(zip(view["id"], range(len(view))))
         choices.append({line[i]: list(d) for i, d in zip(chosen["id"], chosen["distractors"])})
     assert choices[0] == choices[1] and choices[0]
+
+
+def test_a_target_column_is_read_where_present_and_never_rejects_a_record():
+    """`target` says what an item is about (the dialogue generator leaves out answers about it); a file
+    of the preset's family without the column still reads, its items' question standing in."""
+    layout = Layout.of("", {"choices": "opts", "answer": "gold", "target": "Target"})
+    rec = {"opts": ["no", "yes"], "gold": 1, "Target": "I missed the bus ."}
+    assert instance(rec, layout, "jsonl", list(rec), 1)["target"] == "I missed the bus ."
+    no_target = {k: v for k, v in rec.items() if k != "Target"}
+    assert instance(no_target, layout, "jsonl", list(no_target), 1)["target"] == ""
