@@ -22,7 +22,7 @@ class InjectedFault(RuntimeError):
 
 
 def install(spec: dict) -> None:
-    import csk.runtime as rt
+    import csk.store as rt
 
     kind, stage = spec.get("kind"), spec.get("stage")
     if kind == "exception":

@@ -365,7 +365,7 @@ def artifacts(pipeline: str, store: Path = STORE, run_: Optional[str] = RUN,
               as_json: bool = typer.Option(False, "--json", help="print a JSON list")) -> None:
     """List a run's stages (default: the latest full run) with artifact path, key and row counts."""
     from csk.runs import chosen_run
-    from csk.runtime import Store
+    from csk.store import Store
 
     try:
         _known_pipeline(pipeline)
@@ -390,7 +390,7 @@ def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "
             store: Path = STORE, run_: Optional[str] = RUN, as_json: bool = typer.Option(False, "--json")) -> None:
     """Trace an artifact (or one row of it) back to its source files and records."""
     from csk.lineage import artifact_chain, latest_ref, row_lineage
-    from csk.runtime import Store
+    from csk.store import Store
 
     try:
         _known_pipeline(pipeline, stage)
@@ -434,7 +434,7 @@ def runs(pipeline: str, store: Path = STORE,
          as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """List a pipeline's past runs, or diff two: per stage, key, changed parameters and row counts."""
     from csk.runs import diff, find_run, run_records, summary
-    from csk.runtime import Store
+    from csk.store import Store
 
     try:
         records = run_records(Store(store), pipeline)
@@ -488,7 +488,7 @@ def show(pipeline: str, stage: str, store: Path = STORE, run_: Optional[str] = R
          as_json: bool = typer.Option(False, "--json", help="print JSON Lines")) -> None:
     """Print rows of a run's artifact of a stage (default: the latest full run)."""
     from csk.runs import stage_rows
-    from csk.runtime import Store
+    from csk.store import Store
 
     try:
         _known_pipeline(pipeline, stage)
@@ -517,7 +517,7 @@ def card_command(pipeline: str, store: Path = STORE, run_: Optional[str] = RUN,
                  out: Optional[Path] = typer.Option(None, "--out", help="write the card here (default: print it)")) -> None:
     """Write the dataset card (Hugging Face layout) of a run (default: the latest full run), from its manifests."""
     from csk.release import card
-    from csk.runtime import Store
+    from csk.store import Store
 
     try:
         text = card(Store(store), pipeline, run_)
@@ -536,7 +536,7 @@ def export_command(pipeline: str, to: Path = typer.Option(..., "--to", help="an 
     """Write a release of a run (default: the latest full run): Parquet splits (datasets / DuckDB read
     them), the released file formats, the card and SHA256SUMS."""
     from csk.release import export
-    from csk.runtime import Store
+    from csk.store import Store
 
     try:
         sums = export(Store(store), pipeline, to, run_)
@@ -550,7 +550,8 @@ def validate(parquet: Path, contract: str = typer.Option(..., "--contract",
                                                          help="qualified contract name, e.g. cicero.Dialogues")) -> None:
     """Check any Parquet file against a data contract."""
     from csk.errors import InputError
-    from csk.runtime import read_parquet, validate_contract
+    from csk.artifacts import read_parquet
+    from csk.contracts import validate_contract
     from data_contracts import get_contract
 
     try:
@@ -576,7 +577,7 @@ def verify(pipeline: Optional[str] = typer.Argument(None, help="the pipeline; no
                                                   "difference is named with its machines and precisions")) -> None:
     """Check a store: every file's sha256 against its manifest, rows in = out + rejected, every input
     and lineage parent present, every run record's artifacts present. Exits 1 naming each damaged file."""
-    from csk.runtime import Store
+    from csk.store import Store
     from csk.verify import compare_stores, repair as repair_store, verify_store
 
     if not store.is_dir():
@@ -622,7 +623,7 @@ def gc(store: Path = STORE,
     """Artifacts no run record references (directly or as an input), temporary directories of dead
     processes, store caches no kept artifact needs (embedding LMDBs, unpacked models, ConceptNet
     databases) and quarantined artifacts: listed (dry run, the default) or removed with --apply."""
-    from csk.runtime import Store
+    from csk.store import Store
     from csk.verify import collect, find_garbage, size_of
 
     if not store.is_dir():
@@ -755,7 +756,8 @@ _add_plugin_commands()
 
 def _damaged_store_files(kwargs: dict) -> list[str]:
     """Every damaged file of the store a command was given (its manifests' checksums), one line each."""
-    from csk.runtime import Store, check_artifact
+    from csk.store import Store
+    from csk.artifacts import check_artifact
     from csk.verify import artifact_dirs
 
     store = kwargs.get("store")

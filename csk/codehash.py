@@ -23,11 +23,15 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import inspect
+import subprocess
 import sys
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
+from typing import Any, Callable
 
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PACKAGES = ("csk", "readers", "tasks", "data_contracts", "flows")
 # Orchestration and reporting: they decide which stages run and show what they did, never what a
 # stage writes; following them would recompute every stage when a CLI message changes.
@@ -205,3 +209,41 @@ def forget() -> None:
     """Read the sources and installed versions again (tests that edit a module or fake a version)."""
     for f in (module_file, _parsed, closure, packages, _distributions_of_module, _requirements, _version):
         getattr(f, "cache_clear", lambda: None)()  # (a test may have put a plain function in one's place)
+
+
+# ------------------------------------------------------------------ a stage's code version
+def stage_code_hash(fn: Callable, contract_module: str | None = None) -> str:
+    """Hash of the sources of every project module the stage can execute: its function's module, its
+    contract's module, and every project module they import at any depth, inside functions too
+    (`csk.codehash`): an edit anywhere there recomputes."""
+    module = inspect.getmodule(fn)
+    if module is None:
+        return hashlib.sha256(fn.__qualname__.encode()).hexdigest()[:16]
+    return code_hash(tuple(m for m in (module.__name__, contract_module) if m))
+
+
+def stage_packages(fn: Callable, contract_module: str | None = None) -> dict[str, str]:
+    """Installed versions of the distributions the stage's code imports, and what they require."""
+    module = inspect.getmodule(fn)
+    return packages(tuple(m for m in (module and module.__name__, contract_module) if m))
+
+
+_CODE_VERSION: dict | None = None
+
+
+def code_version() -> dict:
+    global _CODE_VERSION
+    if _CODE_VERSION is None:
+        info: dict[str, Any] = {"commit": None, "dirty": None}
+        try:
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                                    text=True, timeout=10)
+            if commit.returncode == 0:
+                info["commit"] = commit.stdout.strip()
+                status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10)
+                info["dirty"] = bool(status.stdout.strip())
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        _CODE_VERSION = info
+    return _CODE_VERSION

@@ -8,7 +8,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from csk.errors import CskError
-from csk.runtime import ArtifactRef, Store
+from csk.artifacts import ArtifactRef
+from csk.store import Store
 
 
 def latest_ref(store: Store, pipeline: str, stage: str, run: str | None = None) -> ArtifactRef:
@@ -77,7 +78,7 @@ def _known_files(ref: ArtifactRef) -> dict[str, str]:
 
 
 def _sha(path: str) -> str | None:
-    from csk.runtime import sha256_file
+    from csk.compute import sha256_file
 
     return sha256_file(path) if Path(path).is_file() else None
 

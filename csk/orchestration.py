@@ -25,7 +25,8 @@ from typing import Any, Callable
 
 from csk.errors import CskError, NoRowsError, SourceError, StageError
 from csk.pipeline import Pipeline, Stage, get_pipeline
-from csk.runtime import ArtifactRef, Store
+from csk.artifacts import ArtifactRef
+from csk.store import Store
 
 log = logging.getLogger("csk")
 
@@ -112,7 +113,7 @@ class PipelineRun:
         embeddings=vectors)`: the declaration's function is the name, as dagster's assets). Its upstream
         inputs are bound by the function's parameter names (an optional one may be None); any other
         keyword overrides one of its settings, which otherwise come from its table."""
-        from csk.runtime import bind_inputs
+        from csk.store import bind_inputs
 
         stage = self.pipeline.stage(which)
         input_names = {n for n, _ in stage.inputs}
@@ -550,7 +551,7 @@ def reuse_everything(pipeline: Pipeline, config: Any, store: str | Path, verify:
     import uuid
 
     from csk import lineage_events
-    from csk.runtime import check_artifact
+    from csk.artifacts import check_artifact
 
     try:
         plan = status(pipeline, config, store)
@@ -585,7 +586,7 @@ def preflight(pipeline: Pipeline, config: Any, base_dir: Path | None = None) -> 
     """What can be checked before Prefect starts: every configured input path and model of every stage
     (a model directory needs its config.json and weights). `base_dir`: the config file's directory,
     against which its relative paths were resolved (named in the error, with the likely fix)."""
-    from csk.runtime import hash_inputs  # noqa: F401  (same resolution rules as the run)
+    from csk.store import hash_inputs  # noqa: F401  (same resolution rules as the run)
     from csk.models import resolve_model
     from csk.params import typed_inputs, unused
 

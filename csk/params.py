@@ -172,7 +172,7 @@ def resolve_settings(model: type[BaseModel], values: dict, models: list[dict] | 
     """dotted setting -> what it means on this machine, for every Device and Precision setting: the
     device "auto" names, the precision "auto" decides for the Device setting beside it (CPU when
     there is none; a precision whose marker has `decide` asks it, with the manifest entry of the
-    ModelDir beside it from `models`, as `csk.runtime.hash_inputs` lists them). Part of the stage's
+    ModelDir beside it from `models`, as `csk.store.hash_inputs` lists them). Part of the stage's
     key: a different machine decision gives a different key."""
     from csk import compute
     from csk.precision import decision

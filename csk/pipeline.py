@@ -132,12 +132,12 @@ class Stage:
         return self.fn, self.contract.__module__
 
     def code_hash(self) -> str:
-        from csk.runtime import stage_code_hash
+        from csk.codehash import stage_code_hash
 
         return stage_code_hash(*self._roots())
 
     def packages(self) -> dict[str, str]:
-        from csk.runtime import stage_packages
+        from csk.codehash import stage_packages
 
         return stage_packages(*self._roots())
 

@@ -23,7 +23,7 @@ chose differently and wrote different bytes under the same key. Now:
   `csk precision --refresh` measures again); within a process the first answer is kept.
 
 The runtime resolves `precision = "auto"` settings to this decision before it computes a stage's
-key (`csk.runtime.Store.plan`), so a different decision can only give a different key; shards of
+key (`csk.store.Store.plan`), so a different decision can only give a different key; shards of
 a Dask run receive the flow's resolved precision as a parameter and never decide for themselves.
 """
 

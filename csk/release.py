@@ -23,7 +23,8 @@ from pathlib import Path
 import pandas as pd
 
 from csk.errors import CskError
-from csk.runtime import Store, read_parquet
+from csk.store import Store
+from csk.artifacts import read_parquet
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from csk.errors import CskError
-from csk.runtime import Store, read_parquet
+from csk.store import Store
+from csk.artifacts import read_parquet
 
 
 def all_runs(store: Store, pipeline: str) -> list[dict]:

@@ -155,7 +155,7 @@ def _map_dask(runner, fn, frames, arrays, params) -> list[pd.DataFrame]:
     from prefect import task
     from prefect.cache_policies import NONE
 
-    from csk.runtime import read_parquet, to_parquet_bytes
+    from csk.artifacts import read_parquet, to_parquet_bytes
 
     root = _SETTINGS.get()["tmp"]
     if root is None:
@@ -199,7 +199,7 @@ def _stage() -> str:
 
 def run_shard(fn_ref: str, src: str, out: str, shared: dict[str, str], params: dict, threads: int) -> str:
     """One shard, on a worker: read its rows and the shared arrays, run `fn`, write the output."""
-    from csk.runtime import read_parquet, to_parquet_bytes
+    from csk.artifacts import read_parquet, to_parquet_bytes
 
     _set_torch_threads(threads)
     module, name = fn_ref.split(":")

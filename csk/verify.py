@@ -23,7 +23,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from csk.runtime import MANIFEST, Store, check_artifact, _pid_alive
+from csk.artifacts import MANIFEST, check_artifact
+
+from csk.store import _pid_alive, Store
 
 BOOKKEEPING = ("_", ".")
 

@@ -78,7 +78,7 @@ def rebuild_command(
     """Rebuild the distractors of any multiple-choice file; the rebuilt file keeps its format and layout."""
     from csk.cli import console, run_flow
     from csk.lineage import latest_ref
-    from csk.runtime import Store
+    from csk.store import Store
 
     if not input.exists():
         raise CskError(f"{input}: file not found")

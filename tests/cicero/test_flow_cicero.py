@@ -262,7 +262,7 @@ def test_schedule_without_a_server_refuses_and_says_how_to_start_one(tmp_path):
 
 
 def test_asset_keys_survive_awkward_store_paths(tmp_path):
-    from csk.runtime import Store
+    from csk.store import Store
     from csk.orchestration import asset_for
 
     store = Store(tmp_path / "my store #1 (100%)")

@@ -325,7 +325,7 @@ def test_train_extractor_command(tmp_path):
     {"dailydialog": SAMPLE / "dailydialog" / "dialogues_text.txt", "release": DECO / "deco_train_sample.json"},
 ])
 def test_every_stage_meets_its_contract_whatever_the_sources(given):
-    from csk.runtime import validate_contract
+    from csk.contracts import validate_contract
 
     out = sources(**{k: str(v) if k != "window" else v for k, v in given.items()}).data
     validate_contract("sources", "deco.Samples", out)

@@ -166,7 +166,7 @@ def _empty_artifact(store, pipeline: str, stage: str, contract: str):
     """An artifact of `stage` with no rows, written as the runtime writes one (contract columns and dtypes)."""
     import hashlib
 
-    from csk.runtime import manifest_bytes, to_parquet_bytes
+    from csk.artifacts import manifest_bytes, to_parquet_bytes
     from data_contracts import conform_empty
 
     data = to_parquet_bytes(conform_empty(pd.DataFrame(), contract))
@@ -183,7 +183,7 @@ def test_every_stage_on_empty_inputs(tmp_path, pipeline, stage, inputs):
     from csk.config import load_config
     from csk.errors import ContractError, CskError
     from csk.pipeline import get_pipeline
-    from csk.runtime import Store
+    from csk.store import Store
 
     p = get_pipeline(pipeline)
     cfg = load_config(CONFIG, [])[pipeline]

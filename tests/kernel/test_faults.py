@@ -62,7 +62,7 @@ def test_two_runs_on_one_store_at_once(prefect_harness, tmp_path):
     import subprocess
     import sys
 
-    from csk.runtime import Store
+    from csk.store import Store
     from csk.verify import verify_store
 
     store = tmp_path / "store"

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from csk.cli import app
 from csk.errors import IntegrityError
-from csk.runtime import MANIFEST, Store, check_artifact
+from csk.artifacts import MANIFEST, check_artifact
+from csk.store import Store
 from csk.verify import find_garbage, verify_store
 from tests.kernel.test_runtime import LENGTH, LF, SOURCES, SRC_PARAMS, _run_both
 
@@ -103,7 +104,7 @@ def test_csk_verify_names_damaged_files_and_repair_lets_a_rerun_recompute(tmp_pa
 
 
 def test_verify_checks_rows_inputs_and_lineage(tmp_path):
-    from csk.runtime import manifest_bytes
+    from csk.artifacts import manifest_bytes
 
     store = Store(tmp_path)
     a, b = _run_both(store)

@@ -13,7 +13,9 @@ import pytest
 from csk import precision
 from csk.params import Device, Precision, resolve_settings
 from csk.pipeline import Stage
-from csk.runtime import StageOutput, Store, manifest_bytes
+from csk.runtime import StageOutput
+from csk.store import Store
+from csk.artifacts import manifest_bytes
 from data_contracts import register
 from data_contracts.common import Contract
 from pandera.typing import Series

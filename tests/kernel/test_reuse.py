@@ -10,7 +10,8 @@ import pytest
 from csk import codehash
 from csk.errors import ConfigError, CskError
 from csk.pipeline import Stage, discover
-from csk.runtime import StageOutput, bind_inputs
+from csk.runtime import StageOutput
+from csk.store import bind_inputs
 
 
 def _all(attr: str) -> dict:
@@ -68,7 +69,8 @@ def test_a_changed_package_version_changes_exactly_the_stages_that_import_it(fre
 
 
 def test_the_key_follows_packages(fresh_codehash, tmp_path, monkeypatch):
-    from csk.runtime import ArtifactRef, Store
+    from csk.artifacts import ArtifactRef
+    from csk.store import Store
 
     stage = discover()["corecode"].stage("concepts")
     (tmp_path / "in").mkdir()

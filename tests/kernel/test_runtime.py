@@ -7,10 +7,11 @@ import pandas as pd
 import pytest
 
 import csk.runtime as rt
+import csk.store as store_module
 from csk.errors import ConservationError, ContractError
 from csk.lineage import row_lineage
 from csk.pipeline import Stage
-from csk.runtime import Store
+from csk.store import Store
 from tasks.cicero.length_filter import length_filter
 from tasks.cicero.sources import sources
 from data_contracts import register
@@ -83,7 +84,7 @@ def test_manifest_contents(tmp_path):
 def test_crash_mid_write_leaves_nothing_reusable(tmp_path, monkeypatch):
     store = Store(tmp_path)
     a = store.run("cicero", SOURCES, SRC_PARAMS, [])
-    real_write = rt._write_file
+    real_write = store_module._write_file
     calls = {"n": 0}
 
     def dying_write(path, payload):
@@ -92,10 +93,10 @@ def test_crash_mid_write_leaves_nothing_reusable(tmp_path, monkeypatch):
             raise KeyboardInterrupt("killed")
         real_write(path, payload)
 
-    monkeypatch.setattr(rt, "_write_file", dying_write)
+    monkeypatch.setattr(store_module, "_write_file", dying_write)
     with pytest.raises(KeyboardInterrupt):
         store.run("cicero", LENGTH, LF, [a.ref])
-    monkeypatch.setattr(rt, "_write_file", real_write)
+    monkeypatch.setattr(store_module, "_write_file", real_write)
     key = store.key("cicero", LENGTH, LF, [a.ref])
     assert store.find("cicero", "length_filter", key) is None
     assert not store.artifact_dir("cicero", "length_filter", key).exists()
@@ -116,7 +117,7 @@ def test_contract_violation_names_stage_column_rows(tmp_path):
         store.run("cicero", stage, {}, [a.ref])
     msg = str(exc.value)
     assert "bad_stage" in msg and "'source'" in msg and "dailydialog-000001" in msg
-    from csk.runtime import validate_contract
+    from csk.contracts import validate_contract
 
     with pytest.raises(ContractError, match=r"x.parquet: violates data contract cicero.FilteredDialogues\n  missing"):
         validate_contract("x.parquet", "cicero.FilteredDialogues", a.ref.load())

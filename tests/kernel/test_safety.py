@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from csk.errors import ModelError
 from csk.models import PICKLE_WARNING, pretrained_kwargs, resolve_model, weights_format
 from csk.params import ModelDir
-from csk.runtime import hash_inputs
+from csk.store import hash_inputs
 from tests import tiny_models
 
 ROOT = Path(__file__).resolve().parent.parent.parent

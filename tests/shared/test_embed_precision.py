@@ -132,7 +132,7 @@ def _stage(*, embed: EmbedSpec = EmbedSpec(), precision: Precision = "auto", dev
 
 def test_the_rung_is_part_of_the_key(tmp_path, own_cache, monkeypatch):
     from csk.pipeline import Stage
-    from csk.runtime import Store
+    from csk.store import Store
 
     stage = Stage(_stage, contract="test.LadderProbe", name="probe", parent_column=None, conserves_rows=False)
     store = Store(tmp_path / "store")
