@@ -39,6 +39,16 @@ from tasks.plots import hist_png, line_png
 OUT_OF_PLACE = frozenset({"retrieval"})  # generators whose candidates were written for another dialogue
 
 
+def placement(generator: str | None, rule: str | None) -> int:
+    """How far from the item's dialogue a candidate was written: 0 in place (a rewrite, this dialogue's
+    answer, a generator's output), 1 another dialogue's answer whose things this dialogue names, 2 one
+    that names things this dialogue does not (`retrieval:...:foreign:...`: a careful reader finds it out
+    of place). AF starts an item and swaps in by this order."""
+    if generator not in OUT_OF_PLACE:
+        return 0
+    return 2 if ":foreign:" in str(rule or "") else 1
+
+
 def hellaswag_swaps(pairwise_accuracy: float) -> int:
     return 0 if pairwise_accuracy <= 0.525 else 1 if pairwise_accuracy <= 0.575 else 2
 
@@ -59,7 +69,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             swap_rule: str = "paper", window: int = 2, epsilon: float = 0.01, noise_z: float = 2.0,
             min_held_out: int = 3,
             max_rewrites: int = 0, max_reuse: int = 0, generator_of: dict[str, str] | None = None,
-            seed: int = 0, log: Callable[[str], None] | None = None) -> tuple[dict[str, dict], list[dict]]:
+            placement_of: dict[str, int] | None = None, seed: int = 0, log: Callable[[str], None] | None = None) -> tuple[dict[str, dict], list[dict]]:
     """Run AF; returns the per-instance state (distractors, unused pool, swaps, the rounds it was held out
     and swapped in) and the per-round history.
 
@@ -67,9 +77,11 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     distractor it replaces. `max_rewrites`: at most this many distractors of an instance come from the
     `lexical` generator (rewrites of its own gold: more would make the gold the centre of its choices);
     `max_reuse`: one text is a distractor of at most this many instances of a split (retrieved answers
-    recur otherwise); 0: no limit. `generator_of` maps a candidate id to its generator."""
+    recur otherwise); 0: no limit. `generator_of` maps a candidate id to its generator, `placement_of` to its
+    `placement` (default: from its generator)."""
     text = {cid: t for pool in pools.values() for cid, t in pool}
     generator_of = generator_of or {}
+    placement_of = placement_of or {c: placement(g, None) for c, g in generator_of.items()}
     split_of = dict(zip(view["id"], view["split"].astype(str))) if "split" in view.columns else {}
     used: dict[tuple[str, str], int] = {}  # (split, text) -> instances holding it as a distractor
 
@@ -101,7 +113,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
         # retrieved answer enters only when a round's discriminator prefers it to the gold and to the one
         # it replaces (a careful reader found retrieved answers out of place).
         order = sorted((pool[i] for i in rng.permutation(len(pool))),
-                       key=lambda c: generator_of.get(c) in OUT_OF_PLACE)
+                       key=lambda c: placement_of.get(c, 0))
         k = (int(inst.n_distractors) or n_distractors) if own else n_distractors
         chosen: list[str] = []
         for cid in order:
@@ -177,7 +189,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             # only candidates the discriminator prefers to the gold: they are what makes the item harder; among
             # them those written in place first (an answer of another dialogue only where none of these is left)
             strong = sorted((c for c in st["unused"] if score_of[c] > gold_score),
-                            key=lambda c: (generator_of.get(c) in OUT_OF_PLACE, -score_of[c], c))
+                            key=lambda c: (placement_of.get(c, 0), -score_of[c], c))
             done = 0
             for w in weak:
                 if done >= allowed:
@@ -353,6 +365,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                              held_out=held_out, max_swaps=max_swaps, swap_rule=swap_rule, window=window,
                              epsilon=epsilon, noise_z=noise_z, min_held_out=min_held_out, max_rewrites=max_rewrites,
                              max_reuse=max_reuse, generator_of=dict(zip(candidates["id"], candidates["generator"])),
+                             placement_of={c: placement(g, r) for c, g, r in zip(candidates["id"], candidates["generator"],
+                                                                                  candidates["rule"])},
                              seed=seed, log=logging.getLogger("csk").info)
     text = dict(zip(candidates["id"], candidates["candidate"]))
     rule = dict(zip(candidates["id"], candidates["rule"]))

@@ -35,7 +35,7 @@ from readers.base import iter_json_lines
 from tasks import seq2seq
 from tasks.distractors.keys import instance_keys
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
-from tasks.english import PIPELINE, entities
+from tasks.english import PIPELINE, entities, nouns
 from tasks.embed import EmbedSpec, open_embedder
 
 PREFIX = "counterfactual: "  # the task prefix the generator is trained with
@@ -165,6 +165,10 @@ def file_pools(view: pd.DataFrame, *, candidates: str | None) -> Pool:
     return {i: [(Path(candidates).name, t) for t in given.get(i, [])] for i in view["id"]}
 
 
+# Nouns any dialogue's answer may use without naming a thing of another conversation (CICERO's answers
+# speak of "the speaker" and "the listener").
+GENERIC_NOUNS = frozenset({"speaker", "listener", "person", "people", "thing", "something", "time", "way",
+                           "day", "lot", "kind", "bit", "one", "other", "others", "man", "woman", "friend"})
 RETRIEVAL_BLOCK = 1024  # rows of the split scored at once (1024 x 30K float64: 240 MB)
 SAME_QUESTION = 10.0  # lifts answers to the same question above every other (two cosines sum to at most 2)
 
@@ -204,11 +208,13 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                 a = rows[a_local]
                 iid = ids[a]
                 ours = entities(_texts(passages[a], golds[a])) if iid not in chinese else {}
+                here = nouns(_texts(passages[a], golds[a])) | GENERIC_NOUNS if iid not in chinese else None
                 taken: list[tuple[str, str]] = []
+                foreign: list[tuple[str, str]] = []  # speaking of things this dialogue never names: after the rest
                 seen = {golds[a].strip().lower()}
                 looked = 0
                 width = min(n, 4 * depth + 16)
-                while len(taken) < depth and looked < n:
+                while len(taken) < depth and looked < n:  # in-place answers up to depth, within 4 x depth + 16
                     best = np.argpartition(-scores[r], width - 1)[:width] if width < n else np.arange(n)
                     order = sorted(best.tolist(), key=lambda b: (-scores[r, b], ids[rows[b]]))[looked:]
                     for b_local in order:
@@ -223,9 +229,14 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                         if adapted is not None:
                             seen.add(golds[b].strip().lower())
                             how = "retrieval" if questions[b] == questions[a] else "retrieval:other_question"
-                            taken.append((f"{how}:{ids[b]}", adapted))
+                            if here is None or nouns([adapted]) <= here:
+                                taken.append((f"{how}:{ids[b]}", adapted))
+                            else:
+                                foreign.append((f"{how}:foreign:{ids[b]}", adapted))
+                    if looked >= n or width >= 4 * depth + 16 and len(taken) + len(foreign) >= depth:
+                        break
                     looked, width = width, min(n, width * 4)  # too many skipped: look further down the row
-                out[iid] = taken
+                out[iid] = (taken + foreign)[:depth]
     return out
 
 
@@ -242,18 +253,40 @@ def _position(target: str, passage) -> int | None:
     return within[0] if within else None
 
 
-def dialogue_pools(view: pd.DataFrame, min_gap: int = 1) -> Pool:
+# When a question's answers happen, relative to its target, by the relation the question names (the
+# ATOMIC / CICERO vocabulary of commonsense relations): a cause, a prior event or a motivation comes before
+# the target; a subsequent event or a reaction after it. Matched as words of the question (case ignored).
+QUESTION_TIME = {"cause": "before", "prior event": "before", "motivation": "before", "intent": "before",
+                 "subsequent event": "after", "reaction": "after", "effect": "after"}
+Time = Literal["before", "after"]
+
+
+def time_of(question: str, time: dict[str, str]) -> str | None:
+    """"before" or "after" where the question names relations of one side only (else None: unknown)."""
+    text = " ".join(str(question).lower().split())
+    sides = {side for words, side in time.items() if re.search(rf"\b{re.escape(words.lower())}\b", text)}
+    return sides.pop() if len(sides) == 1 else None
+
+
+def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | None = None) -> Pool:
     """Answers written for the same dialogue (group) about another target: they name its people and its
     events, so they read as in place, and a careful reader still finds them wrong for this target. Never
     an answer about the item's own target (where the file names targets; else about its own question),
-    nor one of its correct answers, nor (where targets are located in the dialogue) one about a target
-    fewer than `min_gap` utterances away: neighbouring turns chain, and the subsequent event of one is
-    often the cause of the next (a blind reader judged such answers correct). In dialogue order of the
-    other items (their ids), deterministic."""
+    nor one of its correct answers.
+
+    Where both targets are located in the dialogue and both questions' times are known (`time`: relation
+    words -> before / after, see QUESTION_TIME), the answer must lie on the other side of this target
+    from where this question's answers lie: a cause of the target (before it) may be offered the
+    subsequent event or reaction of a target at or after it, a subsequent event (after it) the cause,
+    prior event or motivation of a target at or before it. Events chain: the subsequent event of one turn
+    is often the cause of the next, and a cause of an earlier turn is a cause of this one too (a blind
+    reader judged such answers correct). Elsewhere answers about a target fewer than `min_gap` utterances
+    away are left out. In dialogue order of the other items (their ids), deterministic."""
     ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
     about = (view["target"] if "target" in view.columns and view["target"].astype(str).str.strip().any()
              else view["question"]).astype(str).str.strip().str.lower().tolist()
     questions = view["question"].astype(str).tolist()
+    side = [time_of(q, time) for q in questions] if time else [None] * len(view)
     correct: list[set[str]] = []
     for g, ch, cor in zip(golds, view["choices"] if "choices" in view.columns else [None] * len(view),
                           view["correct_answers"] if "correct_answers" in view.columns else [None] * len(view)):
@@ -267,14 +300,22 @@ def dialogue_pools(view: pd.DataFrame, min_gap: int = 1) -> Pool:
     has_target = "target" in view.columns and view["target"].astype(str).str.strip().any()
     passages = view["passage"].tolist() if "passage" in view.columns else [None] * len(view)
     where = [_position(t, p) for t, p in zip(view["target"], passages)] if has_target else [None] * len(view)
+
+    def admissible(a: int, b: int) -> bool:
+        if where[a] is None or where[b] is None:
+            return True
+        if side[a] is not None and side[b] is not None:  # the time-order rule
+            if side[a] == "before":
+                return side[b] == "after" and where[b] >= where[a]
+            return side[b] == "before" and where[b] <= where[a]
+        return abs(where[a] - where[b]) >= min_gap
+
     out: Pool = {}
     for a, iid in enumerate(ids):
         taken, seen = [], set(correct[a])
         for b in sorted(members[groups[a]], key=lambda b: ids[b]):
             text = golds[b].strip()
-            if b == a or about[b] == about[a] or text.lower() in seen:
-                continue
-            if where[a] is not None and where[b] is not None and abs(where[a] - where[b]) < min_gap:
+            if b == a or about[b] == about[a] or text.lower() in seen or not admissible(a, b):
                 continue
             seen.add(text.lower())
             how = "dialogue" if questions[b] == questions[a] else "dialogue:other_question"
@@ -314,7 +355,8 @@ def counterfactuals(instances: pd.DataFrame, *,
                     ["lexical", "dialogue", "retrieval"],
                     min_pool: int = 16, model: ModelDir = None, conceptnet_db: InputPath = None,
                     max_per_answer: int = 24, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
-                    batch_size: int = 16, candidates: InputPath = None, retrieval_depth: int = 32, dialogue_min_gap: int = 1,
+                    batch_size: int = 16, candidates: InputPath = None, retrieval_depth: int = 32,
+                    dialogue_min_gap: int = 1, question_time: dict[str, Time] = QUESTION_TIME,
                     embed: EmbedSpec = EmbedSpec(), fluency: bool = True,
                     lexical_rules: list[Literal["antonym", "negation", "quantity", "role_swap", "entity_swap"]] =
                     list(CONTRADICTING), seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
@@ -337,10 +379,11 @@ def counterfactuals(instances: pd.DataFrame, *,
         batch_size: t5 answers per batch
         candidates: JSON Lines {"id": instance id, "candidates": [...]} for the file generator
         retrieval_depth: most retrieved answers per instance
-        dialogue_min_gap: the dialogue generator takes answers about targets at least this many utterances
-            from the item's own (1: every other target). 2 was tried on the real CICERO sample: judged
-            correct 13.3% vs 15.0% (within a blind reading's noise), out of place 40% vs 32% (fewer answers
-            of the dialogue, more of others): not the default
+        dialogue_min_gap: where the questions' times are unknown, the dialogue generator takes answers about
+            targets at least this many utterances from the item's own (1: every other target)
+        question_time: relation words of a question -> when its answers happen, "before" or "after" its
+            target; the dialogue generator offers only answers on the other side of the item's target
+            (the time-order rule of dialogue_pools); {} turns the rule off
         embed: the sentence embedder ranking retrieved answers
         fluency: check every lexical rewrite with the parser (fixed expressions left alone, number
             agreement, articles; `tasks.distractors.fluency`) and leave out those that fail: rejected rows
@@ -361,7 +404,7 @@ def counterfactuals(instances: pd.DataFrame, *,
         "t5": lambda: t5_pools(view, model=model, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
                                batch_size=batch_size, seed=seed, ctx=ctx),
         "file": lambda: file_pools(view, candidates=candidates),
-        "dialogue": lambda: dialogue_pools(view, min_gap=dialogue_min_gap),
+        "dialogue": lambda: dialogue_pools(view, min_gap=dialogue_min_gap, time=question_time),
         "retrieval": lambda: retrieval_pools(view, embed=embed, depth=retrieval_depth, ctx=ctx),
     }
     disfluent: list[dict] = []
@@ -439,7 +482,8 @@ def _rationale(generator: str, rule: str, gold: str, text: str) -> str:
         return f"{rule}: {evidence(gold, text)}"
     if generator == "retrieval":
         return f"the answer of {rule.rsplit(':', 1)[-1]}, another dialogue" + \
-            (" asked another question" if ":other_question:" in rule else "")
+            (" asked another question" if ":other_question:" in rule else "") + \
+            (", naming things this dialogue does not" if ":foreign:" in rule else "")
     if generator == "dialogue":
         return f"the answer of {rule.rsplit(':', 1)[-1]}, this dialogue, about another target" + \
             (" and question" if ":other_question:" in rule else "")

@@ -146,7 +146,8 @@ def test_evidence_names_the_changed_words():
 
 
 def test_counterfactuals_t5_tiny(tmp_path):
-    from csk.runtime import StageContext, Store
+    from csk.runtime import StageContext
+    from csk.store import Store
     from tasks.distractors.counterfactuals import counterfactuals
 
     model = tiny_models.t5(tmp_path / "t5")
@@ -183,13 +184,33 @@ def test_retrieval_fills_pools_from_other_dialogues_with_names_adapted():
     assert all(g[0] == "lexical" for g in per) and any("retrieval" in g for g in per)
     retrieved = out.data[out.data["generator"] == "retrieval"]
     own_group = dict(zip(items["id"], items["group_id"]))
-    assert all(own_group[r.split(":", 1)[1]] != own_group[i] for r, i in zip(retrieved["rule"], retrieved["instance_id"]))
+    assert all(own_group[r.rsplit(":", 1)[1]] != own_group[i] for r, i in zip(retrieved["rule"], retrieved["instance_id"]))
     assert out.notes["median_pool"] == 8 and out.notes["samples"]
     theirs = {"Tom": "PERSON", "Anna": "PERSON", "Monday": "DATE"}
     assert adapt_names("Tom will meet Anna on Monday.", theirs, {"Lisa": "PERSON", "Friday": "DATE"}) is None
     # a person for a person; a date (a time, a number) is left as written: swapped, it breaks sentences
     assert adapt_names("Tom will call on Monday.", theirs, {"Lisa": "PERSON", "Friday": "DATE"}) == \
         "Lisa will call on Monday."
+
+
+def test_retrieved_answers_naming_things_of_another_dialogue_come_last_and_say_so():
+    """A retrieved answer whose nouns this dialogue never uses reads as copied from another conversation
+    (a blind reader marked 77% of such answers out of place): it is marked `foreign` and ranked after the
+    answers that speak of this dialogue's things; AF starts and swaps in by that order."""
+    from tasks.distractors.adversarial import placement
+    from tasks.distractors.counterfactuals import retrieval_pools
+
+    view = pd.DataFrame({
+        "id": ["a", "b", "c"], "group_id": ["A", "B", "C"], "question": ["cause"] * 3,
+        "passage": [["A: My car broke down on the road.", "B: Call the garage."],
+                    ["A: The garage fixed my car.", "B: Good."], ["A: I lost my watch at the beach.", "B: Oh no."]],
+        "gold": ["The car was old.", "The speaker took the car to the garage.", "The watch fell in the sand."]})
+    pools = retrieval_pools(view, embed=EMBED, depth=4, ctx=None)
+    rules = [r for r, _ in pools["a"]]
+    assert [t for _, t in pools["a"]] == ["The speaker took the car to the garage.", "The watch fell in the sand."]
+    assert ":foreign:" not in rules[0] and rules[1] == "retrieval:foreign:c"
+    assert [placement("lexical", "antonym"), placement("dialogue", "dialogue:x"), placement("retrieval", rules[0]),
+            placement("retrieval", rules[1])] == [0, 0, 1, 2]
 
 
 def _candidates(pairs):
@@ -286,7 +307,8 @@ def test_af_replaces_trivially_separable_distractors_and_accuracy_falls():
 
 
 def test_af_transformer_discriminator_tiny(tmp_path):
-    from csk.runtime import StageContext, Store
+    from csk.runtime import StageContext
+    from csk.store import Store
     from tasks.distractors.adversarial import adversarial_filter
 
     inst, cands = _af_data()
@@ -301,7 +323,8 @@ def test_af_transformer_discriminator_tiny(tmp_path):
 def test_af_cached_transformer_discriminator_tiny(tmp_path):
     """AF with the cached discriminator: the lower layer's activations are computed once per pair across
     rounds, the manifest says what was trained."""
-    from csk.runtime import StageContext, Store
+    from csk.runtime import StageContext
+    from csk.store import Store
     from tasks.distractors.adversarial import adversarial_filter
 
     inst, cands = _af_data()
@@ -696,6 +719,41 @@ def test_dialogue_generator_offers_answers_of_the_same_dialogue_about_other_targ
     assert [t for _, t in dialogue_pools(no_target)["a3"]] == ["Tom missed the bus.", "The bus was late.",
                                                                  "Ann called Tom."]
     assert [t for _, t in dialogue_pools(no_target)["a1"]] == ["Ann feels relieved."]
+
+
+def test_dialogue_generator_offers_only_answers_on_the_other_side_of_the_target_in_time():
+    """The time-order rule: a cause (before the target) may be offered a subsequent event or reaction of
+    a target at or after it, never another cause nor an event that follows an earlier turn (it may well be
+    this turn's cause); a subsequent event may be offered causes of targets at or before it."""
+    from tasks.distractors.counterfactuals import QUESTION_TIME, dialogue_pools, time_of
+
+    assert time_of("What is or could be the cause of target?", QUESTION_TIME) == "before"
+    assert time_of("What subsequent event happens or could happen following the target?", QUESTION_TIME) == "after"
+    assert time_of("What is the possible emotional reaction of the listener in response to target?",
+                   QUESTION_TIME) == "after"
+    assert time_of("Which ending is right?", QUESTION_TIME) is None
+    assert time_of("the cause and the reaction", QUESTION_TIME) is None  # both sides named: unknown
+
+    turns = ["A: I missed the bus.", "B: Oh no, you will be late.", "A: I called a taxi.", "B: Good idea.",
+             "A: The taxi came fast."]
+    cause, after = "What is or could be the cause of target?", "What subsequent event happens following the target?"
+    view = pd.DataFrame({
+        "id": ["c0", "s0", "c2", "s2", "c4", "s4"], "group_id": ["D"] * 6,
+        "question": [cause, after, cause, after, cause, after],
+        "target": ["I missed the bus.", "I missed the bus.", "I called a taxi.", "I called a taxi.",
+                   "The taxi came fast.", "The taxi came fast."],
+        "gold": ["The alarm did not ring.", "A looks for another way to work.", "A needed a ride.",
+                 "The taxi arrives.", "A called early.", "A gets to work on time."],
+        "passage": [turns] * 6})
+    pools = {k: [t for _, t in v] for k, v in dialogue_pools(view, time=QUESTION_TIME).items()}
+    # c2 (a cause of turn 2): the subsequent events of turns 2 and 4 lie after it; s0 (after turn 0) may be
+    # its cause, c0 and c4 are causes themselves
+    assert pools["c2"] == ["A gets to work on time."]  # s2 is about c2's own target
+    assert pools["s2"] == ["The alarm did not ring."]  # causes at or before turn 2 (c2: its own target)
+    assert pools["c0"] == ["The taxi arrives.", "A gets to work on time."]
+    assert pools["s4"] == ["The alarm did not ring.", "A needed a ride."]
+    # without the rule (question_time = {}): every other target's answer
+    assert len(dialogue_pools(view, time={})["c2"]) == 4
 
 
 def test_dialogue_generator_leaves_out_answers_about_neighbouring_turns():
