@@ -159,11 +159,22 @@ class Pipeline:
     # `csk run NAME --release FILE`: the settings that rebuild a release from the release alone, each
     # `--set` with "{release}" for the file (the user's own --set come after and win)
     release_alone: tuple[str, ...] = ()
+    # the paper's human steps as Label Studio projects (csk.label_studio.LabelingStep): `csk label`
+    labeling: tuple[Any, ...] = ()
 
     def __post_init__(self):
         names = [s.name for s in self.stages]
         if len(set(names)) != len(names):
             raise ConfigError(f"pipeline {self.name!r}: stage names repeat: {names}")
+        steps = [step.name for step in self.labeling]
+        if len(set(steps)) != len(steps):
+            raise ConfigError(f"pipeline {self.name!r}: labeling step names repeat: {steps}")
+        for step in self.labeling:  # each names a declared stage and an import stage's real setting
+            self.stage(step.stage)
+            fn, setting = step.imports
+            if setting not in self.stage(fn).params_model.model_fields:
+                raise ConfigError(f"pipeline {self.name!r}: labeling step {step.name!r} is imported by "
+                                  f"{fn.__name__}.{setting}, which is not one of its settings")
         try:
             self.config_model  # noqa: B018  (built for its check: every table composes, a setting in two stages agrees)
         except ValueError as exc:
@@ -193,6 +204,13 @@ class Pipeline:
             raise CskError(f"pipeline {self.name!r} has no stage {label!r}; its stages: "
                            f"{', '.join(s.name for s in self.stages)}")
         return found[0]
+
+    def labeling_step(self, name: str):
+        for step in self.labeling:
+            if step.name == name:
+                return step
+        raise CskError(f"pipeline {self.name!r} has no labeling step {name!r}; its steps: "
+                       f"{', '.join(s.name for s in self.labeling) or 'none'}")
 
     @property
     def main(self) -> Steps:

@@ -6,7 +6,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from data_contracts.common import Contract, Provenance, RunStatistics
+from data_contracts.common import Annotated, Contract, Provenance, RunStatistics
 from data_contracts.distractors import MultipleChoice
 
 SOURCES = ["dailydialog", "mutual", "dream", "cicero"]
@@ -68,11 +68,12 @@ class AnnotationTasks(Contract):
     dialogue: Series[object]
 
 
-class Annotations(Provenance):
-    """Human answers from a CICERO release, joined to the pipeline's dialogues and targets."""
+class Annotations(Provenance, Annotated):
+    """Human answers from a CICERO release, joined to the pipeline's dialogues and targets, or written in
+    Label Studio (version "label-studio": with the annotator, annotation and task they came from)."""
 
     cicero_id: Series[str]
-    version: Series[str] = pa.Field(isin=["v1", "v2"])
+    version: Series[str] = pa.Field(isin=["v1", "v2", "label-studio"])
     source_dialogue_id: Series[str] = pa.Field(nullable=True)
     dialogue_id: Series[str]
     dialogue_from_release: Series[bool]

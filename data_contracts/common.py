@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
+import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
@@ -32,6 +35,18 @@ class Provenance(Contract):
     source_file: Series[str] = pa.Field(str_length={"min_value": 1})
     source_record: Series[int] = pa.Field(ge=0)
     source_locator: Series[str]
+
+
+class Annotated(Contract):
+    """Rows made from annotations read back from a Label Studio export (tasks.labeling): who answered and
+    when. Absent where the rows came from a released file."""
+
+    annotator: Optional[Series[str]] = pa.Field(nullable=True)
+    annotation_id: Optional[Series[pd.Int64Dtype]] = pa.Field(nullable=True)
+    ls_task_id: Optional[Series[pd.Int64Dtype]] = pa.Field(nullable=True)
+    created_at: Optional[Series[str]] = pa.Field(nullable=True)
+    updated_at: Optional[Series[str]] = pa.Field(nullable=True)
+    lead_time: Optional[Series[float]] = pa.Field(nullable=True, ge=0)
 
 
 class ConceptNet(Provenance):

@@ -35,6 +35,8 @@ from tasks.dedup import dedup
 from tasks.distractors.adversarial import adversarial_filter
 from tasks.distractors.aflite import aflite
 from tasks.distractors.candidate_filter import candidate_filter
+from tasks.cicero import labeling as cicero_labeling
+from tasks.distractors import labeling as distractor_labeling
 from tasks.distractors.counterfactuals import counterfactuals
 from tasks.distractors.quality import distractor_quality
 from tasks.distractors.verification import verification
@@ -90,7 +92,7 @@ def cicero(run: PipelineRun) -> None:
     chosen = run.stage(targets, dialogues=deduped)
     tasks = run.stage(annotation_tasks, targets=chosen, dialogues=deduped)
     split = answers = imported = None
-    if run.config.annotations.release:
+    if run.config.annotations.release or run.config.annotations.answers:
         imported = run.stage(annotations, dialogues=deduped, tasks=tasks)
         answers = run.stage(quality_check, annotations=imported)
         split = run.stage(splits, annotations=answers)
@@ -99,7 +101,8 @@ def cicero(run: PipelineRun) -> None:
     else:
         import logging
 
-        logging.getLogger("csk").info("cicero.annotations.release is not set: stopping after the annotation task export")
+        logging.getLogger("csk").info("neither cicero.annotations.release nor .answers is set: stopping after the "
+                                      "annotation task export (`csk label export cicero answers` writes its project)")
     run.stage(statistics, sources=dialogues, filtered=filtered, deduped=deduped, targets=chosen, splits=split,
               annotations=answers)
     run.stage(fidelity, sources=dialogues, filtered=filtered, deduped=deduped, targets=chosen, annotations=imported,
@@ -212,4 +215,5 @@ PIPELINE = Pipeline(
     flows=(cicero, rebuild_distractors),
     settings=CiceroSettings,
     commands=(rebuild_distractors_command, train_generator_command),
+    labeling=(*cicero_labeling.STEPS, distractor_labeling.STEP),
 )

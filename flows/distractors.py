@@ -26,6 +26,7 @@ from tasks.distractors.adversarial import adversarial_filter
 from tasks.distractors.aflite import aflite
 from tasks.distractors.candidate_filter import candidate_filter
 from tasks.distractors.counterfactuals import counterfactuals
+from tasks.distractors import labeling as distractor_labeling
 from tasks.distractors.mcq_file import FORMATS, PRESETS, mcq_file, parse_map, rebuilt_file
 from tasks.distractors.quality import distractor_quality
 from tasks.distractors.verification import verification
@@ -111,4 +112,5 @@ PIPELINE = Pipeline(
     flows=(rebuild,),
     settings=DistractorSettings,
     commands=(rebuild_command,),
+    labeling=(distractor_labeling.STEP,),
 )

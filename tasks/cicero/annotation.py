@@ -3,7 +3,9 @@
 Export: one row per (dialogue, target, question) with the exact question string, also as
 CSV and JSON Lines for an annotation tool.
 
-Import: answers in CICERO's released JSON Lines (v1 or v2). CICERO's IDs are its own
+Import: answers written in Label Studio (the `answers` labeling step, tasks/cicero/labeling.py: its JSON
+export, each answer with its annotator, annotation and task), or answers in CICERO's released JSON
+Lines (v1 or v2). CICERO's IDs are its own
 numbering and its speaker letters are not always alternating, so dialogues are matched by
 normalised text (case, whitespace and punctuation tokenisation folded) and targets by
 utterance text. A dialogue not among the pipeline's is taken from the file and flagged; an
@@ -25,6 +27,7 @@ from csk.params import InputPath
 from csk.runtime import StageOutput
 from readers import read_cicero_release
 from tasks.cicero.targets import TYPE_OF_QUESTION
+from tasks.labeling import export_rows
 
 SOURCE_OF_PREFIX = {"daily-dialogue": "dailydialog", "dailydialog": "dailydialog", "mutual": "mutual",
                     "dream": "dream"}
@@ -76,11 +79,60 @@ def locate_target(target: str, turns) -> tuple[int | None, str]:
     return None, "not found"
 
 
-def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputPath = None,
+def written_answers(dialogues: pd.DataFrame, tasks: pd.DataFrame, path: str, lenient: bool) -> StageOutput:
+    """One instance per answer written in Label Studio (the `answers` step's export): the task's dialogue,
+    target and question, the answer as its one correct choice, and who wrote it (annotator, annotation,
+    Label Studio task, times) with the lineage to the export file."""
+    rows, bad = export_rows(path, set(tasks["id"]), lenient=lenient)
+    by_task = tasks.set_index("id")
+    turns_of = dict(zip(dialogues["id"], dialogues["turns"]))
+    source_of = dict(zip(dialogues["id"], dialogues["source"])) if "source" in dialogues.columns else {}
+    out, rejected = [], []
+    for r in rows:
+        lineage = {k: v for k, v in r.items() if k != "values"}
+        text = " ".join(str(t).strip() for t in r["values"].get("answer", []) if str(t).strip())
+        task = by_task.loc[r["row_id"]]
+        if not text:
+            rejected.append({**lineage, "reason_code": "empty_answer", "reason": f"annotator {r['annotator']} "
+                             f"wrote no answer for task {r['row_id']}"})
+            continue
+        did = str(task["dialogue_id"])
+        turns = turns_of.get(did)
+        if turns is None:
+            rejected.append({**lineage, "reason_code": "unknown_dialogue",
+                             "reason": f"dialogue {did} of task {r['row_id']} is not among this run's dialogues"})
+            continue
+        rendered = render_dialogue(turns)
+        out.append({**lineage, "id": f"{r['row_id']}/a{r['annotation_id']}", "cicero_id": did,
+                    "version": "label-studio", "source_dialogue_id": did, "dialogue_id": did,
+                    "dialogue_from_release": False, "corpus": str(source_of.get(did, "")), "task_id": r["row_id"],
+                    "utterance_index": int(task["utterance_index"]), "target_match": "exact",
+                    "target": task["target"], "dialogue": rendered, "inference_type": task["inference_type"],
+                    "question": task["question"], "answer": text, "choices": [text], "correct_answers": [0],
+                    "release_dialogue": rendered, "release_target": task["target"], "human_written_answer": 0})
+    data = pd.DataFrame(out)
+    if len(data):
+        data["human_written_answer"] = data["human_written_answer"].astype("Int64")
+        for c in ("annotation_id", "ls_task_id"):
+            data[c] = data[c].astype("Int64")
+    rejected = rejected + bad
+    return StageOutput(data=data, rows_in=len(data) + len(rejected),
+                       rejected=pd.DataFrame(rejected).astype({"reason": str}) if rejected else None,
+                       notes={"answers": str(path), "annotations": len(rows) + len(bad),
+                              "annotators": int(data["annotator"].nunique()) if len(data) else 0,
+                              "tasks_answered": int(data["task_id"].nunique()) if len(data) else 0,
+                              "tasks": len(tasks), "rejected": len(rejected),
+                              "mean_lead_time_s": float(data["lead_time"].mean()) if len(data) else None})
+
+
+def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputPath = None, answers: InputPath = None,
                 lenient: bool = True, allow_unmatched: bool = False) -> StageOutput:
-    """One row per released instance, joined to the pipeline's dialogue, target and task.
+    """One row per released instance, joined to the pipeline's dialogue, target and task; or one row per
+    answer written in Label Studio.
 
     Args:
+        answers: Label Studio's JSON export of the `answers` labeling step (`csk label pull cicero answers`):
+            the answers people wrote for this run's annotation tasks (instead of a release)
         release: CICERO release JSON Lines (v1 or v2) holding the human answers; unset: the flow stops
             after the annotation task export
         lenient: reject malformed release lines with a reason instead of failing
@@ -88,6 +140,11 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputP
             dialogue is then taken from the file); by default that is an error, since it means the
             release and the sources do not belong together
     """
+    if answers and release:
+        raise InputError("cicero.annotations.answers", None, "both answers (a Label Studio export) and release "
+                         "are set: the instances come from one of them; unset the other")
+    if answers:
+        return written_answers(dialogues, tasks, answers, lenient)
     if not release:
         raise InputError("cicero.annotations.release", None, "no annotation file configured")
     read = read_cicero_release(release, lenient=lenient)

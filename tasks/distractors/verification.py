@@ -17,8 +17,9 @@ import pandas as pd
 from csk import compute
 from csk.errors import InputError
 from csk.params import InputPath
-from csk.runtime import StageOutput
+from csk.runtime import StageOutput, to_parquet_bytes
 from readers.base import iter_json_lines
+from tasks.labeling import export_rows, is_export, light_kappa
 
 
 def read_verdicts(path: str, known: dict[str, list[str]]) -> dict[str, set[int]]:
@@ -49,6 +50,35 @@ def read_verdicts(path: str, known: dict[str, list[str]]) -> dict[str, set[int]]
         else:
             out.setdefault(iid, set())
     return out
+
+
+def label_studio_verdicts(path: str, known: dict[str, list[str]]) -> tuple[dict[str, set[int]], pd.DataFrame,
+                                                                             list[dict]]:
+    """(marks, verdicts, rejected annotations) of the verification project's export: every annotator's
+    verdict on every distractor of the item (ticked: speculatively correct), matched to the distractor's
+    TEXT; a distractor more than half of its annotators ticked is marked correct. A ticked text that is not
+    one of the item's distractors means the project was made from another run: rejected."""
+    rows, rejected = export_rows(path, set(known))
+    verdicts = []
+    for r in rows:
+        lineage = {k: v for k, v in r.items() if k != "values"}
+        options = known[r["row_id"]]
+        ticked = [str(t) for t in r["values"].get("speculatively_correct", [])]
+        strange = [t for t in ticked if t.strip() not in {o.strip() for o in options}]
+        if strange:
+            rejected.append({**lineage, "reason_code": "not_a_distractor",
+                             "reason": f"ticked {strange[0]!r}, not one of the item's distractors: the project "
+                                       "was made from another run's sheet"})
+            continue
+        verdicts += [{**lineage, "distractor": j, "text": o, "speculatively_correct": o.strip() in
+                      {t.strip() for t in ticked}} for j, o in enumerate(options)]
+    table = pd.DataFrame(verdicts)
+    marks: dict[str, set[int]] = {}
+    for (iid, j), g in table.groupby(["row_id", "distractor"]) if len(table) else ():
+        marks.setdefault(iid, set())
+        if g["speculatively_correct"].sum() * 2 > len(g):
+            marks[iid].add(int(j))
+    return marks, table, rejected
 
 
 SHEET_COLUMNS = ["id", "dialogue", "target", "question", "choice", "text", "role", "generator", "rule", "rationale",
@@ -126,28 +156,40 @@ def verification(distractors: pd.DataFrame, instances: pd.DataFrame | None = Non
     evidence); annotators' verdicts in, where given.
 
     Args:
-        verdicts: annotators' verdicts, JSON Lines {id, distractor (index or text), text, speculatively_correct};
-            unset: the correct answers are the published ones (or the gold) only
+        verdicts: annotators' verdicts, JSON Lines {id, distractor (index or text), text, speculatively_correct},
+            or Label Studio's JSON export of the verification labeling step (`csk label pull`); unset: the correct answers are the published ones (or the gold) only
     """
     sheet = sheet_rows(distractors, instances)
     marked = [r for r in sheet if r["role"] == "distractor"]
     buf = io.StringIO()
     pd.DataFrame(sheet, columns=SHEET_COLUMNS).to_csv(buf, index=False)
     known = {r.id: list(r.distractors) for r in distractors.itertuples()}
-    marks = read_verdicts(verdicts, known) if verdicts else {}
+    files, agreement = {}, {}
+    if is_export(verdicts):
+        marks, table, bad = label_studio_verdicts(verdicts, known)
+        if len(table):
+            files["verdicts.parquet"] = to_parquet_bytes(table)  # every annotator's verdict, with its annotation
+            labels = table.assign(row_id=table["row_id"] + "/" + table["distractor"].astype(str),
+                                  label=table["speculatively_correct"])
+            agreement = {"annotators": int(table["annotator"].nunique()), "light_kappa": light_kappa(labels)}
+        if bad:
+            files["rejected_annotations.parquet"] = to_parquet_bytes(pd.DataFrame(bad).astype({"reason": str}))
+            agreement["rejected_annotations"] = len(bad)
+    else:
+        marks = read_verdicts(verdicts, known) if verdicts else {}
     data = distractors.copy()
     data["verified"] = data["id"].isin(marks.keys())
     data["correct_distractors"] = [sorted(marks.get(i, set())) for i in data["id"]]
     multi = int(sum(1 for v in data["correct_distractors"] if v))
     return StageOutput(data=data, files={"verification_sheet.jsonl": compute.jsonl_bytes(sheet),
                                          "verification_sheet.csv": buf.getvalue().encode(),
-                                         "verification_sheet.html": sheet_html(sheet)},
+                                         "verification_sheet.html": sheet_html(sheet), **files},
                        notes={"verdicts": verdicts or None, "verified": int(data["verified"].sum()),
                               "distractors_to_verify": len(marked),
                               "distractors_marked_correct": int(sum(len(v) for v in data["correct_distractors"])),
                               "with_more_than_one_correct": multi,
                               "note": "no verdict file: correct answers = the published ones (or the gold) only"
-                              if not verdicts else ""})
+                              if not verdicts else "", **({"agreement": agreement} if agreement else {})})
 
 
 def fill_slots(published: list[str], correct: list[int], distractors: list[str]) -> list[str]:

@@ -1,0 +1,71 @@
+"""CICERO's human steps as Label Studio projects (SEEDS 1.4, section 3.3 of the paper).
+
+* `answers`: one answer per (dialogue, target, question): the annotator reads the dialogue with the
+  target utterance marked and writes one answer (the `annotation_tasks` rows; read back by
+  `annotations.answers`);
+* `quality_check`: three checkers judge each answer valid or invalid (the `annotations` rows; read back
+  by `quality_check.verdicts`, decided by the majority of three as the paper does).
+
+The final distractors' verification is the distractor engine's step (tasks/distractors/labeling.py).
+"""
+
+from __future__ import annotations
+
+from csk.label_studio import LabelingStep
+from tasks.cicero.annotation import annotation_tasks, annotations
+from tasks.cicero.quality_check import quality_check
+from tasks.labeling import dialogue_html
+
+VALID, INVALID = "valid", "invalid"
+
+# The dialogue as turns, the target marked in it and repeated under it, the question, then the answer box.
+ANSWER_CONFIG = """<View>
+  <Header value="Read the dialogue. The target utterance is marked."/>
+  <HyperText name="dialogue" value="$dialogue_html"/>
+  <View style="background:#fff7d6;padding:6px;margin:6px 0;border-left:4px solid #f0b400">
+    <Header value="Target" size="6"/>
+    <Text name="target" value="$target"/>
+  </View>
+  <Header value="$question"/>
+  <TextArea name="answer" toName="dialogue" rows="3" maxSubmissions="1" required="true" showSubmitButton="false"
+            placeholder="One sentence that answers the question about the target"/>
+</View>"""
+
+CHECK_CONFIG = """<View>
+  <HyperText name="dialogue" value="$dialogue_html"/>
+  <View style="background:#fff7d6;padding:6px;margin:6px 0;border-left:4px solid #f0b400">
+    <Header value="Target" size="6"/>
+    <Text name="target" value="$target"/>
+  </View>
+  <Header value="$question"/>
+  <View style="background:#eef4ff;padding:6px;margin:6px 0">
+    <Header value="Answer written by an annotator" size="6"/>
+    <Text name="answer" value="$answer"/>
+  </View>
+  <Header value="Is the answer a valid answer to the question about the target?" size="5"/>
+  <Choices name="valid" toName="dialogue" choice="single" required="true">
+    <Choice value="valid"/>
+    <Choice value="invalid"/>
+  </Choices>
+</View>"""
+
+
+def _answer_task(row: dict) -> dict:
+    return {"dialogue_html": dialogue_html(list(row["dialogue"]), int(row["utterance_index"])),
+            "target": row["target"], "question": row["question"], "dialogue_id": row["dialogue_id"]}
+
+
+def _check_task(row: dict) -> dict:
+    return {**_answer_task(row), "answer": row["answer"]}
+
+
+STEPS = (
+    LabelingStep("answers", stage=annotation_tasks, config=ANSWER_CONFIG, data=_answer_task,
+                 imports=(annotations, "answers"), annotators=1,
+                 instructions="Write one answer to the question about the marked target utterance, in one "
+                              "sentence, about the people and events of this dialogue."),
+    LabelingStep("quality_check", stage=annotations, config=CHECK_CONFIG, data=_check_task,
+                 imports=(quality_check, "verdicts"), annotators=3,
+                 instructions="Judge whether the answer is a valid answer to the question about the target. "
+                              "Three checkers judge every answer; the majority decides."),
+)
