@@ -13,7 +13,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 export PREFECT_HOME ?= $(CURDIR)/.prefect
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test test-all lint bench bench-scale faults clean install postgres
+.PHONY: run test test-all lint bench bench-scale faults clean install postgres label-studio label-studio-install
 
 install: $(STAMP)
 
@@ -55,6 +55,23 @@ postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
 	  { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q && \
 	    $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -q --no-install-recommends postgresql; }
+
+# Label Studio in its own venv (its pins are not ours), pinned, offline; Playwright drives Debian's chromium
+# for the screenshots of the slow test (tests/kernel/test_label_studio.py).
+LS_VENV := .venv-label-studio
+$(LS_VENV)/.installed: docker/label-studio/requirements.txt docker/label-studio/requirements-screenshots.txt
+	$(PYTHON) -m venv $(LS_VENV)
+	$(LS_VENV)/bin/python -m pip install -q -r docker/label-studio/requirements.txt -r docker/label-studio/requirements-screenshots.txt
+	touch $@
+
+label-studio-install: $(LS_VENV)/.installed
+
+# A local server on 127.0.0.1:8089 (data in .label-studio/); then:
+#   export LABEL_STUDIO_URL=http://127.0.0.1:8089 LABEL_STUDIO_API_KEY=$(LS_ADMIN_TOKEN)
+LS_ADMIN_TOKEN ?= csk-local-admin-token-0123456789
+label-studio: label-studio-install
+	LS_DATA_DIR=$(CURDIR)/.label-studio LS_ADMIN_PASSWORD=$${LS_ADMIN_PASSWORD:-csk-admin-pass} \
+	  LS_ADMIN_TOKEN=$(LS_ADMIN_TOKEN) docker/label-studio/serve.sh
 
 clean:
 	rm -rf artifacts .prefect

@@ -31,6 +31,8 @@ os.environ.setdefault("PREFECT_HOME", str(Path.cwd() / ".prefect"))
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from csk.label_cli import label_app  # noqa: E402
+
 app = typer.Typer(help="Commonsense-dialogue dataset construction pipelines.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 
@@ -409,6 +411,14 @@ def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "
             say(f"{step['stage']:<20} {step['id']}  ({step['key']}){extra}")
             for e in step.get("evidence", []):
                 say(f"{'':<20} evidence: {e['text']}  [{e['file']} {e['locator']}, sha256 {e['sha256']}]")
+            if "annotation" in step:
+                a = step["annotation"]
+                say(f"{'':<20} annotated by {a['annotator']} (Label Studio annotation {a.get('annotation_id')}, "
+                    f"task {a.get('ls_task_id')} made from row {a.get('task_id', '?')}; created {a.get('created_at')}, "
+                    f"lead time {a.get('lead_time')} s)")
+            for who in ("checkers", "validators", "raters", "labellers"):
+                if step.get(who):
+                    say(f"{'':<20} {who}: {', '.join(step[who])}")
             if "record" in step:
                 s = step["record"]
                 say(f"{'':<20} read from {s['file']} {s['locator']}")
@@ -752,6 +762,9 @@ def _add_plugin_commands() -> None:
 
 _add_pipeline_commands()
 _add_plugin_commands()
+for _info in label_app.registered_commands:  # user errors named, never a traceback
+    _info.callback = _user_errors(_info.callback)
+app.add_typer(label_app, name="label")
 
 
 def _damaged_store_files(kwargs: dict) -> list[str]:

@@ -12,6 +12,11 @@ from csk.artifacts import ArtifactRef
 from csk.store import Store
 
 
+# What a row made from a Label Studio annotation carries of it (tasks.labeling.ANNOTATION_COLUMNS, and the
+# id of the row its task was made from).
+ANNOTATION_FIELDS = ("annotator", "annotation_id", "ls_task_id", "task_id", "created_at", "updated_at", "lead_time")
+
+
 def latest_ref(store: Store, pipeline: str, stage: str, run: str | None = None) -> ArtifactRef:
     """The artifact of `stage` in a run (default: the latest full run of the main flow)."""
     from csk.runs import chosen_run, run_name
@@ -147,6 +152,11 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
             step["reason_code"] = row.get("reason_code")
         if row.get("evidence"):
             step["evidence"] = _evidence(current, row["evidence"])
+        if row.get("annotator") not in (None, ""):  # a row made from a Label Studio annotation: who, when
+            step["annotation"] = {k: row.get(k) for k in ANNOTATION_FIELDS if row.get(k) is not None}
+        for k in ("checkers", "validators", "raters", "labellers"):  # the people who voted on it
+            if row.get(k) is not None and len(row[k]):
+                step[k] = [str(v) for v in row[k]]
         steps.append(step)
         parent_col = m.get("parent_column")
         if not m["inputs"] or parent_col is None:

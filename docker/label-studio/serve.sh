@@ -13,6 +13,8 @@
 #   LS_ADMIN_TOKEN     admin legacy API token, > 5 chars; used as "Authorization: Token <it>" (required)
 #   LS_VENV            venv holding label-studio                (default: <repo>/.venv-label-studio)
 #   LS_LOG_LEVEL       DEBUG|INFO|WARNING|ERROR                 (default WARNING)
+#   LS_BIND            address to listen on (default 127.0.0.1; 0.0.0.0 in a container)
+#   LS_DJANGO_DB       sqlite | postgresql (then POSTGRE_HOST, POSTGRE_PORT, POSTGRE_NAME, POSTGRE_USER, POSTGRE_PASSWORD)
 #
 # The server only listens on 127.0.0.1; every known phone-home path is disabled and
 # python-side outbound HTTP(S) is pointed at a dead local proxy (see NOTES.md).
@@ -63,7 +65,7 @@ unset USERNAME PASSWORD USER_TOKEN PORT HOST DATABASE_NAME \
       HEARTEX_USERNAME HEARTEX_PASSWORD HEARTEX_USER_TOKEN HEARTEX_PORT HEARTEX_HOST
 
 export LABEL_STUDIO_BASE_DATA_DIR="$LS_DATA_DIR"
-export DJANGO_DB=sqlite
+export DJANGO_DB="${LS_DJANGO_DB:-sqlite}"   # postgresql: POSTGRE_HOST, POSTGRE_NAME, POSTGRE_USER, POSTGRE_PASSWORD
 export LABEL_STUDIO_USERNAME="$LS_ADMIN_EMAIL"
 export LABEL_STUDIO_PASSWORD="$LS_ADMIN_PASSWORD"
 export LABEL_STUDIO_USER_TOKEN="$LS_ADMIN_TOKEN"
@@ -95,6 +97,6 @@ export GIT_CEILING_DIRECTORIES="$repo"
 cd "$LS_DATA_DIR"
 exec "$LS_VENV/bin/label-studio" start \
     --no-browser \
-    --internal-host 127.0.0.1 \
+    --internal-host "${LS_BIND:-127.0.0.1}" \
     --port "$LS_PORT" \
     --enable-legacy-api-token

@@ -1,0 +1,40 @@
+"""A screenshot of one task's labeling screen as an annotator sees it (Label Studio's own UI, headless
+Debian Chromium driven by Playwright; no browser is downloaded: `executable_path` is the system's).
+
+    .venv-label-studio/bin/python docker/label-studio/screenshot.py URL EMAIL PASSWORD PROJECT TASK OUT.png [WAIT_TEXT]
+
+Logs in through the login form, opens the task in the data manager's labeling panel, waits for WAIT_TEXT
+(a phrase of the task: the dialogue has rendered) and writes the PNG."""
+
+from __future__ import annotations
+
+import sys
+
+from playwright.sync_api import sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def shoot(url: str, email: str, password: str, project: int, task: int, out: str, wait_text: str | None = None) -> None:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=["--no-sandbox", "--disable-dev-shm-usage"])
+        page = browser.new_context(viewport={"width": 1400, "height": 1100}).new_page()
+        page.goto(f"{url}/user/login/")
+        page.fill("input[name=email]", email)
+        page.fill("input[name=password]", password)
+        page.click("button[type=submit], input[type=submit]")
+        page.wait_for_load_state("networkidle")
+        page.goto(f"{url}/projects/{project}/data?task={task}")
+        if wait_text:
+            page.wait_for_selector(f"text={wait_text}", timeout=90000)
+        else:
+            page.wait_for_selector(".lsf-main-view, [class*=main-view]", timeout=90000)
+        page.wait_for_timeout(2000)
+        page.screenshot(path=out)
+        browser.close()
+
+
+if __name__ == "__main__":
+    a = sys.argv[1:]
+    shoot(a[0], a[1], a[2], int(a[3]), int(a[4]), a[5], a[6] if len(a) > 6 else None)

