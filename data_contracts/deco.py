@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
+import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
@@ -63,15 +66,32 @@ class Filtered(Samples):
 
 
 class Sampled(Filtered):
-    """The selected samples, each in train or test; dev marks the dev slice of train."""
+    """The selected samples, each in train or test; dev marks the dev slice of train. Ratings read from
+    Label Studio (deco.sample.ratings) name their raters and annotations, one per raw rating."""
 
     split: Series[str] = pa.Field(isin=SPLITS)
     dev: Series[bool]
     selection: Series[str] = pa.Field(isin=["released", "sampled"])
+    raters: Optional[Series[object]]  # Label Studio's annotator ids, in the order of the *_raw ratings
+    rating_annotation_ids: Optional[Series[object]]
 
     @pa.dataframe_check(name="dev_is_part_of_train")
     def dev_in_train(cls, df):
         return ~df["dev"] | (df["split"] == "train")
+
+    @pa.dataframe_check(name="one_rating_of_each_kind_per_named_rater_and_the_score_their_mean")
+    def rated(cls, df):
+        if "raters" not in df.columns:
+            return pd.Series(True, index=df.index)
+
+        def ok(r) -> bool:
+            n = len(r["raters"])
+            return n == 0 or (n == len(r["rating_annotation_ids"]) == len(r["event_cs_raw"]) == len(r["general_cs_raw"])
+                              and all(1 <= x <= 5 for x in list(r["event_cs_raw"]) + list(r["general_cs_raw"]))
+                              and abs(r["event_cs"] - float(np.mean(r["event_cs_raw"]))) < 1e-9
+                              and abs(r["general_cs"] - float(np.mean(r["general_cs_raw"]))) < 1e-9)
+
+        return df.apply(ok, axis=1).astype(bool)
 
 
 class ExtractionTasks(Contract):
@@ -103,7 +123,9 @@ class ExtractionTasks(Contract):
 
 
 class Tuples(Contract):
-    """Event-relation tuples, the extractor's (origin extractor) or the annotators' (origin gold)."""
+    """Event-relation tuples, the extractor's (origin extractor) or the annotators' (origin gold). Tuples
+    validated in Label Studio (deco.extract.validations) carry their votes and validators: a kept tuple
+    that was voted on was accepted by a majority of its validators."""
 
     task_id: Series[str]
     sample_id: Series[str]
@@ -112,6 +134,19 @@ class Tuples(Contract):
     tail: Series[str] = pa.Field(str_length={"min_value": 1})
     setting: Series[str] = pa.Field(nullable=True, isin=SETTINGS)
     origin: Series[str] = pa.Field(isin=["gold", "extractor"])
+    votes_accept: Optional[Series[int]] = pa.Field(ge=0)
+    votes_reject: Optional[Series[int]] = pa.Field(ge=0)
+    validated: Optional[Series[bool]]
+    validators: Optional[Series[object]]  # Label Studio's annotator ids, one per vote
+    validation_annotation_ids: Optional[Series[object]]
+
+    @pa.dataframe_check(name="a_validated_tuple_kept_by_a_majority_of_its_validators")
+    def majority(cls, df):
+        if "validated" not in df.columns:
+            return pd.Series(True, index=df.index)
+        votes = df["votes_accept"] + df["votes_reject"]
+        named = df["validators"].map(len) == votes
+        return named & (~df["validated"] | (2 * df["votes_accept"] > votes)) & (df["validated"] == (votes > 0))
 
 
 class Scores(Contract):

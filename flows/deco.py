@@ -3,6 +3,10 @@
 histories (windows of <= 4 utterances) + responses -> response filter -> 300 samples split
 200/100 -> 12 extraction tasks per sample -> event-relation tuples (extractor or human) ->
 ACCENT's compatibility score (COMET + Sentence-BERT) -> correlation with the human ratings.
+
+The human steps (`labeling`, tasks/deco/labeling.py) are Label Studio projects: `ratings` (three raters per
+sample, read back by sample.ratings) and `tuple_validation` (three validators per tuple, read back by
+extract.validations).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
 from csk.release import Release
 from data_contracts import deco as contracts
+from tasks.deco import labeling as deco_labeling
 from tasks.deco.agreement import agreement
 from tasks.deco.compatibility import compatibility
 from tasks.deco.correlation import correlation
@@ -82,6 +87,18 @@ def train_extractor_command(
 
 train_extractor_command.command_name = "train-extractor"
 
+def _not_collected(p: dict) -> str | None:
+    """The card's sentence on the human work this run imported from released files rather than collected in
+    Label Studio (the ratings and tuple_validation labeling steps); None when both were collected."""
+    imported = [what for what, setting in (("ratings", p["sample"].get("ratings")),
+                                           ("validated tuples", p["extract"].get("validations"))) if not setting]
+    if not imported:
+        return None
+    return (f"Human {' and '.join(imported)} are imported (released files), not collected in Label Studio (the "
+            "ratings and tuple_validation labeling steps: deco.sample.ratings, deco.extract.validations); built "
+            "samples without released ratings and tuples are scored on the extractor's tuples only.")
+
+
 RELEASE = Release(
     table="sample", files=("sources", "sample", "extraction_tasks"),
     pretty_name="DECO (rebuilt)", task_categories=("text-classification",),
@@ -89,8 +106,7 @@ RELEASE = Release(
               "topicalchat": "CDLA-Sharing-1.0 (alexa/Topical-Chat)",
               "release": "DECO / ACCENT release terms (PlusLabNLP/ACCENT)"},
     deviations=(
-        "Human ratings and tuples are imported (released files), not collected; built samples without them are "
-        "scored on the extractor's tuples only.",
+        _not_collected,
         lambda p: f"The compatibility embedder was {display_name(p['compatibility']['embed']['model'])}; ACCENT used "
                   "paraphrase-MiniLM-L6-v2." if "paraphrase-MiniLM-L6-v2" not in p["compatibility"]["embed"]["model"]
                   else None,
@@ -111,4 +127,5 @@ PIPELINE = Pipeline(
     flows=(deco,),
     settings=DecoSettings,
     commands=(train_extractor_command,),
+    labeling=deco_labeling.STEPS,
 )

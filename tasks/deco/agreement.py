@@ -5,8 +5,10 @@ event commonsense with the overall (general) rating (each rater's two ratings of
 pooled; the paper: 0.862), per split and over all, beside the paper. Pooling is what reproduces the
 figures on the released train (0.548 and 0.853; averaging per rater gives 0.555 and 0.852).
 
-Not computed: the Fleiss kappa of the tuple validation, whose votes neither the release nor the
-annotation import carries."""
+Ratings collected in Label Studio (deco.sample.ratings) name their raters (`raters`): the mean
+Spearman over every pair of raters on the samples both rated is added (`pairwise_spearman_*`).
+The tuple validation's agreement (Fleiss' and Light's kappa, `fleiss_kappa` below) is the extract
+stage's, which reads its votes (deco.extract.validations); the release carries no votes."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from csk.runtime import StageOutput
+from tasks.labeling import pairwise_spearman
 from tasks.statistics import Measures
 
 PAPER = {("inter_annotator_spearman_event_cs", "all"): 0.578, ("event_vs_overall_spearman", "all"): 0.862}
@@ -54,6 +57,31 @@ def paired_raters(a: list, b: list) -> float:
                      np.concatenate([np.asarray(y, float) for _, y in pairs]))
 
 
+def fleiss_kappa(counts: list[list[int]]) -> float | None:
+    """Fleiss' kappa of items x categories vote counts, over the items with the most common number of
+    votes (the measure needs the same number per item); None below 2 such items, 2 votes or one category."""
+    lengths = pd.Series([sum(c) for c in counts], dtype=int)
+    if not len(lengths):
+        return None
+    n = int(lengths.mode().iloc[0])
+    m = np.array([c for c in counts if sum(c) == n], dtype=float)
+    if n < 2 or len(m) < 2:
+        return None
+    p = m.sum(axis=0) / m.sum()
+    observed = ((m * (m - 1)).sum(axis=1) / (n * (n - 1))).mean()
+    expected = float((p ** 2).sum())
+    return None if expected >= 1 else float((observed - expected) / (1 - expected))
+
+
+def rater_ratings(g: pd.DataFrame, rating: str) -> pd.DataFrame:
+    """One row per (sample, rater, rating) of the samples whose raters are named (Label Studio's)."""
+    rows = [{"row_id": i, "annotator": a, "rating": float(x)}
+            for i, raters, raw in zip(g["id"], g["raters"], g[f"{rating}_raw"])
+            if isinstance(raters, (list, np.ndarray)) and isinstance(raw, (list, np.ndarray)) and len(raters) == len(raw)
+            for a, x in zip(raters, raw)]
+    return pd.DataFrame(rows, columns=["row_id", "annotator", "rating"])
+
+
 def agreement(samples: pd.DataFrame) -> StageOutput:
     """The human ratings' agreement of DECO's samples, per split and over all, beside the paper; ConTurE's
     rated turns (another dataset) on their own."""
@@ -72,6 +100,13 @@ def agreement(samples: pd.DataFrame) -> StageOutput:
                 measures.add(f"inter_annotator_spearman_{rating}", group, value, "sample")
             else:
                 notes[f"inter_annotator_spearman_{rating}/{group}"] = "fewer than 3 samples rated by 2+ raters"
+            named = rater_ratings(g, rating) if "raters" in g.columns else None
+            if named is not None and len(named):
+                value = pairwise_spearman(named)
+                if value is not None:
+                    measures.add(f"pairwise_spearman_{rating}", group, value, "sample")
+                else:
+                    notes[f"pairwise_spearman_{rating}/{group}"] = "no pair of raters rated 3 samples in common, with varied ratings"
         value = paired_raters(list(g.get("event_cs_raw", [])), list(g.get("general_cs_raw", [])))
         if value == value:
             measures.add("event_vs_overall_spearman", group, value, "sample")
@@ -79,5 +114,6 @@ def agreement(samples: pd.DataFrame) -> StageOutput:
             notes[f"event_vs_overall_spearman/{group}"] = "fewer than 3 rater pairs of both ratings"
     out = measures.output({})
     out.notes = {**out.notes, "not_computed": notes,
-                 "fleiss_kappa": "not computed: no tuple-validation votes in the samples"}
+                 "fleiss_kappa": "the tuple validation's agreement is the extract stage's (deco.extract.validations: "
+                                 "its manifest's agreement); the samples carry no votes"}
     return out

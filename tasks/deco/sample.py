@@ -1,6 +1,15 @@
 """SEEDS 4.3: a seeded selection of N samples split train / test, with the dev slice of train
 (DECO: 300 = 200 train + 100 test; the released train marks 40 as dev). Samples read from a
-release keep the split they were released in."""
+release keep the split they were released in.
+
+SEEDS 4.4's ratings: a released sample carries its raters' ratings (`event_cs_raw`, `general_cs_raw`)
+and their means (`event_cs`, `general_cs`). Ratings collected in Label Studio (the `ratings` labeling
+step, tasks/deco/labeling.py: three raters per sample) come back through the `ratings` setting: each
+rater's two ratings become the sample's raw lists, in the order rated, and their means its scores, as
+the release carries them, so the agreement and correlation stages read them unchanged; the sample keeps
+who rated (`raters`, `rating_annotation_ids`), every annotation goes to `ratings.parquet` with its
+lineage, the raters' agreement into the manifest (`agreement`), rejected annotations into
+`rejected_annotations.parquet`."""
 
 from __future__ import annotations
 
@@ -13,9 +22,14 @@ import pandas as pd
 from pydantic import Field
 
 from csk import compute
-from csk.errors import ConfigError
-from csk.runtime import StageOutput
+from csk.errors import ConfigError, InputError
+from csk.params import InputPath
+from csk.runtime import StageOutput, to_parquet_bytes
 from readers.deco import join_history
+from tasks.deco.agreement import inter_annotator
+from tasks.labeling import export_rows, is_export, pairwise_spearman
+
+RATINGS = ("event_cs", "general_cs")  # the ratings step's two Rating controls (1-5), as the release names them
 
 
 def _num(v):
@@ -76,8 +90,70 @@ def _draw(pool: pd.DataFrame, order, n: int, quota: dict[str, dict[str, int]]):
     return taken
 
 
+def label_studio_ratings(path: str, known: set[str]) -> tuple[pd.DataFrame, list[dict]]:
+    """(ratings, rejected annotations) of the ratings project's export: one row per annotation with its
+    sample (`row_id`), `event_cs` and `general_cs` (1-5) and its lineage (annotator, annotation and task
+    ids, times, the export file and task). An annotation without both ratings, or a rater's second one of
+    a sample (the first counts), is rejected with the reason."""
+    rows, rejected = export_rows(path, known)
+    out, seen = [], set()
+    for r in rows:
+        lineage = {k: v for k, v in r.items() if k != "values"}
+        given = {k: r["values"].get(k) for k in RATINGS}
+        missing = [k for k, v in given.items() if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 5]
+        if missing:
+            rejected.append({**lineage, "reason_code": "missing_rating",
+                             "reason": f"rater {r['annotator']} gave no 1-5 rating of {' and '.join(missing)} "
+                                       f"({given})"})
+        elif (r["row_id"], r["annotator"]) in seen:
+            rejected.append({**lineage, "reason_code": "second_rating",
+                             "reason": f"rater {r['annotator']} rated {r['row_id']!r} twice: the first counts"})
+        else:
+            seen.add((r["row_id"], r["annotator"]))
+            out.append({**lineage, **given})
+    table = pd.DataFrame(out, columns=["row_id", "annotator", "annotation_id", "ls_task_id", "created_at",
+                                       "updated_at", "lead_time", "source_file", "source_record", "source_locator",
+                                       "id", *RATINGS])
+    return table.sort_values(["row_id", "annotation_id"], kind="stable").reset_index(drop=True), rejected
+
+
+def _finite(v: float | None) -> float | None:
+    return None if v is None or v != v else float(v)
+
+
+def apply_ratings(data: pd.DataFrame, path: str) -> tuple[pd.DataFrame, dict, dict[str, bytes]]:
+    """The samples with the ratings of Label Studio's export in place of what they carried (a sample no
+    rater rated keeps its released ratings, or none): (samples, agreement, files)."""
+    if not is_export(path):
+        raise InputError(str(path), None, "deco.sample.ratings expects Label Studio's JSON export of the ratings "
+                         "labeling step (`csk label pull deco ratings`), a JSON list of tasks with their annotations")
+    table, bad = label_studio_ratings(path, set(data["id"]))
+    by = {i: g for i, g in table.groupby("row_id", sort=False)}
+    data = data.copy()
+    for k in RATINGS:
+        data[f"{k}_raw"] = [[float(x) for x in by[i][k]] if i in by else raw for i, raw in
+                            zip(data["id"], data[f"{k}_raw"])]
+        data[k] = [float(np.mean(by[i][k])) if i in by else v for i, v in zip(data["id"], data[k])]
+    data = data.astype({k: float for k in RATINGS})
+    data["raters"] = [[str(a) for a in by[i]["annotator"]] if i in by else [] for i in data["id"]]
+    data["rating_annotation_ids"] = [[int(a) for a in by[i]["annotation_id"]] if i in by else [] for i in data["id"]]
+    rated = data[data["id"].isin(by)]
+    agreement = {"raters": int(table["annotator"].nunique()), "annotations": len(table),
+                 "rated_samples": len(rated), "unrated_samples": int(len(data) - len(rated)),
+                 "rejected_annotations": len(bad)}
+    for k in RATINGS:
+        agreement[f"pairwise_spearman_{k}"] = pairwise_spearman(table, value=k) if len(table) else None
+        agreement[f"inter_annotator_spearman_{k}"] = _finite(inter_annotator(
+            [r for r in rated[f"{k}_raw"] if len(r)]))
+    files = {"ratings.parquet": to_parquet_bytes(table.astype({"annotation_id": "Int64", "ls_task_id": "Int64"}))}
+    if bad:
+        files["rejected_annotations.parquet"] = to_parquet_bytes(pd.DataFrame(bad).astype({"reason": str}))
+    return data, agreement, files
+
+
 def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 40,
-           quota: dict[str, dict[str, Annotated[int, Field(ge=0)]]] | None = None, seed: int = 0) -> StageOutput:
+           quota: dict[str, dict[str, Annotated[int, Field(ge=0)]]] | None = None, seed: int = 0,
+           ratings: InputPath = None) -> StageOutput:
     """Selected samples with `split` (train / test) and `dev`; the others rejected as not_sampled.
 
     Args:
@@ -87,6 +163,9 @@ def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 
         quota: column (`system`, `corpus`) -> value -> how many of the n have it, e.g.
             {system = {Human = 45}}; values not named share the rest. None: whatever the pool holds
         seed: seed of the selection and the split
+        ratings: Label Studio's JSON export of the ratings labeling step (`csk label pull deco ratings`): each
+            rater's event_cs and general_cs (1-5) of the samples, which replace their released ratings (the
+            means become event_cs / general_cs); unset: the released ratings, none for built samples
     """
     if not 0 <= dev <= train <= n:
         raise ConfigError(f"deco.sample: need 0 <= dev <= train <= n, got dev={dev}, train={train}, n={n}")
@@ -114,9 +193,14 @@ def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 
     data = pd.concat([f for f in (kept, drawn) if len(f)] or [kept]).sort_values(
         ["source_file", "source_record", "id"], kind="stable")
     data = data.astype({"dev": bool, "for_dev": bool, "split": "str"}).reset_index(drop=True)
+    agreement, files = {}, {}
+    if ratings:
+        data, agreement, files = apply_ratings(data, ratings)
     counts = data.groupby(["split", "dev"]).size()
     return StageOutput(
-        data=data, files={f"deco_{split}.json": release_json(rows) for split, rows in data.groupby("split")},
+        data=data, files={**{f"deco_{split}.json": release_json(rows) for split, rows in data.groupby("split")},
+                          **files},
+        tables={"agreement": [{"measure": k, "value": v} for k, v in agreement.items()]} if agreement else {},
         rejected=rest.assign(reason_code="not_sampled",
                              reason=f"not among the {n} samples drawn (seed {seed}{', quotas' if quota else ''})"),
         notes={"released": int(released.sum()), "drawn": len(drawn), "candidates": len(pool),
@@ -125,4 +209,5 @@ def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 
                **({"quota": quota, "drawn_by": {c: chosen[c].astype(str).value_counts().sort_index().to_dict()
                                                  for c in quota}} if quota else {}),
                **({"short_of_quota": short} if short else {}),
-               "splits": {f"{s}{' (dev)' if d else ''}": int(c) for (s, d), c in counts.items()}})
+               "splits": {f"{s}{' (dev)' if d else ''}": int(c) for (s, d), c in counts.items()},
+               **({"ratings": str(ratings), "agreement": agreement} if ratings else {})})
