@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from data_contracts.common import Contract, Provenance, RunStatistics
+from data_contracts.common import Annotated, Contract, Provenance, RunStatistics
 from data_contracts.distractors import AdversarialChoices
 
 POLARITIES = ["enabling", "disabling"]
@@ -46,8 +48,9 @@ class AnnotationTasks(Contract):
     answers_wanted: Series[int] = pa.Field(ge=1)
 
 
-class Answers(Provenance):
-    """Crowd answers: `source_fact_id` is the rebuilt fact (null for a statement only the release has)."""
+class Answers(Provenance, Annotated):
+    """Crowd answers: `source_fact_id` is the rebuilt fact (null for a statement only the release has); answers
+    written in Label Studio keep their annotator, annotation and task (null on a release's rows)."""
 
     fact_id: Series[str] = pa.Field(str_length={"min_value": 1})
     source_fact_id: Series[str] = pa.Field(nullable=True)
@@ -66,6 +69,10 @@ class CheckedAnswers(Answers):
     rule_object_pronouns_words: Series[object]
     expert_label: Series[str] = pa.Field(nullable=True, isin=["truism", "informative", "irrelevant"])
     fact_invalid: Series[bool]
+    # labels from Label Studio: who labelled each answer, their annotations and their labels (lists)
+    labellers: Optional[Series[object]]
+    label_annotation_ids: Optional[Series[object]]
+    expert_votes: Optional[Series[object]]
 
 
 class KeptAnswers(CheckedAnswers):

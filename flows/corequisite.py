@@ -14,6 +14,7 @@ from csk.release import Release
 from data_contracts import common
 from data_contracts import corequisite as contracts
 from tasks.conceptnet import conceptnet
+from tasks.corequisite import labeling as corequisite_labeling
 from tasks.corequisite.annotation import annotation_tasks, annotations
 from tasks.corequisite.answer_quality import answer_quality, answer_rules
 from tasks.corequisite.edges import edges
@@ -103,4 +104,5 @@ PIPELINE = Pipeline(
     stages=STAGES,
     flows=(corequisite,),
     settings=CorequisiteSettings,
+    labeling=corequisite_labeling.STEPS,
 )

@@ -81,8 +81,8 @@ def locate_target(target: str, turns) -> tuple[int | None, str]:
 
 def written_answers(dialogues: pd.DataFrame, tasks: pd.DataFrame, path: str, lenient: bool) -> StageOutput:
     """One instance per answer written in Label Studio (the `answers` step's export): the task's dialogue,
-    target and question, the answer (no published choices: the distractor engine gives it its
-    `n_distractors`), and who wrote it (annotator, annotation,
+    target and question, the answer as its one choice (no distractor slot: the distractor engine gives
+    it `n_distractors`), and who wrote it (annotator, annotation,
     Label Studio task, times) with the lineage to the export file."""
     rows, bad = export_rows(path, set(tasks["id"]), lenient=lenient)
     by_task = tasks.set_index("id")
@@ -109,7 +109,7 @@ def written_answers(dialogues: pd.DataFrame, tasks: pd.DataFrame, path: str, len
                     "dialogue_from_release": False, "corpus": str(source_of.get(did, "")), "task_id": r["row_id"],
                     "utterance_index": int(task["utterance_index"]), "target_match": "exact",
                     "target": task["target"], "dialogue": rendered, "inference_type": task["inference_type"],
-                    "question": task["question"], "answer": text, "choices": [], "correct_answers": [0],
+                    "question": task["question"], "answer": text, "choices": [text], "correct_answers": [0],
                     "release_dialogue": rendered, "release_target": task["target"], "human_written_answer": 0})
     data = pd.DataFrame(out)
     if len(data):

@@ -4,7 +4,7 @@ all answers, per split, in the release's JSON Lines keys; the Parquet uses snake
 An instance with published choices keeps every released correct answer where it was published and
 gets its new distractors in the other slots (`fill_slots`, as `csk distractors rebuild` writes a file):
 a v2 item with three correct answers stays a three-answer item of 2.2. An instance without published
-choices gets the gold and its distractors in a seeded order."""
+distractor slots (an answer written in Label Studio) gets the gold and its distractors in a seeded order."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, splits: pd.DataFrame 
         a = ann.loc[r.id]
         published = [str(c) for c in a["choices"]]
         published_correct = sorted({int(k) for k in a["correct_answers"]})
-        if len(published):
-            slots = [k for k in range(len(published)) if k not in published_correct]
+        slots = [k for k in range(len(published)) if k not in published_correct]
+        if slots:  # published choices with distractor slots (an answer written in Label Studio has none)
             if len(r.distractors) < len(slots):
                 rejected.append({"id": r.id, "reason_code": "too_few_candidates",
                                  "reason": f"{len(r.distractors)} distractor(s) left after the filters, "

@@ -1,7 +1,17 @@
 """SEEDS 2.3, the crowd round trip. Export: per fact, "What makes this possible?" and "What makes this
 impossible?", three answers each, with the option to say the fact does not make sense. Import: a
-plain answers table (`task_id,worker_id,answer,does_not_make_sense`) and/or a PaCo release
+plain answers table (`task_id,worker_id,answer,does_not_make_sense`) or Label Studio's JSON export of
+the `preconditions` labeling step (tasks/corequisite/labeling.py), and/or a PaCo release
 (`PaCo_nli_*.csv`: context,question,label; `PaCo_Gen.csv`: prompt,refs_0..2).
+
+A Label Studio export gives the rows the plain table would: each answer text of an annotation (its
+boxes `answer_1`..`answer_3` in order) is one answer, numbered per task in the export's order
+(`<task>/<k>`), its worker the annotator; a tick of "This statement does not make sense." rejects the
+annotation's answers as the table's `does_not_make_sense` does. Every row keeps its annotation
+(`ANNOTATION_COLUMNS`: annotator, annotation and Label Studio task ids, times, lead time) and its
+place in the export file (source_file, source_record = the task's index, source_locator = task,
+annotation and answer box) and `task_id`, the annotation task it answers; skipped annotations and
+those of tasks not among this run's are rejected with their reason.
 
 Release statements are matched to the rebuilt facts by normalised text; a statement none of the
 rebuilt facts has is taken from the release as its own fact, flagged `fact_from_release`, with
@@ -22,9 +32,12 @@ from csk.params import InputPath, unused
 from csk.runtime import StageOutput
 from readers import read_paco_gen, read_paco_nli
 from readers.base import csv_rows, require_file
+from tasks.labeling import ANNOTATION_COLUMNS, export_rows, is_export
 
 QUESTIONS = {"enabling": "What makes this possible?", "disabling": "What makes this impossible?"}
 SKIP_OPTION = "This statement does not make sense."
+SKIP_CONTROL = "does_not_make_sense"  # the labeling step's Choices holding SKIP_OPTION
+ANSWER_CONTROL = re.compile(r"^answer(?:_(\d+))?$")  # its TextAreas: answer_1..answer_3 (or one `answer`)
 
 
 def norm(text: str) -> str:
@@ -90,6 +103,60 @@ def _answers_table(path: Path, tasks: pd.DataFrame, lenient: bool) -> tuple[list
     return rows, rejected
 
 
+def _answer_texts(values: dict) -> list[tuple[str, str]]:
+    """(control, text) of every non-blank answer of one annotation, in the boxes' order."""
+    controls = sorted((int(m.group(1) or 0), name) for name in values if (m := ANSWER_CONTROL.match(name)))
+    return [(name, str(t).strip()) for _, name in controls for t in values[name] if str(t).strip()]
+
+
+def _label_studio_answers(path: Path, tasks: pd.DataFrame, lenient: bool) -> tuple[list[dict], list[dict], dict]:
+    """The `preconditions` step's export as the plain table's rows (see the module): answers, rejected, counts."""
+    known = tasks.set_index("id")
+    annotations, bad = export_rows(path, set(known.index), lenient=lenient)
+    if bad and not lenient:
+        first = next((b for b in bad if b["reason_code"] == "unknown_row"), None)
+        if first is not None:
+            raise InputError(str(path), first["source_locator"], first["reason"])
+    rejected = []
+    for b in bad:  # the reader's rejects: Label Studio's task id under the name the rows use
+        b = {**b, "parent_id": None, "answer": ""}
+        if "task_id" in b:
+            b["ls_task_id"] = b.pop("task_id")
+        rejected.append(b)
+    rows, seen = [], {}
+    for a in annotations:
+        task = a["row_id"]
+        lineage = {**{k: a[k] for k in ANNOTATION_COLUMNS}, "source_file": a["source_file"],
+                   "source_record": a["source_record"]}
+        texts = _answer_texts(a["values"])
+        skip = SKIP_OPTION in (a["values"].get(SKIP_CONTROL) or [])
+        for control, text in texts or [(None, "")]:
+            k = seen.get(task, 0)
+            seen[task] = k + 1
+            rid = f"{task}/{k}"
+            where = a["source_locator"] + (f", {control}" if control else "")
+            base = {**lineage, "source_locator": where}
+            if skip or not text:
+                code, why = (("does_not_make_sense", f"annotator {a['annotator']} marked the fact as not making "
+                              "sense") if skip else ("empty_answer", f"annotator {a['annotator']} wrote no answer"))
+                rejected.append({"id": rid, "parent_id": None, "reason_code": code, "reason": why, "answer": text,
+                                 **base})
+                continue
+            t = known.loc[task]
+            rows.append({"id": rid, "fact_id": t["fact_id"], "source_fact_id": t["fact_id"],
+                         "statement": t["statement"], "polarity": t["polarity"], "question": t["question"],
+                         "answer": text, "worker_id": a["annotator"], "fact_from_release": False,
+                         "task_id": task, **base})
+    counts = {"layout": "label-studio", "annotations": len(annotations) + len(bad),
+              "annotators": len({a["annotator"] for a in annotations}),
+              "tasks_answered": len({r["id"].rsplit("/", 1)[0] for r in rows}),
+              "does_not_make_sense": sum(r["reason_code"] == "does_not_make_sense" for r in rejected),
+              "rejected_annotations": len(bad),
+              "mean_lead_time_s": float(pd.Series([a["lead_time"] for a in annotations], dtype=float).mean())
+              if annotations else None}
+    return rows, rejected, counts
+
+
 def _release(path: Path, facts: pd.DataFrame, lenient: bool) -> tuple[list[dict], list[dict], dict]:
     header = ",".join(csv_rows(path)[0])
     if header.startswith("context,question,label"):
@@ -129,7 +196,9 @@ def annotations(facts: pd.DataFrame, tasks: pd.DataFrame, *, answers: InputPath 
     """Crowd answers joined to the facts they answer.
 
     Args:
-        answers: plain answers table (CSV: task_id, worker_id, answer, does_not_make_sense) for the exported tasks
+        answers: plain answers table (CSV: task_id, worker_id, answer, does_not_make_sense) for the exported tasks,
+            or Label Studio's JSON export of the `preconditions` labeling step (`csk label pull corequisite
+            preconditions`): each answer written there is a row, its worker the annotator
         release: a released PaCo file (PaCo_nli_*.csv or PaCo_Gen.csv) whose answers are imported
         lenient: reject a malformed record with its reason and go on; false: stop at the first
     """
@@ -138,7 +207,14 @@ def annotations(facts: pd.DataFrame, tasks: pd.DataFrame, *, answers: InputPath 
 
         raise ConfigError("annotations: set `answers` (a crowd answers table) and/or `release` (a PaCo CSV)")
     rows, rejected, notes = [], [], {}
-    if not unused(answers):
+    annotated = False
+    if not unused(answers) and is_export(answers):
+        r, j, counts = _label_studio_answers(require_file(answers), tasks, lenient)
+        rows += r
+        rejected += j
+        annotated = True
+        notes["answers_table"] = {"answers": len(r), "rejected": len(j), **counts}
+    elif not unused(answers):
         r, j = _answers_table(require_file(answers), tasks, lenient)
         rows += r
         rejected += j
@@ -150,9 +226,28 @@ def annotations(facts: pd.DataFrame, tasks: pd.DataFrame, *, answers: InputPath 
         notes["release"] = info
     columns = ["id", "fact_id", "source_fact_id", "statement", "polarity", "question", "answer", "worker_id",
                "fact_from_release", "source_file", "source_record", "source_locator"]
+    if annotated:  # who wrote each answer in Label Studio, for which task (null on a release's rows)
+        columns += ["task_id", *ANNOTATION_COLUMNS]
     data = pd.DataFrame(rows, columns=columns)
     data["fact_id"] = data["fact_id"].astype(str)
+    if annotated:
+        data = _annotation_dtypes(data)
     notes["facts_answered"] = int(data["fact_id"].nunique())
     notes["facts_from_release"] = int(data.loc[data["fact_from_release"].astype(bool), "fact_id"].nunique())
-    return StageOutput(data=data, rejected=pd.DataFrame(rejected) if rejected else None,
-                       rows_in=len(data) + len(rejected), notes=notes)
+    rejected_df = _annotation_dtypes(pd.DataFrame(rejected)) if rejected else None
+    return StageOutput(data=data, rejected=rejected_df, rows_in=len(data) + len(rejected), notes=notes)
+
+
+def _annotation_dtypes(df: pd.DataFrame) -> pd.DataFrame:
+    """The annotation columns' types of data_contracts.common.Annotated, nulls allowed (a release's rows)."""
+    df = df.copy()
+    for c in ("annotation_id", "ls_task_id"):
+        if c in df.columns:
+            df[c] = pd.array([None if pd.isna(v) else int(v) for v in df[c]], dtype="Int64")
+    if "lead_time" in df.columns:
+        df["lead_time"] = df["lead_time"].astype(float)
+    for c in ("annotator", "created_at", "updated_at"):
+        if c in df.columns:
+            df[c] = df[c].map(lambda v: None if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)) \
+                .astype(object)
+    return df

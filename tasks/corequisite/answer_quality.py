@@ -21,18 +21,30 @@ Experts' labels (`id,label`): an answer id with truism / informative / irrelevan
 invalid. Recorded per answer by `answer_rules` with the rules' verdicts (`expert_label`,
 `fact_invalid`, so the statistics can report the experts' shares); `answer_quality` removes irrelevant
 answers and every answer of an invalid fact; truisms are kept.
+
+The labels may also be Label Studio's JSON export of the `answer_quality` labeling step
+(tasks/corequisite/labeling.py: each crowd answer with its fact and question; an expert picks truism /
+informative / irrelevant and may tick that the fact is invalid). Where two or more experts labelled an
+answer, the majority label is its label (a tie leaves it unlabelled, counted in `ties`); a fact is
+invalid when more than half of the experts who labelled any of its answers ticked it. Each answer keeps
+who labelled it (`labellers`, `label_annotation_ids`, their labels `expert_votes`); the
+experts' agreement on the label (Light's kappa, the share of unanimous answers among those labelled
+at least twice) goes into the notes under `agreement`, rejected annotations (skipped, no label, an
+expert's second label of an answer, a task of another run) into `rejected_annotations.parquet`.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Literal
 
 import pandas as pd
 
 from csk.errors import InputError
 from csk.params import InputPath, unused
-from csk.runtime import StageOutput
+from csk.runtime import StageOutput, to_parquet_bytes
 from readers.base import csv_rows
+from tasks.labeling import export_rows, is_export, light_kappa, observed_agreement
 
 RULES = ("negatives", "object_pronouns")
 OBJECT_PRONOUNS = {"it", "its", "itself"}
@@ -41,6 +53,9 @@ PEOPLE = {"person", "people", "man", "woman", "men", "women", "child", "children
           "students", "human", "humans", "someone", "everyone", "adult", "adults", "baby", "babies", "friend",
           "friends", "teacher", "doctor", "worker", "workers", "player", "players"}
 LABELS = {"truism", "informative", "irrelevant", "invalid"}
+ANSWER_LABELS = ("truism", "informative", "irrelevant")
+LABEL_CONTROL, INVALID_CONTROL = "label", "fact_invalid"  # the labeling step's Choices
+INVALID_OPTION = "The fact is invalid."
 WEATHER_VERBS = {"rain", "snow", "pour", "drizzle", "hail", "thunder", "freeze", "sleet", "storm"}
 TIME_WORDS = {"morning", "afternoon", "evening", "night", "midnight", "noon", "day", "daytime", "weekend", "time",
               "winter", "summer", "spring", "autumn", "fall", "season", "o'clock", "late", "early", "today", "tonight"}
@@ -124,6 +139,58 @@ def _expert_labels(path, answer_ids: set[str], fact_ids: set[str]) -> dict[str, 
     return out
 
 
+def label_studio_expert_labels(path, answers: pd.DataFrame) -> tuple[dict[str, str], pd.DataFrame, list[dict], dict]:
+    """(labels, votes, rejected annotations, agreement) of the `answer_quality` step's export: labels as
+    `_expert_labels` gives them (answer id -> majority label, fact id -> "invalid"), one vote per kept
+    annotation {row_id, annotator, annotation_id, label, fact_invalid} with its lineage, and the experts'
+    agreement on the label."""
+    rows, bad = export_rows(path, set(answers["id"]))
+    rejected = [{**{k: v for k, v in b.items() if k != "task_id"}, "ls_task_id": b.get("ls_task_id", b.get("task_id"))}
+                for b in bad]  # the reader's rejects name Label Studio's task id as the rows do
+    fact_of = dict(zip(answers["id"], answers["fact_id"]))
+    votes, seen = [], set()
+    for r in rows:
+        lineage = {k: v for k, v in r.items() if k != "values"}
+        label = list(r["values"].get(LABEL_CONTROL) or [])
+        invalid = INVALID_OPTION in (r["values"].get(INVALID_CONTROL) or [])
+        if len(label) > 1 or (label and label[0] not in ANSWER_LABELS):
+            rejected.append({**lineage, "reason_code": "unknown_label", "reason": f"expert {r['annotator']} chose "
+                             f"{label!r}, not one of {', '.join(ANSWER_LABELS)}"})
+        elif not label and not invalid:
+            rejected.append({**lineage, "reason_code": "no_label", "reason": f"expert {r['annotator']} neither "
+                             "labelled the answer nor marked its fact invalid"})
+        elif (r["row_id"], r["annotator"]) in seen:
+            rejected.append({**lineage, "reason_code": "second_label", "reason": f"expert {r['annotator']} labelled "
+                             f"{r['row_id']!r} twice: the first counts"})
+        else:
+            seen.add((r["row_id"], r["annotator"]))
+            votes.append({**lineage, "fact_id": fact_of[r["row_id"]], "label": label[0] if label else None,
+                          "fact_invalid": invalid})
+    table = pd.DataFrame(votes) if votes else pd.DataFrame(
+        columns=["row_id", "annotator", "annotation_id", "fact_id", "label", "fact_invalid"])
+    labels, ties, multi = {}, 0, 0
+    for rid, g in table.groupby("row_id", sort=False):
+        counts = Counter(v for v in g["label"] if pd.notna(v))
+        multi += int(sum(counts.values()) >= 2)
+        top = counts.most_common()
+        if top and (len(top) == 1 or top[0][1] > top[1][1]):
+            labels[rid] = top[0][0]
+        elif top:
+            ties += 1
+    for fid, g in table.groupby("fact_id", sort=False):  # per expert: did they mark the fact invalid anywhere
+        per_expert = g.groupby("annotator")["fact_invalid"].any()
+        if 2 * int(per_expert.sum()) > len(per_expert):
+            labels[fid] = "invalid"
+    labelled = table[table["label"].notna()] if len(table) else table
+    agreement = {"experts": int(table["annotator"].nunique()) if len(table) else 0, "votes": len(table),
+                 "answers_labelled": int(labelled["row_id"].nunique()) if len(labelled) else 0,
+                 "answers_labelled_twice_or_more": multi, "ties": ties, "rejected_annotations": len(rejected),
+                 "light_kappa": light_kappa(labelled) if len(labelled) else None,
+                 "observed_agreement": observed_agreement(labelled) if len(labelled) else None,
+                 "invalid_facts": sum(v == "invalid" for v in labels.values())}
+    return labels, table, rejected, agreement
+
+
 def answer_rules(answers: pd.DataFrame, *, negative_words: list[str] = [
         "no", "not", "never", "nothing", "nobody", "none", "neither", "nor", "nowhere", "cannot", "n't"],
         expert_labels: InputPath = None) -> StageOutput:
@@ -132,18 +199,35 @@ def answer_rules(answers: pd.DataFrame, *, negative_words: list[str] = [
 
     Args:
         negative_words: words the negatives rule looks for (besides spaCy's `neg` dependency)
-        expert_labels: CSV id,label: answer id -> truism / informative / irrelevant, fact id -> invalid
+        expert_labels: CSV id,label: answer id -> truism / informative / irrelevant, fact id -> invalid; or
+            Label Studio's JSON export of the `answer_quality` labeling step (`csk label pull corequisite
+            answer_quality`): the majority of the experts' labels, their agreement in the notes
     """
     verdicts = rule_verdicts(answers["answer"].tolist(), answers["statement"].tolist(), negative_words)
     data = pd.concat([answers.reset_index(drop=True), verdicts.add_prefix("rule_")], axis=1)
-    labels = {} if unused(expert_labels) else _expert_labels(expert_labels, set(data["id"]), set(data["fact_id"]))
+    files, agreement, votes = {}, {}, None
+    if not unused(expert_labels) and is_export(expert_labels):
+        labels, votes, rejected, agreement = label_studio_expert_labels(expert_labels, data)
+        if rejected:
+            files["rejected_annotations.parquet"] = to_parquet_bytes(pd.DataFrame(rejected).astype({"reason": str}))
+    else:
+        labels = {} if unused(expert_labels) else _expert_labels(expert_labels, set(data["id"]), set(data["fact_id"]))
     data["expert_label"] = pd.Series([labels.get(i) for i in data["id"]], dtype=object)
     data["fact_invalid"] = data["fact_id"].map(lambda f: labels.get(f) == "invalid").astype(bool)
+    if votes is not None:  # who labelled each answer (Label Studio's users), their annotations and labels
+        by = {rid: g for rid, g in votes.groupby("row_id", sort=False)} if len(votes) else {}
+        empty = pd.DataFrame({"annotator": [], "annotation_id": [], "label": []})
+        data["labellers"] = [[str(a) for a in by.get(i, empty)["annotator"]] for i in data["id"]]
+        data["label_annotation_ids"] = [[int(a) for a in by.get(i, empty)["annotation_id"]] for i in data["id"]]
+        data["expert_votes"] = [[str(v) if pd.notna(v) else None for v in by.get(i, empty)["label"]] for i in data["id"]]
     flagged = {r: data[data[f"rule_{r}"]].groupby("polarity").size().to_dict() for r in RULES}
-    return StageOutput(data=data, notes={"flagged": flagged},
+    notes = {"flagged": flagged, **({"agreement": agreement} if agreement else {})}
+    return StageOutput(data=data, notes=notes, files=files,
                        tables={"answer_rules": [{"rule": r, "answers_flagged": int(data[f"rule_{r}"].sum()),
                                                  **{f"flagged_{k}": int(v) for k, v in flagged[r].items()}}
-                                                for r in RULES]})
+                                                for r in RULES],
+                               **({"agreement": [{"measure": k, "value": v} for k, v in agreement.items()]}
+                                  if agreement else {})})
 
 
 def answer_quality(checked: pd.DataFrame, *, rules: list[Literal["negatives", "object_pronouns"]] = list(RULES),

@@ -140,7 +140,7 @@ def test_a_cicero_answer_written_in_label_studio_becomes_an_instance_with_its_an
     out = annotations(dialogues, tasks_df, answers=str(path))
     row = out.data.iloc[0]
     assert len(out.data) == 1 and row["answer"] == "The alarm did not ring." and row["annotator"] == "4"
-    assert row["version"] == "label-studio" and row["task_id"] == "d1/u01/cause" and list(row["choices"]) == []
+    assert row["version"] == "label-studio" and row["task_id"] == "d1/u01/cause" and list(row["choices"]) == [row["answer"]]
     assert sorted(out.rejected["reason_code"]) == ["empty_answer", "skipped"]
     assert out.rows_in == len(out.data) + len(out.rejected)
     from data_contracts.cicero import Annotations
