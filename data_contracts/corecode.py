@@ -12,7 +12,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from data_contracts.common import Contract, Provenance, RunStatistics, nonempty_lists
+from data_contracts.common import Annotated, Contract, Provenance, RunStatistics, nonempty_lists
 
 # dimension -> domain -> {slot: Chinese label}; domain Chinese labels in DOMAIN_ZH. The Chinese labels
 # are the release's (its README's slot-identification options: 空间位置原因, 后续时间改变, 后续空间位置改变,
@@ -91,9 +91,11 @@ class Screening(Dialogues):
         return nonempty_lists(s)
 
 
-class Annotations(Provenance):
+class Annotations(Provenance, Annotated):
     """Knowledge items checked against the ontology: `phrases` are the dialogue phrases they rest on
-    (role instance / value, utterance, character offsets); the conflict phrases replace `phrases[conflict_of]`."""
+    (role instance / value, utterance, character offsets); the conflict phrases replace `phrases[conflict_of]`.
+    Items labelled in Label Studio (the `knowledge` step) keep their annotator, annotation and task ids and
+    times; items of a release have none."""
 
     dialogue_id: Series[str]
     set: Series[str] = pa.Field(isin=SETS)

@@ -23,6 +23,7 @@ from tasks.corecode.benchmark import (
     perturbations,
     slot_identification,
 )
+from tasks.corecode import labeling as corecode_labeling
 from tasks.corecode.concepts import concepts
 from tasks.corecode.screening import screening
 from tasks.corecode.sources import sources
@@ -89,4 +90,5 @@ PIPELINE = Pipeline(
     stages=STAGES,
     flows=(corecode,),
     settings=CorecodeSettings,
+    labeling=corecode_labeling.STEPS,
 )

@@ -3,7 +3,8 @@ Debian Chromium driven by Playwright; no browser is downloaded: `executable_path
 
     .venv-label-studio/bin/python docker/label-studio/screenshot.py URL EMAIL PASSWORD PROJECT TASK OUT.png [WAIT_TEXT]
 
-Logs in through the login form, opens the task in the data manager's labeling panel, waits for WAIT_TEXT
+Logs in through the login form, opens the task in the data manager's labeling panel (TASK 0: the label
+stream an annotator opens with "Label All Tasks"), waits for WAIT_TEXT
 (a phrase of the task: the dialogue has rendered) and writes the PNG."""
 
 from __future__ import annotations
@@ -25,12 +26,21 @@ def shoot(url: str, email: str, password: str, project: int, task: int, out: str
         page.fill("input[name=password]", password)
         page.click("button[type=submit], input[type=submit]")
         page.wait_for_load_state("networkidle")
-        page.goto(f"{url}/projects/{project}/data?task={task}")
+        # task 0: the label stream ("Label All Tasks"), the screen an annotator works in
+        page.goto(f"{url}/projects/{project}/data?labeling=1" if not task else f"{url}/projects/{project}/data?task={task}")
         if wait_text:
             page.wait_for_selector(f"text={wait_text}", timeout=90000)
         else:
             page.wait_for_selector(".lsf-main-view, [class*=main-view]", timeout=90000)
-        page.wait_for_timeout(2000)
+        page.wait_for_timeout(1500)
+        # the project's instructions open over the first task: read, then closed, as an annotator does
+        page.keyboard.press("Escape")
+        for close in page.locator("[aria-label=Close], .ant-modal-close, button:has-text('×')").all()[:2]:
+            try:
+                close.click(timeout=1000)
+            except Exception:  # already gone
+                pass
+        page.wait_for_timeout(1000)
         page.screenshot(path=out)
         browser.close()
 

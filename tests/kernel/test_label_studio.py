@@ -77,6 +77,7 @@ def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, confi
     # 1. answers: annotator 1 writes an answer for a task of each of 8 dialogues and 8 more (every answer costs a
     # request: the whole sample's 214 tasks would take minutes); annotator 2 skips the first (rejected, with why)
     project = _push("cicero", "answers", store)
+    server.screenshot(emails[0], project, None, shots / "cicero.answers.png", "The target utterance")
     every = server.tasks(project)
     assert every and all(t["data"]["row_id"] for t in every)
     firsts = {t["data"]["dialogue_id"]: t for t in every}
@@ -86,7 +87,6 @@ def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, confi
                                               "value": {"text": [f"The speaker wants the listener to help {k}."]}}],
                         lead_time=20 + k)
     server.annotate(emails[1], tasks[0]["id"], [], lead_time=3, cancelled=True)
-    server.screenshot(emails[0], project, tasks[0]["id"], shots / "cicero.answers.png", "The target utterance")
     setting = _pull("cicero", "answers", tmp_path / "answers.json")
     assert setting == "cicero.annotations.answers"
     answered = ("--set", 'cicero.annotations.release=""', "--set", f"{setting}={tmp_path / 'answers.json'}")
@@ -99,14 +99,13 @@ def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, confi
 
     # 2. quality_check: three checkers vote on every answer; two of three find the first one invalid
     project = _push("cicero", "quality_check", store)
+    server.screenshot(emails[1], project, None, shots / "cicero.quality_check.png", "Answer written by an annotator")
     tasks = server.tasks(project)
     for k, t in enumerate(tasks):
         for j, email in enumerate(emails):
             verdict = "invalid" if (k == 0 and j < 2) or (k % 5 == 3 and j == 2) else "valid"
             server.annotate(email, t["id"], [{"from_name": "valid", "to_name": "dialogue", "type": "choices",
                                               "value": {"choices": [verdict]}}], lead_time=5 + j)
-    server.screenshot(emails[1], project, tasks[0]["id"], shots / "cicero.quality_check.png",
-                      "Answer written by an annotator")
     setting = _pull("cicero", "quality_check", tmp_path / "votes.json")
     voted = (*answered, "--set", f"{setting}={tmp_path / 'votes.json'}")
     _csk("run", "cicero", "--config", config_copy, "--store", store, *FAST, *voted)
@@ -119,6 +118,7 @@ def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, confi
 
     # 3. verification: two annotators tick the first distractor of the first item: it joins the correct answers
     project = _push("cicero", "verification", store)
+    server.screenshot(emails[0], project, None, shots / "cicero.verification.png", "Correct answer")
     tasks = server.tasks(project)
     first = tasks[0]["data"]["distractor_options"][0]["value"]
     for email in emails[:2]:
@@ -127,7 +127,6 @@ def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, confi
     for t in tasks[1:4]:
         server.annotate(emails[2], t["id"], [{"from_name": "speculatively_correct", "to_name": "dialogue",
                                               "type": "choices", "value": {"choices": []}}], lead_time=4)
-    server.screenshot(emails[0], project, tasks[0]["id"], shots / "cicero.verification.png", "Correct answer")
     setting = _pull("cicero", "verification", tmp_path / "verdicts.json")
     _csk("run", "cicero", "--config", config_copy, "--store", store, *FAST, *voted, "--set",
          f"{setting}={tmp_path / 'verdicts.json'}")
@@ -146,4 +145,109 @@ def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, confi
     printed = _csk("lineage", "cicero", "mcq", "--row", mcq["id"].iloc[0], "--store", store)
     assert f"annotated by {server.ids[emails[0]]}" in printed and "checkers:" in printed
     for name in ("cicero.answers", "cicero.quality_check", "cicero.verification"):
+        assert (shots / f"{name}.png").stat().st_size > 20_000
+
+
+def _rate(k: int, j: int) -> list[dict]:
+    """Rater j's ratings of sample k: raters 1 and 2 agree in rank, rater 3 is noisier."""
+    event = 1 + (k + (j == 2) * (k % 3)) % 5
+    return [{"from_name": "event_cs", "to_name": "dialogue", "type": "rating", "value": {"rating": event}},
+            {"from_name": "general_cs", "to_name": "dialogue", "type": "rating", "value": {"rating": 1 + (k + j) % 5}}]
+
+
+def test_label_studio_round_trip_deco(server, prefect_harness, tmp_path, config_copy, monkeypatch, shots):
+    monkeypatch.setenv(URL_ENV, server.url)
+    monkeypatch.setenv(KEY_ENV, lss.ADMIN_TOKEN)
+    store = tmp_path / "artifacts"
+    emails = [f"annotator{k}@example.com" for k in (1, 2, 3)]
+    _csk("run", "deco", "--config", config_copy, "--store", store)
+
+    # ratings: three raters rate 12 samples (event and overall commonsense, 1-5)
+    project = _push("deco", "ratings", store)
+    server.screenshot(emails[0], project, None, shots / "deco.ratings.png", "Event commonsense")
+    tasks = server.tasks(project)[:12]
+    for k, t in enumerate(tasks):
+        for j, email in enumerate(emails):
+            server.annotate(email, t["id"], _rate(k, j), lead_time=15 + j)
+    setting = _pull("deco", "ratings", tmp_path / "ratings.json")
+    rated = ("--set", f"{setting}={tmp_path / 'ratings.json'}")
+
+    # tuple validation: three validators; the first tuple rejected by two of them
+    project = _push("deco", "tuple_validation", store)
+    server.screenshot(emails[1], project, None, shots / "deco.tuple_validation.png", "What the relation says")
+    tuples = server.tasks(project)[:6]
+    for k, t in enumerate(tuples):
+        for j, email in enumerate(emails):
+            verdict = "reject" if (k == 0 and j < 2) or (k == 1 and j == 2) else "accept"
+            server.annotate(email, t["id"], [{"from_name": "verdict", "to_name": "dialogue", "type": "choices",
+                                              "value": {"choices": [verdict]}}], lead_time=7)
+    setting = _pull("deco", "tuple_validation", tmp_path / "validations.json")
+    _csk("run", "deco", "--config", config_copy, "--store", store, *rated,
+         "--set", f"{setting}={tmp_path / 'validations.json'}")
+
+    samples, manifest = _artifact(store, "deco", "sample")
+    rated_rows = samples[samples["raters"].map(lambda r: r is not None and len(r) > 0)]
+    assert len(rated_rows) == len(tasks) and all(len(r) == 3 for r in rated_rows["raters"])
+    first = rated_rows.set_index("id").loc[tasks[0]["data"]["row_id"]]
+    assert list(first["event_cs_raw"]) == [1, 1, 1] and first["event_cs"] == 1
+    assert manifest["notes"]["agreement"]  # the raters' Spearman
+    kept, manifest = _artifact(store, "deco", "extract")
+    assert tuples[0]["data"]["row_id"] not in set(kept["id"])  # two of three rejected it
+    assert tuples[1]["data"]["row_id"] in set(kept["id"])  # two of three accepted it
+    assert manifest["notes"]["agreement"]
+    traced = _csk("lineage", "deco", "sample", "--row", tasks[0]["data"]["row_id"], "--store", store)
+    assert "raters: " + ", ".join(str(server.ids[e]) for e in emails) in traced
+    for name in ("deco.ratings", "deco.tuple_validation"):
+        assert (shots / f"{name}.png").stat().st_size > 20_000
+
+
+def test_label_studio_round_trip_corequisite(server, prefect_harness, tmp_path, config_copy, monkeypatch, shots):
+    monkeypatch.setenv(URL_ENV, server.url)
+    monkeypatch.setenv(KEY_ENV, lss.ADMIN_TOKEN)
+    store = tmp_path / "artifacts"
+    emails = [f"annotator{k}@example.com" for k in (1, 2, 3)]
+    _csk("run", "corequisite", "--config", config_copy, "--store", store)
+
+    # preconditions: the crowd writes three answers per (fact, question); one statement makes no sense
+    project = _push("corequisite", "preconditions", store)
+    server.screenshot(emails[0], project, None, shots / "corequisite.preconditions.png", "Statement")
+    tasks = server.tasks(project)
+    for k, t in enumerate(tasks):
+        email = emails[k % 2]
+        if k == 1:
+            result = [{"from_name": "does_not_make_sense", "to_name": "statement", "type": "choices",
+                       "value": {"choices": ["This statement does not make sense."]}}]
+        else:
+            things = ("the weather is dry", "the person has enough time", "the tool is within reach")
+            result = [{"from_name": f"answer_{n}", "to_name": "statement", "type": "textarea",
+                       "value": {"text": [f"{thing.capitalize()} ({k})."]}} for n, thing in enumerate(things, 1)]
+        server.annotate(email, t["id"], result, lead_time=30 + k)
+    setting = _pull("corequisite", "preconditions", tmp_path / "answers.json")
+    assert setting == "corequisite.annotations.answers"
+    crowd = ("--set", f"{setting}={tmp_path / 'answers.json'}")
+    _csk("run", "corequisite", "--config", config_copy, "--store", store, *crowd)
+    answers, manifest = _artifact(store, "corequisite", "annotations")
+    written = answers[answers["annotator"].notna()]
+    assert len(written) == 3 * (len(tasks) - 1)
+    assert set(written["annotator"]) == {str(server.ids[e]) for e in emails[:2]}
+
+    # answer_quality: two experts label 10 answers; they disagree on the third
+    project = _push("corequisite", "answer_quality", store)
+    server.screenshot(emails[2], project, None, shots / "corequisite.answer_quality.png", "Answer written by a crowd worker")
+    labelled = server.tasks(project)[:10]
+    for k, t in enumerate(labelled):
+        for j, email in enumerate(emails[1:]):
+            label = "irrelevant" if k == 0 else ("truism" if (k == 2 and j == 1) else "informative")
+            server.annotate(email, t["id"], [{"from_name": "label", "to_name": "answer", "type": "choices",
+                                              "value": {"choices": [label]}}], lead_time=6)
+    setting = _pull("corequisite", "answer_quality", tmp_path / "labels.json")
+    _csk("run", "corequisite", "--config", config_copy, "--store", store, *crowd,
+         "--set", f"{setting}={tmp_path / 'labels.json'}")
+    _, manifest = _artifact(store, "corequisite", "answer_rules")
+    agreement = manifest["notes"]["agreement"]
+    assert agreement and agreement.get("light_kappa") is not None
+    nli, _ = _artifact(store, "corequisite", "p_nli")
+    traced = _csk("lineage", "corequisite", "p_nli", "--row", nli["id"].iloc[0], "--store", store)
+    assert "annotated by" in traced
+    for name in ("corequisite.preconditions", "corequisite.answer_quality"):
         assert (shots / f"{name}.png").stat().st_size > 20_000
