@@ -68,10 +68,11 @@ class Server:
             out = c.get("/api/tasks", params={"project": project, "page_size": 1000, "fields": "all"})
             return out.raise_for_status().json()["tasks"]
 
-    def screenshot(self, email: str, project: int, task: int, out: Path, wait_text: str | None = None) -> Path:
+    def screenshot(self, email: str, project: int, task: int | None, out: Path, wait_text: str | None = None) -> Path:
+        """The labeling screen of `task`, or (None) the label stream an annotator opens ("Label All Tasks")."""
         password = ADMIN_PASSWORD if email == ADMIN_EMAIL else ANNOTATOR_PASSWORD
         subprocess.run([str(VENV / "bin" / "python"), str(ROOT / "docker/label-studio/screenshot.py"), self.url,
-                        email, password, str(project), str(task), str(out)] + ([wait_text] if wait_text else []),
+                        email, password, str(project), str(task or 0), str(out)] + ([wait_text] if wait_text else []),
                        check=True, timeout=300)
         return out
 

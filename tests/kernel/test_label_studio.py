@@ -251,3 +251,52 @@ def test_label_studio_round_trip_corequisite(server, prefect_harness, tmp_path, 
     assert "annotated by" in traced
     for name in ("corequisite.preconditions", "corequisite.answer_quality"):
         assert (shots / f"{name}.png").stat().st_size > 20_000
+
+
+def _knowledge(text: str, turn: int) -> list[dict]:
+    """One knowledge item on two characters of a turn (past its "A: "), as the UI writes it: the labelled span
+    and its per-region fields, tied by the span's region id."""
+    lines = text.split("\n")
+    start = sum(len(line) + 1 for line in lines[:turn]) + 3
+    phrase = text[start:start + 2]
+    edited = phrase[0] + ("猫" if phrase[1] != "猫" else "狗")
+    where = {"start": start, "end": start + 2}
+    out = [{"id": f"k{turn}", "from_name": "knowledge", "to_name": "dialogue", "type": "labels",
+            "value": {**where, "text": phrase, "labels": ["space: at-location"]}}]
+    for name, choice in (("dimension", "entity"), ("role", "instance")):
+        out.append({"id": f"k{turn}", "from_name": name, "to_name": "dialogue", "type": "choices",
+                    "value": {**where, "text": phrase, "choices": [choice]}})
+    for name, value in (("instance", phrase), ("value", "家里"), ("conflict_phrase_1", edited),
+                        ("conflict_phrase_2", "月亮上面的海洋")):
+        out.append({"id": f"k{turn}", "from_name": name, "to_name": "dialogue", "type": "textarea",
+                    "value": {**where, "text": [value]}})
+    return out + [{"id": "set", "from_name": "set", "to_name": "dialogue", "type": "choices",
+                   "value": {"choices": ["EASY"]}}]
+
+
+def test_label_studio_round_trip_corecode(server, prefect_harness, tmp_path, config_copy, monkeypatch, shots):
+    monkeypatch.setenv(URL_ENV, server.url)
+    monkeypatch.setenv(KEY_ENV, lss.ADMIN_TOKEN)
+    store = tmp_path / "artifacts"
+    emails = [f"annotator{k}@example.com" for k in (1, 2, 3)]
+    _csk("run", "corecode", "--config", config_copy, "--store", store)
+
+    # knowledge: two annotators mark the same phrase of each dialogue's first turn, one also of its second
+    project = _push("corecode", "knowledge", store)
+    server.screenshot(emails[0], project, None, shots / "corecode.knowledge.png", "domain: slot")
+    tasks = server.tasks(project)[:4]
+    for t in tasks:
+        text = t["data"]["dialogue"]
+        server.annotate(emails[0], t["id"], _knowledge(text, 0), lead_time=120)
+        server.annotate(emails[1], t["id"], _knowledge(text, 0) + _knowledge(text, 1)[:-1], lead_time=150)
+    server.screenshot(emails[1], project, tasks[0]["id"], shots / "corecode.knowledge.annotated.png", "domain: slot")
+    setting = _pull("corecode", "knowledge", tmp_path / "knowledge.json")
+    _csk("run", "corecode", "--config", config_copy, "--store", store, "--set", f"{setting}={tmp_path / 'knowledge.json'}")
+    items, manifest = _artifact(store, "corecode", "annotations")
+    marked = items[items["annotator"].notna()]
+    assert set(marked["annotator"]) <= {str(server.ids[e]) for e in emails[:2]} and len(marked)
+    agreement = manifest["notes"]["agreement"]
+    assert agreement["span_agreement"] == pytest.approx(0.75)  # one of two spans of annotator 2 is shared, both of 1's
+    traced = _csk("lineage", "corecode", "annotations", "--row", marked["id"].iloc[0], "--store", store)
+    assert "annotated by" in traced
+    assert (shots / "corecode.knowledge.png").stat().st_size > 20_000
