@@ -21,6 +21,18 @@ from readers.label_studio import is_label_studio_export, read_label_studio_expor
 
 ANNOTATION_COLUMNS = ["annotator", "annotation_id", "ls_task_id", "created_at", "updated_at", "lead_time"]
 
+# Pieces of the labeling interfaces (Label Studio XML): the dialogue as `dialogue_html` renders it, and a
+# titled box showing one task field; the marked box (the target, the response) is yellow as its mark.
+DIALOGUE = '  <HyperText name="dialogue" value="$dialogue_html"/>'
+MARKED = "background:#fff7d6;padding:6px;margin:6px 0;border-left:4px solid #f0b400"
+SHOWN = "background:#eef4ff;padding:6px;margin:6px 0"
+
+
+def box(title: str, name: str, style: str = MARKED) -> str:
+    """A titled box showing the task field `name`."""
+    return (f'  <View style="{style}">\n    <Header value="{title}" size="6"/>\n'
+            f'    <Text name="{name}" value="${name}"/>\n  </View>')
+
 
 def dialogue_html(turns: list[str], highlight: int | None = None, speakers: list[str] | None = None) -> str:
     """The dialogue as turns, one a line with its speaker in bold, the target turn marked: Label Studio's

@@ -14,40 +14,25 @@ from __future__ import annotations
 from csk.label_studio import LabelingStep
 from tasks.cicero.annotation import annotation_tasks, annotations
 from tasks.cicero.quality_check import quality_check
-from tasks.labeling import dialogue_html
+from tasks.labeling import DIALOGUE, SHOWN, box, dialogue_html
 
 VALID, INVALID = "valid", "invalid"
 
 # The dialogue as turns, the target marked in it and repeated under it, the question, then the answer box.
-ANSWER_CONFIG = """<View>
-  <Header value="Read the dialogue. The target utterance is marked."/>
-  <HyperText name="dialogue" value="$dialogue_html"/>
-  <View style="background:#fff7d6;padding:6px;margin:6px 0;border-left:4px solid #f0b400">
-    <Header value="Target" size="6"/>
-    <Text name="target" value="$target"/>
-  </View>
-  <Header value="$question"/>
-  <TextArea name="answer" toName="dialogue" rows="3" maxSubmissions="1" required="true" showSubmitButton="false"
-            placeholder="One sentence that answers the question about the target"/>
-</View>"""
+ANSWER_CONFIG = "\n".join([
+    "<View>", '  <Header value="Read the dialogue. The target utterance is marked."/>', DIALOGUE, box("Target", "target"),
+    '  <Header value="$question"/>',
+    '  <TextArea name="answer" toName="dialogue" rows="3" maxSubmissions="1" required="true" showSubmitButton="false"',
+    '            placeholder="One sentence that answers the question about the target"/>',
+    "</View>"])
 
-CHECK_CONFIG = """<View>
-  <HyperText name="dialogue" value="$dialogue_html"/>
-  <View style="background:#fff7d6;padding:6px;margin:6px 0;border-left:4px solid #f0b400">
-    <Header value="Target" size="6"/>
-    <Text name="target" value="$target"/>
-  </View>
-  <Header value="$question"/>
-  <View style="background:#eef4ff;padding:6px;margin:6px 0">
-    <Header value="Answer written by an annotator" size="6"/>
-    <Text name="answer" value="$answer"/>
-  </View>
-  <Header value="Is the answer a valid answer to the question about the target?" size="5"/>
-  <Choices name="valid" toName="dialogue" choice="single" required="true">
-    <Choice value="valid"/>
-    <Choice value="invalid"/>
-  </Choices>
-</View>"""
+CHECK_CONFIG = "\n".join([
+    "<View>", DIALOGUE, box("Target", "target"), '  <Header value="$question"/>',
+    box("Answer written by an annotator", "answer", SHOWN),
+    '  <Header value="Is the answer a valid answer to the question about the target?" size="5"/>',
+    '  <Choices name="valid" toName="dialogue" choice="single" required="true">',
+    f'    <Choice value="{VALID}"/>', f'    <Choice value="{INVALID}"/>', "  </Choices>",
+    "</View>"])
 
 
 def _answer_task(row: dict) -> dict:

@@ -21,26 +21,23 @@ from readers.deco import relation as spelt
 from tasks.deco.extract import ACCEPT, REJECT, extract
 from tasks.deco.extraction import WHERE
 from tasks.deco.sample import sample
-from tasks.labeling import dialogue_html
+from tasks.labeling import DIALOGUE, box, dialogue_html
 
 SPEAKERS = ("A", "B")  # DECO's histories name no speakers: the turns alternate, the response is B's
 
-RATING_CONFIG = """<View>
+RATING_CONFIG = f"""<View>
   <Header value="Read the conversation. The response to rate is its last turn, marked."/>
-  <HyperText name="dialogue" value="$dialogue_html"/>
-  <View style="background:#fff7d6;padding:6px;margin:6px 0;border-left:4px solid #f0b400">
-    <Header value="Response" size="6"/>
-    <Text name="response" value="$response"/>
-  </View>
+{DIALOGUE}
+{box("Response", "response")}
   <Header value="Event commonsense: do the events in the response make sense with the events of the conversation (their causes, effects, intents, reactions and order in time)? 1 = not at all, 5 = fully" size="5"/>
   <Rating name="event_cs" toName="dialogue" maxRating="5" icon="star" size="medium" required="true"/>
   <Header value="Overall commonsense: does the response as a whole make commonsense sense in the conversation? 1 = not at all, 5 = fully" size="5"/>
   <Rating name="general_cs" toName="dialogue" maxRating="5" icon="star" size="medium" required="true"/>
 </View>"""
 
-TUPLE_CONFIG = """<View>
+TUPLE_CONFIG = f"""<View>
   <Header value="Read the conversation. The response is its last turn, marked."/>
-  <HyperText name="dialogue" value="$dialogue_html"/>
+{DIALOGUE}
   <View style="background:#eef4ff;padding:6px;margin:6px 0;border-left:4px solid #3a6fd8">
     <Header value="Event-relation tuple: event1 — relation — event2" size="6"/>
     <Text name="tuple" value="$tuple"/>

@@ -9,22 +9,14 @@ import pandas as pd
 
 from csk.label_studio import LabelingStep
 from tasks.distractors.verification import verification
-from tasks.labeling import dialogue_html
+from tasks.labeling import DIALOGUE, box, dialogue_html
 
-CONFIG = """<View>
-  <HyperText name="dialogue" value="$dialogue_html"/>
-  <View style="background:#fff7d6;padding:6px;margin:6px 0;border-left:4px solid #f0b400">
-    <Header value="Target" size="6"/>
-    <Text name="target" value="$target"/>
-  </View>
-  <Header value="$question"/>
-  <View style="background:#e6f4e6;padding:6px;margin:6px 0">
-    <Header value="Correct answer(s)" size="6"/>
-    <Text name="correct" value="$correct"/>
-  </View>
-  <Header value="Tick every wrong answer below that could in fact be a correct answer" size="5"/>
-  <Choices name="speculatively_correct" toName="dialogue" choice="multiple" value="$distractor_options"/>
-</View>"""
+CONFIG = "\n".join([
+    "<View>", DIALOGUE, box("Target", "target"), '  <Header value="$question"/>',
+    box("Correct answer(s)", "correct", "background:#e6f4e6;padding:6px;margin:6px 0"),
+    '  <Header value="Tick every wrong answer below that could in fact be a correct answer" size="5"/>',
+    '  <Choices name="speculatively_correct" toName="dialogue" choice="multiple" value="$distractor_options"/>',
+    "</View>"])
 
 
 def items(sheet: pd.DataFrame) -> pd.DataFrame:

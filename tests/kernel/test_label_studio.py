@@ -39,9 +39,20 @@ def server(tmp_path_factory):
         pytest.skip(why)
     root = tmp_path_factory.mktemp("label-studio")
     s = lss.start(root / "data", root / "server.log")
-    s.annotators = [s.sign_up(f"annotator{k}@example.com") for k in (1, 2, 3)]
+    for email in EMAILS:
+        s.sign_up(email)
     yield s
     s.stop()
+
+
+EMAILS = [f"annotator{k}@example.com" for k in (1, 2, 3)]
+
+
+@pytest.fixture(autouse=True)
+def _point_csk_at_the_server(server, monkeypatch):
+    """`csk label` reads the server from the environment, as a user's shell gives it."""
+    monkeypatch.setenv(URL_ENV, server.url)
+    monkeypatch.setenv(KEY_ENV, lss.ADMIN_TOKEN)
 
 
 @pytest.fixture
@@ -67,11 +78,8 @@ def _artifact(store: Path, pipeline: str, stage: str) -> tuple[pd.DataFrame, dic
     return pd.read_parquet(path / "data.parquet"), json.loads((path / "manifest.json").read_text())
 
 
-def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, config_copy, monkeypatch, shots):
-    monkeypatch.setenv(URL_ENV, server.url)
-    monkeypatch.setenv(KEY_ENV, lss.ADMIN_TOKEN)
-    store = tmp_path / "artifacts"
-    emails = [f"annotator{k}@example.com" for k in (1, 2, 3)]
+def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, config_copy, shots):
+    store, emails = tmp_path / "artifacts", EMAILS
     _csk("run", "cicero", "--config", config_copy, "--store", store, *FAST)
 
     # 1. answers: annotator 1 writes an answer for a task of each of 8 dialogues and 8 more (every answer costs a
@@ -155,11 +163,8 @@ def _rate(k: int, j: int) -> list[dict]:
             {"from_name": "general_cs", "to_name": "dialogue", "type": "rating", "value": {"rating": 1 + (k + j) % 5}}]
 
 
-def test_label_studio_round_trip_deco(server, prefect_harness, tmp_path, config_copy, monkeypatch, shots):
-    monkeypatch.setenv(URL_ENV, server.url)
-    monkeypatch.setenv(KEY_ENV, lss.ADMIN_TOKEN)
-    store = tmp_path / "artifacts"
-    emails = [f"annotator{k}@example.com" for k in (1, 2, 3)]
+def test_label_studio_round_trip_deco(server, prefect_harness, tmp_path, config_copy, shots):
+    store, emails = tmp_path / "artifacts", EMAILS
     _csk("run", "deco", "--config", config_copy, "--store", store)
 
     # ratings: three raters rate 12 samples (event and overall commonsense, 1-5)
@@ -201,11 +206,8 @@ def test_label_studio_round_trip_deco(server, prefect_harness, tmp_path, config_
         assert (shots / f"{name}.png").stat().st_size > 20_000
 
 
-def test_label_studio_round_trip_corequisite(server, prefect_harness, tmp_path, config_copy, monkeypatch, shots):
-    monkeypatch.setenv(URL_ENV, server.url)
-    monkeypatch.setenv(KEY_ENV, lss.ADMIN_TOKEN)
-    store = tmp_path / "artifacts"
-    emails = [f"annotator{k}@example.com" for k in (1, 2, 3)]
+def test_label_studio_round_trip_corequisite(server, prefect_harness, tmp_path, config_copy, shots):
+    store, emails = tmp_path / "artifacts", EMAILS
     _csk("run", "corequisite", "--config", config_copy, "--store", store)
 
     # preconditions: the crowd writes three answers per (fact, question); one statement makes no sense
@@ -274,11 +276,8 @@ def _knowledge(text: str, turn: int) -> list[dict]:
                    "value": {"choices": ["EASY"]}}]
 
 
-def test_label_studio_round_trip_corecode(server, prefect_harness, tmp_path, config_copy, monkeypatch, shots):
-    monkeypatch.setenv(URL_ENV, server.url)
-    monkeypatch.setenv(KEY_ENV, lss.ADMIN_TOKEN)
-    store = tmp_path / "artifacts"
-    emails = [f"annotator{k}@example.com" for k in (1, 2, 3)]
+def test_label_studio_round_trip_corecode(server, prefect_harness, tmp_path, config_copy, shots):
+    store, emails = tmp_path / "artifacts", EMAILS
     _csk("run", "corecode", "--config", config_copy, "--store", store)
 
     # knowledge: two annotators mark the same phrase of each dialogue's first turn, one also of its second
