@@ -10,7 +10,7 @@ changes in time.
 Each configuration runs in a fresh process (the policy is read when the OpenMP runtime starts): a plain
 `SentenceTransformer.encode` of the same texts with the machine's thread count, fp32 (the baseline is the
 library call itself), idle and beside a one-core busy loop, with the OpenMP runtime's default wait policy
-and with OMP_WAIT_POLICY=PASSIVE. It prints seconds, the busy/idle ratio (fair share: 2x on 2 cores) and
+and with OMP_WAIT_POLICY=PASSIVE, and with a short spin (GOMP_SPINCOUNT=10000). It prints seconds, the busy/idle ratio (fair share: 2x on 2 cores) and
 checks the vectors are identical across policies.
 
     python bench/fair_share.py [--texts 4000] [--repeats 3]
@@ -54,11 +54,15 @@ def busy_loop() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
-def run(n: int, repeats: int, policy: str | None) -> dict:
+POLICIES = {"default": {}, "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"}, "spin 10000": {"GOMP_SPINCOUNT": "10000"},
+            "spin 2000": {"GOMP_SPINCOUNT": "2000"}}
+
+
+def run(n: int, repeats: int, policy: str) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env.pop("OMP_WAIT_POLICY", None)
-    if policy:
-        env["OMP_WAIT_POLICY"] = policy
+    for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "CSK_OMP_WAIT_POLICY"):
+        env.pop(k, None)
+    env.update(POLICIES[policy])
     out = subprocess.run([sys.executable, "-c", CHILD, str(n), str(repeats)], cwd=ROOT, env=env, capture_output=True,
                          text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -73,7 +77,7 @@ def main() -> None:
 
     print("machine:", json.dumps(host_record()))
     rows = {}
-    for policy in (None, "PASSIVE"):
+    for policy in POLICIES:
         idle = run(a.texts, a.repeats, policy)
         loop = busy_loop()
         try:
@@ -81,7 +85,7 @@ def main() -> None:
             busy = run(a.texts, a.repeats, policy)
         finally:
             loop.kill()
-        name = policy or "default"
+        name = policy
         rows[name] = (idle, busy)
         print(f"wait policy {name:<8} idle {idle['seconds']:7.2f} s   beside a busy core {busy['seconds']:7.2f} s   "
               f"ratio {busy['seconds'] / idle['seconds']:.2f}x (fair share 2x; {idle['threads']} threads)   "

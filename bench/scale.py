@@ -1,6 +1,6 @@
 """Performance at the papers' scale, every figure from one command (issue 14).
 
-    python bench/scale.py [--sizes 1000,4000,16000,28000] [--sections machine,dedup,flow,contention,candidates,af,gpu]
+    python bench/scale.py [--sizes 1000,4000,16000,28000] [--sections machine,dedup,flow,contention,busy,candidates,af,gpu]
                           [--out bench/results/scale.json]
 
 Sections (each prints as it ends and is saved to --out, so a long run keeps what it measured):
@@ -19,6 +19,9 @@ Sections (each prints as it ends and is saved to --out, so a long run keeps what
   shapes (a sample of its plan timed as full forward passes and as their linear layers alone,
   projected to every text); a cost-vs-size plot per stage.
 * contention: two flows at once (separate stores and Prefect homes) against one alone.
+* busy: the flow at --busy-size dialogues cold, idle, then cold again beside a one-core busy loop (another
+  process spinning on one of the cores: a laptop's browser, a CI neighbour); the wall-time ratio (a fair
+  share of 2 cores is 2x; goal <= 2.5x) and every stage's ratio.
 * candidates: the candidate filter's embedder (all-mpnet-base-v2) against plain fp32 `encode` of
   the same candidate texts, and the projected time of 53K x 12 candidates on this machine and on
   one GPU; then the stage itself on real pools (`rebuild-distractors` on the real CICERO v2 sample)
@@ -511,6 +514,31 @@ def contention_section(n: int, work: Path) -> dict:
     return {"dialogues": n, "solo_s": round(solo, 1), "concurrent_s": pair, "worst_ratio": round(ratio, 2)}
 
 
+def busy_section(n: int, work: Path) -> dict:
+    """The flow cold and idle, then cold beside a one-core busy loop, same corpus, same script."""
+    corpus = generate(n, seed=11)
+    paths = write_corpus(work / f"busy-corpus-{n}", corpus)
+    say(f"== busy: {n} dialogues, cold and idle, then cold beside a one-core busy loop")
+    idle = timed_flow(work / "busy-idle", paths, work / "prefect-busy-idle", work / "busy-idle.log")
+    loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(1)
+        busy = timed_flow(work / "busy-busy", paths, work / "prefect-busy-busy", work / "busy-busy.log")
+    finally:
+        loop.kill()
+    alone = {s["stage"]: s["seconds"] for s in stage_table(work / "busy-idle")}
+    beside = {s["stage"]: s["seconds"] for s in stage_table(work / "busy-busy")}
+    stages = {k: {"idle_s": alone[k], "busy_s": beside.get(k), "ratio": round(beside[k] / alone[k], 2)
+                  if alone[k] and beside.get(k) else None} for k in alone}
+    for k, v in stages.items():
+        say(f"   {k:<17} idle {v['idle_s']:8.1f} s   busy {v['busy_s'] or 0:8.1f} s   {v['ratio']}x")
+    ratio = busy / idle
+    say(f"   wall: idle {idle:.1f} s, beside a busy core {busy:.1f} s = {ratio:.2f}x (fair share 2x; goal <= 2.5x); "
+        f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT')}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    return {"dialogues": n, "idle_s": round(idle, 1), "busy_s": round(busy, 1), "ratio": round(ratio, 2),
+            "stages": stages, "openmp_wait": {k: os.environ.get(k) for k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}}
+
+
 # ------------------------------------------------------------------ candidate filter
 def candidate_texts(n: int) -> list[str]:
     """Answer-like texts from the real CICERO sample (answers and choices), varied, n of them."""
@@ -711,8 +739,9 @@ def t5_throughput(batch: int = 64, src_len: int = 128, new_tokens: int = 32, bea
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000,4000,16000,28000", help="source dialogues per flow run")
-    ap.add_argument("--sections", default="machine,dedup,flow,contention,candidates,af,gpu")
+    ap.add_argument("--sections", default="machine,dedup,flow,contention,busy,candidates,af,gpu")
     ap.add_argument("--contention-size", type=int, default=1000)
+    ap.add_argument("--busy-size", type=int, default=28000, help="dialogues of the idle / busy-neighbour run")
     ap.add_argument("--candidate-texts", type=int, default=1500, help="candidate texts embedded by both sides")
     ap.add_argument("--instances", type=int, default=53000, help="CICERO's instances (distractor engine scale)")
     ap.add_argument("--per-instance", type=int, default=12, help="filtered candidates per instance")
@@ -739,6 +768,8 @@ def main() -> None:
         save("dedup", dedup_section(tuple(int(v) for v in args.dedup_sizes.split(","))))
     if "contention" in sections:
         save("contention", contention_section(args.contention_size, work))
+    if "busy" in sections:
+        save("busy", busy_section(args.busy_size, work))
     if "candidates" in sections:
         h100 = ROOT / "bench" / "results" / "af_discriminators_h100.json"
         mfu = None

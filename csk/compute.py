@@ -82,6 +82,9 @@ def host_record() -> dict:
     from csk.precision import _DECISIONS
 
     out = dict(host())
+    waits = {k: os.environ[k] for k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY") if k in os.environ}
+    if waits:  # how idle OpenMP threads wait (csk/__init__.py): time beside a busy neighbour, never bytes
+        out["openmp_wait"] = waits
     if _DECISIONS:
         out["precision"] = {k: {"precision": d["precision"], "id": d["id"]} for k, d in sorted(_DECISIONS.items())}
     return out
