@@ -532,11 +532,19 @@ def busy_section(n: int, work: Path) -> dict:
                   if alone[k] and beside.get(k) else None} for k in alone}
     for k, v in stages.items():
         say(f"   {k:<17} idle {v['idle_s']:8.1f} s   busy {v['busy_s'] or 0:8.1f} s   {v['ratio']}x")
+    same = {}
+    for name in ("busy-idle", "busy-busy"):  # the load may cost time, never a byte
+        record = json.loads((work / name / "cicero" / "_runs" / "latest.json").read_text())
+        for s in record["stages"]:
+            digest = json.loads((Path(s["path"]) / "manifest.json").read_text())["data_sha256"]
+            same.setdefault(s["stage"], set()).add(digest)
+    identical = sorted(k for k, v in same.items() if len(v) == 1)
+    say(f"   stages whose bytes are identical idle and busy: {len(identical)} of {len(same)}")
     ratio = busy / idle
     say(f"   wall: idle {idle:.1f} s, beside a busy core {busy:.1f} s = {ratio:.2f}x (fair share 2x; goal <= 2.5x); "
         f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT')}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
     return {"dialogues": n, "idle_s": round(idle, 1), "busy_s": round(busy, 1), "ratio": round(ratio, 2),
-            "stages": stages, "openmp_wait": {k: os.environ.get(k) for k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}}
+            "stages": stages, "bytes_identical": identical, "stages_compared": len(same), "openmp_wait": {k: os.environ.get(k) for k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}}
 
 
 # ------------------------------------------------------------------ candidate filter
