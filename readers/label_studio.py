@@ -1,7 +1,7 @@
 """Label Studio's JSON export (`GET /api/projects/{id}/export?exportType=JSON`, or the UI's "JSON" export).
 
 The file is a JSON list of tasks; each task holds its `data` (what the annotator saw, with the
-`row_id` of the artifact row it was made from: `tasks.label_studio.task_json`) and its
+`row_id` of the artifact row it was made from: `csk.label_studio.LabelingStep.task`) and its
 `annotations`, each with the annotator (`completed_by`: the user's id, or an object with id and
 email in the command-line export), its id, created / updated time, lead time (seconds spent) and
 its `result`: one region per control of the labeling interface (`from_name`), with the control's
