@@ -125,9 +125,11 @@ def pull_command(pipeline: str, step: str, out: Path = typer.Option(..., "--out"
     tmp.replace(out)  # a pull cut short leaves no partial export
     read = read_label_studio_export(out)
     annotators = len({r["annotator"] for r in read.rows})
+    table = import_setting(pipeline, s).rsplit(".", 1)[0]
+    unset = "".join(f" --set '{table}.{name}=\"\"'" for name in s.replaces)
     print(f"{out}: {len(read.rows)} annotations by {annotators} annotator(s), {len(read.rejected)} left out "
-          f"(skipped or empty); read them back with:\n  csk run {pipeline} --set {import_setting(pipeline, s)}="
-          f"{out.resolve()}")
+          f"(skipped or empty); read them back with (keep the --set of earlier steps' pulls):\n"
+          f"  csk run {pipeline}{unset} --set {import_setting(pipeline, s)}={out.resolve()}")
 
 
 def pull_flow(pipeline: str, step: str, out: str, project: int | None = None) -> None:

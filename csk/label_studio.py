@@ -41,6 +41,8 @@ class LabelingStep:
     instructions: what the annotators are told (the project's expert instructions).
     rows: optional transform of the stage's rows (e.g. one row per item from a sheet of one row per choice).
     source: the artifact's file holding the rows: its data (data.parquet) or an extra JSON Lines file.
+    replaces: settings of the import stage that this export stands in for (`csk label pull` prints them
+        unset beside its own, e.g. CICERO's written answers replace the release).
     """
 
     name: str
@@ -52,6 +54,7 @@ class LabelingStep:
     instructions: str = ""
     rows: Callable[[pd.DataFrame], pd.DataFrame] | None = None
     source: str = "data.parquet"
+    replaces: tuple[str, ...] = ()
 
     def __post_init__(self):
         try:

@@ -172,9 +172,11 @@ class Pipeline:
         for step in self.labeling:  # each names a declared stage and an import stage's real setting
             self.stage(step.stage)
             fn, setting = step.imports
-            if setting not in self.stage(fn).params_model.model_fields:
-                raise ConfigError(f"pipeline {self.name!r}: labeling step {step.name!r} is imported by "
-                                  f"{fn.__name__}.{setting}, which is not one of its settings")
+            fields = self.stage(fn).params_model.model_fields
+            for name in (setting, *getattr(step, "replaces", ())):
+                if name not in fields:
+                    raise ConfigError(f"pipeline {self.name!r}: labeling step {step.name!r} names {fn.__name__}."
+                                      f"{name}, which is not one of its settings")
         try:
             self.config_model  # noqa: B018  (built for its check: every table composes, a setting in two stages agrees)
         except ValueError as exc:

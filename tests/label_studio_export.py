@@ -6,6 +6,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from xml.etree import ElementTree
+
+OBJECT_TAGS = {"Text", "HyperText", "Paragraphs"}
+CONTROL_TAGS = {"TextArea", "Choices", "Rating", "Labels", "Number"}
+
+
+def check_config(step, tasks: list[dict]) -> ElementTree.Element:
+    """A step's config as Label Studio needs it: <View> at the top, every control labels a shown object, tag
+    names unique, and every $field it shows is in every task's data."""
+    root = ElementTree.fromstring(step.config)
+    assert root.tag == "View"
+    objects = {el.get("name") for el in root.iter() if el.tag in OBJECT_TAGS}
+    controls = [el for el in root.iter() if el.tag in CONTROL_TAGS]
+    assert controls and all(el.get("toName") in objects for el in controls)  # each control labels a shown object
+    names = [el.get("name") for el in root.iter() if el.get("name")]
+    assert len(names) == len(set(names))  # Label Studio needs unique tag names
+    used = {v[1:] for el in root.iter() for v in el.attrib.values() if v.startswith("$")}
+    assert used == step.variables() and used and all(used <= set(t["data"]) for t in tasks)
+    return root
 
 
 def textarea(name: str, texts: list[str] | str, to: str = "dialogue") -> dict:

@@ -30,7 +30,7 @@ CHECK_CONFIG = "\n".join([
     "<View>", DIALOGUE, box("Target", "target"), '  <Header value="$question"/>',
     box("Answer written by an annotator", "answer", SHOWN),
     '  <Header value="Is the answer a valid answer to the question about the target?" size="5"/>',
-    '  <Choices name="valid" toName="dialogue" choice="single" required="true">',
+    '  <Choices name="valid" toName="dialogue" choice="single-radio" required="true">',
     f'    <Choice value="{VALID}"/>', f'    <Choice value="{INVALID}"/>', "  </Choices>",
     "</View>"])
 
@@ -46,7 +46,7 @@ def _check_task(row: dict) -> dict:
 
 STEPS = (
     LabelingStep("answers", stage=annotation_tasks, config=ANSWER_CONFIG, data=_answer_task,
-                 imports=(annotations, "answers"), annotators=1,
+                 imports=(annotations, "answers"), replaces=("release",), annotators=1,
                  instructions="Write one answer to the question about the marked target utterance, in one "
                               "sentence, about the people and events of this dialogue."),
     LabelingStep("quality_check", stage=annotations, config=CHECK_CONFIG, data=_check_task,

@@ -48,7 +48,7 @@ ANSWER_QUALITY_CONFIG = "\n".join([
     '    <Text name="answer" value="$answer"/>',
     "  </View>",
     '  <Header value="Label the answer" size="5"/>',
-    f'  <Choices name="{LABEL_CONTROL}" toName="answer" choice="single">',
+    f'  <Choices name="{LABEL_CONTROL}" toName="answer" choice="single-radio">',
     '    <Choice value="truism" hint="true, but holds for almost any statement (e.g. the object exists)"/>',
     '    <Choice value="informative" hint="a real precondition of this statement"/>',
     '    <Choice value="irrelevant" hint="does not bear on whether the statement holds"/>',

@@ -46,7 +46,7 @@ TUPLE_CONFIG = f"""<View>
     <Text name="where" value="$where"/>
   </View>
   <Header value="Accept the tuple if both events are said or clearly implied where stated and the relation holds between them in this conversation; reject it otherwise." size="5"/>
-  <Choices name="verdict" toName="dialogue" choice="single" showInline="true" required="true">
+  <Choices name="verdict" toName="dialogue" choice="single-radio" showInline="true" required="true">
     <Choice value="accept"/>
     <Choice value="reject"/>
   </Choices>

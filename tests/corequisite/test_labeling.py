@@ -4,7 +4,6 @@ step makes from a stage's rows, and its export read back by the import stage."""
 from __future__ import annotations
 
 import io
-from xml.etree import ElementTree
 
 import pandas as pd
 import pytest
@@ -12,11 +11,10 @@ import pytest
 from csk.errors import InputError
 from csk.label_studio import tasks_of
 from tests import label_studio_export as ls
+from tests.label_studio_export import check_config
 
 STATEMENTS = {"fact-00000000a1": "Umbrella is typically used for staying dry.",
               "fact-00000000b2": "Pen is typically used for writing letters."}
-OBJECT_TAGS = {"Text", "HyperText", "Paragraphs"}
-CONTROL_TAGS = {"TextArea", "Choices", "Rating", "Labels", "Number"}
 
 
 def _facts() -> pd.DataFrame:
@@ -47,17 +45,6 @@ def _label(label: str | None, invalid: bool = False) -> list[dict]:
     return out + [ls.choices("fact_invalid", ["The fact is invalid."] if invalid else [], to="statement")]
 
 
-def _check_config(step, tasks: list[dict]) -> ElementTree.Element:
-    root = ElementTree.fromstring(step.config)
-    assert root.tag == "View"
-    objects = {el.get("name") for el in root.iter() if el.tag in OBJECT_TAGS}
-    controls = [el for el in root.iter() if el.tag in CONTROL_TAGS]
-    assert controls and all(el.get("toName") in objects for el in controls)  # each control labels a shown object
-    used = {v[1:] for el in root.iter() for v in el.attrib.values() if v.startswith("$")}
-    assert used and all(used <= set(t["data"]) for t in tasks)
-    return root
-
-
 # ------------------------------------------------------------------ preconditions (crowd)
 def test_preconditions_step_makes_one_task_per_question_with_three_boxes_and_the_skip_tick():
     from tasks.corequisite.annotation import SKIP_OPTION, annotation_tasks
@@ -69,7 +56,7 @@ def test_preconditions_step_makes_one_task_per_question_with_three_boxes_and_the
     assert [t["data"]["row_id"] for t in tasks] == rows["id"].tolist() and len(tasks) == 4
     assert tasks[1]["data"]["question"] == "What makes this impossible?"
     assert tasks[1]["data"]["statement"] == STATEMENTS["fact-00000000a1"]
-    root = _check_config(step, tasks)
+    root = check_config(step, tasks)
     assert [el.get("name") for el in root.iter("TextArea")] == ["answer_1", "answer_2", "answer_3"]
     assert [el.get("value") for el in root.iter("Choice")] == [SKIP_OPTION]
     assert [el.get("value") for el in root.iter("Header")].count("$question") == 1
@@ -203,9 +190,9 @@ def test_answer_quality_tasks_show_the_statement_question_and_answer(tmp_path):
     assert tasks[2]["data"] == {"statement": STATEMENTS["fact-00000000a1"], "question": "What makes this impossible?",
                                 "answer": "The wind is too strong.", "polarity": "disabling",
                                 "fact_id": "fact-00000000a1", "row_id": "fact-00000000a1/disabling/0"}
-    root = _check_config(step, tasks)
+    root = check_config(step, tasks)
     label = next(el for el in root.iter("Choices") if el.get("name") == "label")
-    assert label.get("choice") == "single" and [c.get("value") for c in label] == list(ANSWER_LABELS)
+    assert label.get("choice") == "single-radio" and [c.get("value") for c in label] == list(ANSWER_LABELS)
     assert [c.get("value") for el in root.iter("Choices") if el.get("name") == "fact_invalid" for c in el] == [
         "The fact is invalid."]
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 from itertools import combinations
-from xml.etree import ElementTree
 
 import numpy as np
 import pandas as pd
@@ -21,11 +20,10 @@ from csk.errors import ContractError, InputError
 from csk.label_studio import project_files, tasks_of
 from readers import read_conture, read_deco
 from tests import label_studio_export as ls
+from tests.label_studio_export import check_config
 from tests.conftest import SAMPLE
 
 RELEASE = SAMPLE / "deco" / "deco_train_sample.json"
-OBJECT_TAGS = {"Text", "HyperText"}
-CONTROL_TAGS = {"Rating", "Choices"}
 # rater -> the event_cs / general_cs each gives the samples, in the artifact's order (9 samples)
 EVENT = {11: [5, 4, 1, 4, 5, 4, 5, 4, 3], 12: [4, 4, 2, 3, 5, 3, 4, 5, 3], 13: [5, 3, 1, 4, 4, 4, 2, 3, 4]}
 GENERAL = {11: [5, 4, 2, 4, 5, 4, 5, 4, 2], 12: [5, 5, 1, 3, 4, 4, 5, 4, 3], 13: [4, 4, 1, 5, 4, 3, 4, 4, 3]}
@@ -57,19 +55,6 @@ def _tuples(samples: pd.DataFrame):
     return tasks, out, sheet
 
 
-def _check_config(step, tasks: list[dict]) -> ElementTree.Element:
-    root = ElementTree.fromstring(step.config)
-    assert root.tag == "View"
-    objects = {el.get("name") for el in root.iter() if el.tag in OBJECT_TAGS}
-    controls = [el for el in root.iter() if el.tag in CONTROL_TAGS]
-    assert controls and all(el.get("toName") in objects for el in controls)  # each control labels a shown object
-    names = [el.get("name") for el in root.iter() if el.get("name")]
-    assert len(names) == len(set(names))  # Label Studio needs unique tag names
-    used = {v[1:] for el in root.iter() for v in el.attrib.values() if v.startswith("$")}
-    assert used == step.variables() and used and all(used <= set(t["data"]) for t in tasks)
-    return root
-
-
 def _ratings(k: int, rater: int) -> list[dict]:
     return [ls.rating("event_cs", EVENT[rater][k]), ls.rating("general_cs", GENERAL[rater][k])]
 
@@ -84,7 +69,7 @@ def test_ratings_step_makes_one_task_per_sample_with_the_dialogue_and_two_rating
     _, rows = _samples()
     tasks = tasks_of(step, rows)
     assert [t["data"]["row_id"] for t in tasks] == rows["id"].tolist() and len(tasks) == 9
-    root = _check_config(step, tasks)
+    root = check_config(step, tasks)
     ratings = {el.get("name"): el for el in root.iter("Rating")}
     assert set(ratings) == {"event_cs", "general_cs"}
     assert all(el.get("maxRating") == "5" and el.get("required") == "true" for el in ratings.values())
@@ -204,9 +189,9 @@ def test_tuple_validation_step_makes_one_task_per_tuple_with_the_relation_in_wor
     assert sheet["id"].tolist() == out.data["id"].tolist() and len(sheet) == 15  # the 9 samples' gold tuples
     tasks = tasks_of(step, sheet)
     assert [t["data"]["row_id"] for t in tasks] == sheet["id"].tolist()
-    root = _check_config(step, tasks)
+    root = check_config(step, tasks)
     assert [el.get("value") for el in root.iter("Choice")] == ["accept", "reject"]
-    assert next(root.iter("Choices")).get("choice") == "single"
+    assert next(root.iter("Choices")).get("choice") == "single-radio"
     by = {t["data"]["row_id"]: t["data"] for t in tasks}
     single = by["deco-1:xIntent#0"]
     assert single["tuple"] == "PersonX joins a hiking club — xIntent — PersonX meets people"
