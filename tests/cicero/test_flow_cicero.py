@@ -45,6 +45,14 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
 
     splits = check_release("cicero", store, tmp_path / "release")
     assert splits
+    # the human steps' Label Studio projects, written from this run (the round trip itself: tests/kernel/test_label_studio.py)
+    for step, stage in (("answers", "annotation_tasks"), ("quality_check", "annotations"), ("verification", "verification")):
+        out = _csk("label", "export", "cicero", step, "--out", tmp_path / "ls" / step, "--store", store)
+        assert out.exit_code == 0, out.output
+        tasks = json.loads((tmp_path / "ls" / step / "tasks.json").read_text())
+        rows = next(s for s in stages if s["stage"] == stage)["rows"]["out"]
+        assert len(tasks) == rows and all(t["data"]["row_id"] for t in tasks)
+        assert (tmp_path / "ls" / step / "config.xml").read_text().startswith("<View>")
     import subprocess
     import sys
 
