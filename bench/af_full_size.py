@@ -27,20 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bench import machine_line, reporter  # noqa: E402
+from bench import machine_line, reporter, rss_gib  # noqa: E402
 from csk import compute  # noqa: E402
 from csk.models import resolve_model  # noqa: E402
 from tasks.distractors.adversarial import af_loop  # noqa: E402
 from tasks.distractors.discriminators import CachedTransformerMC, FrozenLower  # noqa: E402
-
-
-def rss_gib(field: str = "RssAnon") -> float:
-    """This process's resident memory now (GiB), from /proc: RssAnon is what it holds itself; RssFile the
-    pages of the memory-mapped activations the kernel keeps in its page cache and may drop at will."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) / 2**20
-    return float("nan")
 
 
 def repeat(inst: pd.DataFrame, cands: pd.DataFrame, size: int) -> tuple[pd.DataFrame, dict]:

@@ -10,29 +10,47 @@ probes are independent and alike); the agreement of the two on those probes' hel
 predictions is printed beside the times. Prints the CPU and the machine's fp32 GEMM rate.
 
     python bench/bench_aflite.py [--sizes 300 3000 26000] [--m 64] [--baseline-probes 4]
+
+`--full` runs the whole stage's loop instead (`aflite_rounds`: every round until fewer than k qualify, the
+paper's m = 64, k = 500, tau = 0.75) at growing sizes up to the published one, with each size's seconds,
+rounds, peak memory and two floors beside it: the same rounds' matrix products at the machine's GEMM rate
+(the L-BFGS evaluations counted: 4 m R d FLOPs each, 2 m R d for the held-out predictions), and the
+scikit-learn loop (one LogisticRegression per probe per round) projected from `--baseline-probes` fits.
+A share `--easy` of the synthetic instances has its gold choice nudged strongly toward its context (what
+AF-Lite should remove), the rest not at all.
+
+    python bench/bench_aflite.py --full --sizes 2500 10000 40000 [--easy 0.3]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from csk import compute
-from tasks.distractors.discriminators import LinearProbe, ProbeFamily, probe_features
+import numpy as np  # noqa: E402
+
+from bench import PeakMemory, machine_line  # noqa: E402
+from tasks.distractors.aflite import aflite_rounds  # noqa: E402
+from tasks.distractors.discriminators import LinearProbe, ProbeFamily, probe_features  # noqa: E402
 
 
-def instances(n: int, choices: int, seed: int = 0):
+def instances(n: int, choices: int, seed: int = 0, easy: float | None = None):
+    """n instances of `choices` unit vectors; the gold one (0) nudged 0.6 toward its context, or with `easy`:
+    that share of instances nudged 1.2 (predictable), the others not at all (no signal to learn)."""
     rng = np.random.default_rng(seed)
     vec = {}
     contexts, options = [], []
     for i in range(n):
         c = rng.normal(size=384).astype(np.float32)
         vec[f"c{i}"] = c / np.linalg.norm(c)
+        nudge = 0.6 if easy is None else (1.2 if rng.random() < easy else 0.0)
         opts = []
         for j in range(choices):
-            e = rng.normal(size=384).astype(np.float32) + (0.6 * c if j == 0 else 0)
+            e = rng.normal(size=384).astype(np.float32) + (nudge * c if j == 0 else 0)
             vec[f"c{i}/{j}"] = e / np.linalg.norm(e)
             opts.append(f"c{i}/{j}")
         contexts.append(f"c{i}")
@@ -46,16 +64,14 @@ def main() -> None:
     ap.add_argument("--m", type=int, default=64)
     ap.add_argument("--choices", type=int, default=4)
     ap.add_argument("--baseline-probes", type=int, default=4)
+    ap.add_argument("--full", action="store_true", help="every round of the stage's loop, not one round")
+    ap.add_argument("--easy", type=float, default=0.3, help="--full: share of predictable instances")
     args = ap.parse_args()
-    import torch
-
-    print(f"CPU: {compute.cpu_model()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
-    a = torch.randn(2048, 2048)
-    t0 = time.perf_counter()
-    for _ in range(5):
-        a @ a
-    gemm = 5 * 2 * 2048 ** 3 / (time.perf_counter() - t0) / 1e9
+    print(machine_line())
+    gemm = gemm_rate()
     print(f"fp32 GEMM 2048^3: {gemm:.0f} GFLOP/s")
+    if args.full:
+        return full_runs(args, gemm)
     print(f"{'instances':>9} {'family s':>9} {'iters':>6} {'sklearn s/probe':>15} {'sklearn s (m)':>13} "
           f"{'ratio':>7} {'agree':>6}")
     for n in args.sizes:
@@ -81,6 +97,58 @@ def main() -> None:
         per = (time.perf_counter() - t0) / b
         print(f"{n:>9} {fam:>9.2f} {family.iterations:>6} {per:>15.2f} {per * args.m:>13.1f} "
               f"{per * args.m / fam:>6.1f}x {np.mean(agree):>6.3f}", flush=True)
+
+
+def gemm_rate() -> float:
+    """The machine's fp32 GEMM rate now (GFLOP/s, 2048^3, after a warm-up)."""
+    import torch
+
+    a = torch.randn(2048, 2048)
+    a @ a
+    t0 = time.perf_counter()
+    for _ in range(5):
+        a @ a
+    return 5 * 2 * 2048 ** 3 / (time.perf_counter() - t0) / 1e9
+
+
+def full_runs(args, gemm: float) -> None:
+    """Every round of AF-Lite at each size, against its GEMM floor and the scikit-learn loop."""
+    print(f"{'instances':>9} {'rounds':>6} {'kept':>6} {'AF-Lite s':>9} {'s/round':>8} {'peak MiB':>8} "
+          f"{'GEMM floor s':>12} {'ratio':>6} {'sklearn s (projected)':>21} {'ratio':>7}")
+    done = []
+    c, o, v = instances(200, args.choices)
+    LinearProbe(v).fit(c, o, [0] * len(c))  # scikit-learn's first fit pays its imports: not timed
+    for n in args.sizes:
+        contexts, options, vector = instances(n, args.choices, easy=args.easy)
+        with PeakMemory() as peak:
+            t0 = time.perf_counter()
+            removed, history = aflite_rounds(contexts, options, np.zeros(n, dtype=int), vector, m=args.m)
+            took = time.perf_counter() - t0
+        d = 3 * 384
+        flops = sum((4 * h["lbfgs_evaluations"] + 2) * args.m * h["instances"] * args.choices * d for h in history)
+        floor = flops / gemm / 1e9
+        # the scikit-learn loop: a fit per probe per round, timed on the first round's subsets
+        rng = np.random.default_rng(1)
+        b = min(args.baseline_probes, args.m)
+        t0 = time.perf_counter()
+        for _ in range(b):
+            idx = rng.choice(n, n // 2, replace=False)
+            LinearProbe(vector).fit([contexts[i] for i in idx], [options[i] for i in idx], [0] * len(idx))
+        per = (time.perf_counter() - t0) / b  # at the first round's size; later rounds are smaller
+        sizes = np.array([h["instances"] for h in history])
+        sk = per * args.m * (sizes / n).sum()
+        print(f"{n:>9} {len(history):>6} {n - len(removed):>6} {took:>9.1f} {took / len(history):>8.1f} "
+              f"{peak.mib:>8.0f} {floor:>12.1f} {took / floor:>5.1f}x {sk:>21.0f} {sk / took:>6.1f}x", flush=True)
+        done.append((n, took, len(history), floor, sk))
+    after = gemm_rate()  # a neighbour may have been busy at the first reading: the floor is the best rate seen
+    if after > gemm:
+        print(f"# fp32 GEMM read {after:.0f} GFLOP/s after the sizes: against it the floors are "
+              + ", ".join(f"{f * gemm / after:.1f} s ({t / (f * gemm / after):.1f}x)" for _, t, _, f, _ in done))
+    if len(done) >= 2:
+        (n0, t0_, r0, *_), (n1, t1, r1, *_) = done[0], done[-1]
+        print(f"# growth {n0} -> {n1} instances: time ~ n^{np.log(t1 / t0_) / np.log(n1 / n0):.2f}, "
+              f"rounds ~ n^{np.log(r1 / r0) / np.log(n1 / n0):.2f}, a round ~ n^"
+              f"{np.log(t1 / r1 / (t0_ / r0)) / np.log(n1 / n0):.2f}")
 
 
 if __name__ == "__main__":

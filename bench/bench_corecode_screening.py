@@ -7,25 +7,36 @@ Synthetic, built from jieba's own dictionary so the tagger sees real words: a Ch
 (`--edges` zh-zh edges between dictionary nouns, verbs and adjectives, drawn by word frequency, in the
 5.7 dump format, built with `build_db`), and dialogues of `--turns` utterances of dictionary words.
 The baseline runs on a slice of the largest size and is projected linearly (it is per occurrence).
+Each stage's peak memory is printed, and a floor beside each: for `concepts`, jieba's posseg over the same
+utterances in a plain loop (the tagger alone, no frame, no filter); for `screening`, one sqlite3 query
+that joins every consecutive utterance pair's concepts with the edges table (the look-ups as one join).
 
-    python bench/bench_corecode_screening.py [--dialogues 1000 4000 19900] [--edges 300000]
+    python bench/bench_corecode_screening.py [--dialogues 1000 4000 19700] [--edges 681000]
+
+681,000 zh-zh edges is the 5.7 dump's Chinese share as bench_conceptnet.py draws it (2 of 12 of the
+4.09M en/zh edges it keeps from 34.07M lines); CORECODE's published size is 19,700 dialogues.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from csk import compute
-from csk import conceptnet as cn
-from tasks.corecode.concepts import concepts
-from tasks.corecode.screening import screening
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from bench import PeakMemory, machine_line  # noqa: E402
+from csk import compute  # noqa: E402
+from csk import conceptnet as cn  # noqa: E402
+from tasks.corecode.concepts import concepts  # noqa: E402
+from tasks.corecode.screening import screening  # noqa: E402
 
 RELS = ["/r/RelatedTo", "/r/Synonym", "/r/IsA", "/r/Causes", "/r/HasProperty", "/r/AtLocation", "/r/UsedFor"]
 
@@ -80,14 +91,44 @@ def baseline(tagged: pd.DataFrame) -> float:
     return time.perf_counter() - t0
 
 
+def tagger_floor(dialogues: pd.DataFrame) -> float:
+    """jieba's posseg over every utterance in a plain loop: the tagging the `concepts` stage cannot avoid."""
+    import jieba.posseg as pseg
+
+    t0 = time.perf_counter()
+    for turns in dialogues["turns"]:
+        for t in turns:
+            pseg.lcut(t["text"], HMM=False)
+    return time.perf_counter() - t0
+
+
+def join_floor(db: Path, tagged: pd.DataFrame) -> float:
+    """One sqlite3 query joining each consecutive utterance pair's concepts with the edges: (dialogue, utterance,
+    concept) of each utterance and of the next, matched through conceptnet-lite's tables."""
+    t0 = time.perf_counter()
+    rows = [(d, u, c) for d, u, cs in zip(tagged["dialogue_id"], tagged["utterance"], tagged["concepts"]) for c in cs]
+    con = sqlite3.connect(db)
+    con.execute("CREATE TEMP TABLE occ (d TEXT, u INTEGER, c TEXT)")
+    con.executemany("INSERT INTO occ VALUES (?, ?, ?)", rows)
+    con.execute("CREATE INDEX temp.occ_c ON occ (c)")
+    con.execute("CREATE INDEX temp.occ_du ON occ (d, u, c)")
+    sql = """SELECT count(*) FROM occ a
+             JOIN label lh ON lh.text = a.c JOIN concept ch ON ch.label_id = lh.id
+             JOIN edge e ON e.start_id = ch.id JOIN concept ct ON ct.id = e.end_id JOIN label lt ON lt.id = ct.label_id
+             JOIN occ b ON b.d = a.d AND b.u = a.u + 1 AND b.c = lt.text"""
+    con.execute(sql).fetchone()
+    con.close()
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dialogues", type=int, nargs="+", default=[1000, 4000, 19900])
+    ap.add_argument("--dialogues", type=int, nargs="+", default=[1000, 4000, 19700])
     ap.add_argument("--turns", type=int, default=20)
-    ap.add_argument("--edges", type=int, default=300_000)
+    ap.add_argument("--edges", type=int, default=681_000)
     ap.add_argument("--baseline-dialogues", type=int, default=50)
     args = ap.parse_args()
-    print(f"CPU: {compute.cpu_model()}")
+    print(machine_line())
     words, p, content, cp = dictionary()
     with tempfile.TemporaryDirectory() as tmp:
         dump = Path(tmp) / "zh.csv"
@@ -100,21 +141,31 @@ def main() -> None:
         table = pd.DataFrame({"id": ["x"], "relation": ["RelatedTo"], "edges": [args.edges], "database": [str(db)],
                               "dump_sha256": [compute.sha256_file(dump)], "source_file": [str(dump)],
                               "source_record": [0], "source_locator": ["the whole dump"]})
-        print(f"{'dialogues':>10} {'utterances':>11} {'concepts s':>11} {'screening s':>12} {'baseline s':>11} "
-              f"{'ratio':>7} {'kept':>6} {'utt/s':>8}")
+        print(f"{'dialogues':>10} {'utterances':>11} {'concepts s':>11} {'MiB':>5} {'posseg floor s':>14} "
+              f"{'ratio':>6} {'screening s':>12} {'MiB':>5} {'SQL join floor s':>16} {'ratio':>6} "
+              f"{'per-occurrence loop s':>21} {'kept':>6}")
+        done = []
         for n in args.dialogues:
             dialogues = synthetic_dialogues(n, args.turns, words, p)
-            t0 = time.perf_counter()
-            tagged = concepts(dialogues).data
-            t_concepts = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            out = screening(dialogues, tagged, table)
-            t_screen = time.perf_counter() - t0
+            with PeakMemory() as m_concepts:
+                t0 = time.perf_counter()
+                tagged = concepts(dialogues).data
+                t_concepts = time.perf_counter() - t0
+            with PeakMemory() as m_screen:
+                t0 = time.perf_counter()
+                out = screening(dialogues, tagged, table)
+                t_screen = time.perf_counter() - t0
+            f_tag, f_join = tagger_floor(dialogues), join_floor(db, tagged)
             k = min(args.baseline_dialogues, n)
             sub = tagged[tagged["dialogue_id"].isin(set(dialogues["id"][:k]))]
             t_base = baseline(sub) * n / k  # projected: the baseline's cost is per occurrence
-            print(f"{n:>10} {len(tagged):>11} {t_concepts:>11.1f} {t_screen:>12.1f} {t_base:>11.1f} "
-                  f"{t_base / t_screen:>6.1f}x {len(out.data):>6} {len(tagged) / (t_concepts + t_screen):>8.0f}")
+            print(f"{n:>10} {len(tagged):>11} {t_concepts:>11.1f} {m_concepts.mib:>5.0f} {f_tag:>14.1f} "
+                  f"{t_concepts / f_tag:>5.2f}x {t_screen:>12.1f} {m_screen.mib:>5.0f} {f_join:>16.1f} "
+                  f"{t_screen / f_join:>5.2f}x {t_base:>21.0f} {len(out.data):>6}", flush=True)
+            done.append((n, t_concepts + t_screen))
+        (n0, a), (n1, b) = done[0], done[-1]
+        if n1 > n0:
+            print(f"# growth {n0} -> {n1} dialogues: concepts + screening ~ n^{np.log(b / a) / np.log(n1 / n0):.2f}")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -237,11 +238,18 @@ def run_flow(store: Path, paths: dict[str, Path], prefect_home: Path, log: Path)
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
+PEAK_MIB: dict[Path, float] = {}  # store -> the peak resident memory of the `csk run` that built it
+
+
 def timed_flow(store: Path, paths: dict[str, Path], prefect_home: Path, log: Path) -> float:
+    """Wall seconds of `csk run cicero`; its peak resident memory (this child's own, from wait4) in PEAK_MIB."""
     t0 = time.perf_counter()
     proc = run_flow(store, paths, prefect_home, log)
-    if proc.wait() != 0:
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
         raise SystemExit(f"csk run cicero failed (exit {proc.returncode}); see {log}")
+    PEAK_MIB[store] = usage.ru_maxrss / 1024
     return time.perf_counter() - t0
 
 
@@ -393,14 +401,16 @@ def flow_section(sizes: list[int], ceiling: dict, work: Path) -> dict:
         stages = stage_table(store)
         floor = floor_section(store, ceiling["fp32"])  # the fp32 compute floor (issue 28's reference)
         staged = sum(s["seconds"] for s in stages)
-        results[n] = {"wall_s": round(wall, 1), "stages_s": round(staged, 1), "stages": stages, "floor": floor,
+        results[n] = {"wall_s": round(wall, 1), "peak_mib": round(PEAK_MIB[store]), "stages_s": round(staged, 1),
+                      "stages": stages, "floor": floor,
                       "ratio_to_floor": round(wall / floor["floor_s"], 2) if floor["floor_s"] else None,
                       "dedup_method": dedup_method(store)}
         for s in stages:
             rate = s["out"] / s["seconds"] if s["seconds"] else float("inf")
             say(f"   {s['stage']:<17} {s['seconds']:9.1f} s  in {s['in']:>8}  out {s['out']:>8}  rejected "
                 f"{s['rejected']:>6}  {rate:12.0f} rows/s")
-        say(f"   wall {wall:.1f} s (stages {staged:.1f} s, the rest is process and Prefect start-up)")
+        say(f"   wall {wall:.1f} s (stages {staged:.1f} s, the rest is process and Prefect start-up); peak RSS of the "
+            f"`csk run` process {PEAK_MIB[store]:.0f} MiB")
         seconds = {s["stage"]: s["seconds"] for s in stages}
         achieved = {k: round(v * 1e3 / seconds[k], 1) for k, v in floor["stage_tflop"].items() if seconds.get(k)}
         results[n]["achieved_gflops"] = achieved
@@ -421,6 +431,12 @@ def flow_section(sizes: list[int], ceiling: dict, work: Path) -> dict:
             f"the floor (goal <= 1.5x); texts embedded twice: {floor['embedded_twice']} "
             f"(encoded per stage {floor['encoded_by_stage']}); dedup path: {results[n]['dedup_method']}")
         shutil.rmtree(work / f"corpus-{n}", ignore_errors=True)
+    if len(results) > 1:
+        say(f"   {'dialogues':>9} {'wall s':>8} {'peak MiB':>8} {'fp32 floor s':>12} {'ratio':>6}")
+        for n, r in results.items():
+            say(f"   {n:>9} {r['wall_s']:>8.1f} {r['peak_mib']:>8} {r['floor']['floor_s']:>12} {r['ratio_to_floor']:>5}x")
+        (n0, a), (n1, b) = [(n, results[n]["wall_s"]) for n in (min(results), max(results))]
+        say(f"   growth {n0} -> {n1} dialogues: wall ~ n^{math.log(b / a) / math.log(n1 / n0):.2f}")
     return results
 
 

@@ -75,6 +75,12 @@ class Progress:
             self._last = now
             self._push()
 
+    def set_total(self, total: int) -> None:
+        """A better estimate of the total (work whose length is known only as it goes)."""
+        if total != self.total:
+            self.total = self.bar.total = total
+            self.bar.refresh()
+
     def _push(self) -> None:
         try:
             from prefect.artifacts import update_progress_artifact

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Iterator, Literal
@@ -302,12 +303,14 @@ class Embedder:
 
     def _agreement(self, texts: list[str]) -> float:
         """Min cosine between bf16 and fp32 embeddings of a probe evenly spaced over the length-sorted
-        texts, so long inputs are probed too."""
+        texts, the shortest and the longest included. The probe is a sixteenth of the texts, at least 2 and at
+        most PROBE_SIZE: its fp32 pass is a fixed cost that must scale with the input (the machine and model's
+        agreement is measured once, by the ladder; this checks only that these texts are not unlike its)."""
         ordered = sorted(set(texts), key=lambda t: (len(t), t))
-        step = max(1, len(ordered) // PROBE_SIZE)
-        probe = ordered[::step][:PROBE_SIZE]
-        if not probe:
+        if not ordered:
             return 1.0
+        size = min(PROBE_SIZE, max(2, math.ceil(len(ordered) / 16)), len(ordered))
+        probe = [ordered[i] for i in sorted(set(np.linspace(0, len(ordered) - 1, size).round().astype(int)))]
         ref = self._encode_raw(probe, "fp32")
         low = self._encode_raw(probe, "bf16")
         cos = np.sum(ref * low, axis=1) / (np.linalg.norm(ref, axis=1) * np.linalg.norm(low, axis=1))

@@ -45,27 +45,47 @@ def predictability(family: ProbeFamily, active: np.ndarray, gold: np.ndarray, *,
     return np.divide(right, seen, out=np.zeros(n), where=seen > 0)
 
 
+def most_rounds(size: int, *, n: int, k: int, qualified: int | None = None) -> int:
+    """The most rounds AF-Lite can run on `size` instances: each round but the last removes k (capped at
+    5% of those left) until n are left; a round where fewer than k qualify is the last. Given how many
+    qualify now, the rounds left if no other instance comes to qualify (the progress bar's estimate)."""
+    left, rounds, q = size, 0, size if qualified is None else qualified
+    while left > max(n, 2):
+        rounds += 1
+        k_eff = min(k, max(1, math.ceil(0.05 * left)))
+        if q < k_eff:
+            break
+        drop = min(k_eff, left - max(n, 2))
+        left, q = left - drop, q - drop
+    return rounds
+
+
 def aflite_rounds(contexts, choices, gold, vector, *, n: int = 0, m: int = 64, t: float = 0.5, k: int = 500,
-                  tau: float = 0.75, seed: int = 0) -> tuple[dict[int, tuple[float, int]], list[dict]]:
+                  tau: float = 0.75, seed: int = 0,
+                  max_iter: int = 100) -> tuple[dict[int, tuple[float, int]], list[dict]]:
     """Returns {removed index: (predictability, round)} and per-round history."""
     from csk.progress import progress
 
     if len(contexts) <= max(n, 2):  # nothing to filter (an empty or tiny set)
         return {}, []
-    family = ProbeFamily(*probe_features(vector, contexts, choices))
+    family = ProbeFamily(*probe_features(vector, contexts, choices), max_iter=max_iter)
     gold = np.asarray(gold)
     active = np.arange(len(contexts))
     removed: dict[int, tuple[float, int]] = {}
     history = []
     rnd = 0
-    with progress(None, "AF-Lite rounds", unit="rounds", disable=len(contexts) < 2000) as bar:
+    bound = most_rounds(len(contexts), n=n, k=k)  # usually far more than run: rounds stop when few qualify;
+    # the bar's total is re-estimated each round from how many qualify
+    with progress(bound, f"AF-Lite rounds (at most {bound})", unit="rounds", disable=len(contexts) < 2000) as bar:
         while len(active) > max(n, 2):
             rnd += 1
             p = predictability(family, active, gold, m=m, t=t, seed=seed + rnd)
             k_eff = min(k, max(1, math.ceil(0.05 * len(active))))
             qualified = sorted([j for j in range(len(active)) if p[j] >= tau], key=lambda j: (-p[j], active[j]))
+            bar.set_total(min(bound, rnd - 1 + most_rounds(len(active), n=n, k=k, qualified=len(qualified))))
             history.append({"round": rnd, "instances": len(active), "mean_predictability": float(p.mean()),
-                            "qualified": len(qualified), "k": k_eff, "lbfgs_iterations": family.iterations})
+                            "qualified": len(qualified), "k": k_eff, "lbfgs_iterations": family.iterations,
+                            "lbfgs_evaluations": family.evaluations})
             bar.update(1, instances=len(active), qualified=len(qualified))
             if len(qualified) < k_eff:
                 break
@@ -80,7 +100,7 @@ def aflite_rounds(contexts, choices, gold, vector, *, n: int = 0, m: int = 64, t
 
 @compute.trains  # fits discriminators: a fixed thread count, in its key
 def aflite(mcq: pd.DataFrame, instances: pd.DataFrame, *, embed: EmbedSpec = EmbedSpec(), seed: int = 0, n: int = 0,
-           m: int = 64, t: float = 0.5, k: int = 500, tau: float = 0.75,
+           m: int = 64, t: float = 0.5, k: int = 500, tau: float = 0.75, max_iter: int = 100,
            ctx: StageContext | None = None) -> StageOutput:
     """Remove the instances a family of linear probes finds too predictable.
 
@@ -92,13 +112,15 @@ def aflite(mcq: pd.DataFrame, instances: pd.DataFrame, *, embed: EmbedSpec = Emb
         t: training subset of each classifier: a fraction (< 1) or a count
         k: most instances removed per round (capped at 5% of those left)
         tau: predictability at or above which an instance may be removed
+        max_iter: L-BFGS iterations of each round's probes (scikit-learn's LogisticRegression default)
     """
     view = instances.set_index("id").loc[mcq["id"]]
     contexts = view["context"].tolist()
     choices = [[g] + list(d) for g, d in zip(mcq["gold"], mcq["distractors"])]
     gold = [0] * len(mcq)  # the linear probe scores each choice alone: position carries no signal
     vector = vector_lookup(contexts + [c for ch in choices for c in ch], embed, ctx)
-    removed, history = aflite_rounds(contexts, choices, gold, vector, n=n, m=m, t=t, k=k, tau=tau, seed=seed)
+    removed, history = aflite_rounds(contexts, choices, gold, vector, n=n, m=m, t=t, k=k, tau=tau, seed=seed,
+                                    max_iter=max_iter)
     drop = np.array([i in removed for i in range(len(mcq))], dtype=bool)
     rejected = mcq[drop].assign(
         predictability=[removed[i][0] for i in range(len(mcq)) if i in removed],

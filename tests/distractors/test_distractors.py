@@ -527,7 +527,7 @@ def test_hellaswag_swap_rule():
 
 
 def test_aflite_removes_predictable_instances():
-    from tasks.distractors.aflite import aflite
+    from tasks.distractors.aflite import aflite, most_rounds
 
     inst, cands = _af_data()
     by = cands.groupby("instance_id")
@@ -545,6 +545,21 @@ def test_aflite_removes_predictable_instances():
     assert out.rejected["easy"].mean() > 0.8  # what AF-Lite removes is the easy half
     assert out.rejected["easy"].sum() > 0.8 * mcq["easy"].sum()
     assert out.rejected["reason"].str.contains("predictability").all()
+    rounds = out.notes["rounds"]
+    assert len(rounds) <= most_rounds(len(mcq), n=0, k=3)
+
+
+def test_aflite_round_bound():
+    """The progress bar's total: the rounds AF-Lite runs if k qualify every round (k capped at 5% of those left)."""
+    from tasks.distractors.aflite import most_rounds
+
+    assert most_rounds(10, n=0, k=500) == 8  # 1 a round (5% of 10 rounds up to 1) until 2 are left
+    assert most_rounds(2000, n=1000, k=500) == 1 + most_rounds(1900, n=1000, k=500)  # 5% of 2000 = 100
+    assert most_rounds(100_000, n=40_000, k=500) == 120  # the cap is 500 throughout: 60,000 / 500
+    assert most_rounds(2, n=0, k=500) == 0
+    # the estimate from how many qualify now: 1,200 qualify of 10,000 -> 500, 500, then a round with 200: the last
+    assert most_rounds(10_000, n=0, k=500, qualified=1200) == 3
+    assert most_rounds(10_000, n=0, k=500, qualified=100) == 1
 
 
 def test_probe_family_gives_scikit_learns_probes():

@@ -115,6 +115,26 @@ def test_auto_precision_is_the_ladders_rung_and_agrees_with_fp32(texts):
         assert auto.precision == ladder["precision"]
 
 
+@pytest.mark.parametrize("n, probed", [(1, 1), (20, 2), (77, 5), (1000, 32)])
+def test_the_agreement_probe_scales_with_the_input(monkeypatch, n, probed):
+    """bf16's per-stage probe against fp32 is a sixteenth of the distinct texts (2 to 32), the shortest and the
+    longest among them: on a small input its fp32 pass is no longer a cost of its own."""
+    emb = Embedder({"model": MODEL, "precision": "fp32"}, None, progress=False)
+    seen = []
+
+    def record(texts, precision, bar=None):
+        seen.append((precision, list(texts)))
+        return np.ones((len(texts), 4), np.float32)
+
+    monkeypatch.setattr(emb, "_encode_raw", record)
+    texts = [" ".join(["word"] * (1 + i % 97)) + f" {i}" for i in range(n)]
+    assert emb._agreement(texts + texts[:3]) == pytest.approx(1.0)
+    (p32, fp32), (p16, bf16) = seen
+    assert (p32, p16) == ("fp32", "bf16") and fp32 == bf16 and len(fp32) == probed
+    ordered = sorted(set(texts), key=lambda t: (len(t), t))
+    assert fp32[0] == ordered[0] and fp32[-1] == ordered[-1]
+
+
 def test_precision_rule(monkeypatch):
     from csk import compute, precision
 
