@@ -9,7 +9,7 @@ Synthetic, built from jieba's own dictionary so the tagger sees real words: a Ch
 The baseline runs on a slice of the largest size and is projected linearly (it is per occurrence).
 Each stage's peak memory is printed, and a floor beside each: for `concepts`, jieba's posseg over the same
 utterances in a plain loop (the tagger alone, no frame, no filter); for `screening`, one sqlite3 query
-that joins every consecutive utterance pair's concepts with the edges table (the look-ups as one join).
+that fetches every one-hop edge of the distinct concepts (the look-ups as one join, nothing else).
 
     python bench/bench_corecode_screening.py [--dialogues 1000 4000 19700] [--edges 681000]
 
@@ -103,20 +103,17 @@ def tagger_floor(dialogues: pd.DataFrame) -> float:
 
 
 def join_floor(db: Path, tagged: pd.DataFrame) -> float:
-    """One sqlite3 query joining each consecutive utterance pair's concepts with the edges: (dialogue, utterance,
-    concept) of each utterance and of the next, matched through conceptnet-lite's tables."""
+    """One sqlite3 query fetching every one-hop edge of the distinct concepts (a temporary table joined with
+    conceptnet-lite's label, concept and edge tables): the look-ups the `screening` stage cannot avoid, without
+    its batching, its pairing of consecutive utterances or its intersections."""
     t0 = time.perf_counter()
-    rows = [(d, u, c) for d, u, cs in zip(tagged["dialogue_id"], tagged["utterance"], tagged["concepts"]) for c in cs]
+    distinct = sorted({c for cs in tagged["concepts"] for c in cs})
     con = sqlite3.connect(db)
-    con.execute("CREATE TEMP TABLE occ (d TEXT, u INTEGER, c TEXT)")
-    con.executemany("INSERT INTO occ VALUES (?, ?, ?)", rows)
-    con.execute("CREATE INDEX temp.occ_c ON occ (c)")
-    con.execute("CREATE INDEX temp.occ_du ON occ (d, u, c)")
-    sql = """SELECT count(*) FROM occ a
-             JOIN label lh ON lh.text = a.c JOIN concept ch ON ch.label_id = lh.id
-             JOIN edge e ON e.start_id = ch.id JOIN concept ct ON ct.id = e.end_id JOIN label lt ON lt.id = ct.label_id
-             JOIN occ b ON b.d = a.d AND b.u = a.u + 1 AND b.c = lt.text"""
-    con.execute(sql).fetchone()
+    con.execute("CREATE TEMP TABLE conc (c TEXT PRIMARY KEY)")
+    con.executemany("INSERT INTO conc VALUES (?)", [(c,) for c in distinct])
+    con.execute("""SELECT lh.text, lt.text FROM conc JOIN label lh ON lh.text = conc.c
+                   JOIN concept ch ON ch.label_id = lh.id JOIN edge e ON e.start_id = ch.id
+                   JOIN concept ct ON ct.id = e.end_id JOIN label lt ON lt.id = ct.label_id""").fetchall()
     con.close()
     return time.perf_counter() - t0
 
