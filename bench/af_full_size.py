@@ -53,6 +53,27 @@ def repeat(inst: pd.DataFrame, cands: pd.DataFrame, size: int) -> tuple[pd.DataF
     return view, {i: out_pools[i] for i in view["id"]}
 
 
+def forward_floor(model_dir: str, view: pd.DataFrame, pools: dict, n_pairs: int, precision: str, max_length: int,
+                  sample: int = 2048, batch: int = 64) -> float:
+    """Seconds for one plain full forward pass (transformers' AutoModel, the same precision and max_length) of
+    `n_pairs` (context, choice) pairs, timed on the first `sample` pairs and projected: the round's floor, since a
+    round computes every new pair's lower layers at least once."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    pairs = [(ctx, text) for i, ctx, ch in zip(view["id"], view["context"], view["choices"])
+             for text in [t for _, t in pools[i]] + list(ch)][:sample]
+    tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    model = AutoModel.from_pretrained(model_dir, local_files_only=True).eval()
+    t0 = time.perf_counter()
+    with torch.inference_mode(), compute.autocast(precision, "cpu"):
+        for a in range(0, len(pairs), batch):
+            enc = tok([c for c, _ in pairs[a:a + batch]], [t for _, t in pairs[a:a + batch]], truncation=True,
+                      max_length=max_length, padding=True, return_tensors="pt")
+            model(**enc)
+    return (time.perf_counter() - t0) * n_pairs / len(pairs)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--instances", required=True)
@@ -105,6 +126,10 @@ def main() -> None:
     say(f"seconds per round {[round(s) for s in seconds]} (round 1 includes the lower layers of every pair it saw: "
         f"{lower.computed} pairs); activations on disk {lower.cache.nbytes / 2**30:.2f} GiB; peak memory held "
         f"(RssAnon) {peak['rss']:.2f} GiB; peak RSS with the page cache's mapped activations {peak_all:.2f} GiB")
+    floor = forward_floor(str(resolve_model(args.model, "encoder", "--model")), view, pools, lower.computed,
+                          lower.precision, args.max_length)
+    say(f"floor: one plain forward pass of the full encoder for each of the {lower.computed} pairs ({lower.precision}, "
+        f"max_length {args.max_length}, timed on 2048, projected): {floor:.0f} s; round 1 = {seconds[0] / floor:.1f}x it")
     if args.out:
         Path(args.out).write_text("\n".join(lines) + "\n")
         Path(args.out).with_suffix(".json").write_text(json.dumps(
