@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from bench import PeakMemory, machine_line  # noqa: E402
+from bench.scale import gemm_rates  # noqa: E402
 from tasks.distractors.aflite import aflite_rounds  # noqa: E402
 from tasks.distractors.discriminators import LinearProbe, ProbeFamily, probe_features  # noqa: E402
 
@@ -68,8 +69,8 @@ def main() -> None:
     ap.add_argument("--easy", type=float, default=0.3, help="--full: share of predictable instances")
     args = ap.parse_args()
     print(machine_line())
-    gemm = gemm_rate()
-    print(f"fp32 GEMM 2048^3: {gemm:.0f} GFLOP/s")
+    gemm = gemm_rates()["fp32"]  # the machine's best plain fp32 matmul (bench/scale.py's reading)
+    print(f"fp32 GEMM (best of bench.scale's shapes): {gemm:.0f} GFLOP/s")
     if args.full:
         return full_runs(args, gemm)
     print(f"{'instances':>9} {'family s':>9} {'iters':>6} {'sklearn s/probe':>15} {'sklearn s (m)':>13} "
@@ -97,18 +98,6 @@ def main() -> None:
         per = (time.perf_counter() - t0) / b
         print(f"{n:>9} {fam:>9.2f} {family.iterations:>6} {per:>15.2f} {per * args.m:>13.1f} "
               f"{per * args.m / fam:>6.1f}x {np.mean(agree):>6.3f}", flush=True)
-
-
-def gemm_rate() -> float:
-    """The machine's fp32 GEMM rate now (GFLOP/s, 2048^3, after a warm-up)."""
-    import torch
-
-    a = torch.randn(2048, 2048)
-    a @ a
-    t0 = time.perf_counter()
-    for _ in range(5):
-        a @ a
-    return 5 * 2 * 2048 ** 3 / (time.perf_counter() - t0) / 1e9
 
 
 def full_runs(args, gemm: float) -> None:
@@ -140,7 +129,7 @@ def full_runs(args, gemm: float) -> None:
         print(f"{n:>9} {len(history):>6} {n - len(removed):>6} {took:>9.1f} {took / len(history):>8.1f} "
               f"{peak.mib:>8.0f} {floor:>12.1f} {took / floor:>5.1f}x {sk:>21.0f} {sk / took:>6.1f}x", flush=True)
         done.append((n, took, len(history), floor, sk))
-    after = gemm_rate()  # a neighbour may have been busy at the first reading: the floor is the best rate seen
+    after = gemm_rates()["fp32"]  # a neighbour may have been busy at the first reading: the floor is the best rate seen
     if after > gemm:
         print(f"# fp32 GEMM read {after:.0f} GFLOP/s after the sizes: against it the floors are "
               + ", ".join(f"{f * gemm / after:.1f} s ({t / (f * gemm / after):.1f}x)" for _, t, _, f, _ in done))
