@@ -175,14 +175,15 @@ if __name__ == "__main__":  # python -m csk.conceptnet DUMP DB [LANG ...]
     print(build_db(sys.argv[1], sys.argv[2], tuple(sys.argv[3:]) or None))
 
 
-_EDGE_SQL = """
-SELECT e.id, r.name, ls.text, cs.sense_label, ll.name, le.text, ce.sense_label, lle.name, e.etc
+_EDGE_FROM = """
 FROM edge e JOIN relation r ON e.relation_id = r.id
 JOIN concept cs ON e.start_id = cs.id JOIN label ls ON cs.label_id = ls.id JOIN language ll ON ls.language_id = ll.id
 JOIN concept ce ON e.end_id = ce.id JOIN label le ON ce.label_id = le.id JOIN language lle ON le.language_id = lle.id
 """
+_EDGE_SQL = "SELECT e.id, r.name, ls.text, cs.sense_label, ll.name, le.text, ce.sense_label, lle.name, e.etc" + _EDGE_FROM
 
 
+@lru_cache(maxsize=None)  # a few dozen relations, named once per edge read
 def relation_uri(name: str) -> str:
     """conceptnet-lite's snake_case relation name -> ConceptNet's URI ('used_for' -> '/r/UsedFor')."""
     return "/r/" + "".join(p[:1].upper() + p[1:] for p in name.split("_"))
@@ -216,10 +217,35 @@ def edges(relations: list[str], language: str) -> list[dict]:
 def one_hop(concepts: list[str], language: str, relations: list[str] | None = None) -> list[dict]:
     """Every edge starting at one of the concepts (label texts; spaces or underscores), both ends in
     `language`: one query per batch of distinct concepts, not one per look-up."""
+    return [_edge_row(r) for r in _one_hop_rows(_EDGE_SQL, concepts, language, relations)]
+
+
+def one_hop_pairs(concepts: list[str], language: str, relations: list[str] | None = None) -> list[tuple[int, str, str]]:
+    """(edge id, head, tail) of every edge `one_hop` returns, in the same order: the narrow
+    look-up of a screen that keeps few of the edges it reads (`edges_by_id` then reads the kept ones whole;
+    decoding every edge's URIs and JSON was most of CORECODE's screening at 19.7K dialogues)."""
+    return [(int(i), s.replace("_", " "), e.replace("_", " "))
+            for i, s, e in _one_hop_rows("SELECT e.id, ls.text, le.text" + _EDGE_FROM, concepts, language, relations)]
+
+
+def edges_by_id(ids: list[int]) -> dict[int, dict]:
+    """edge id -> the edge as `one_hop` returns it, for the given ids (batches of 500)."""
+    from conceptnet_lite.db import db as _db
+
+    wanted = sorted({int(i) for i in ids})
+    out: dict[int, dict] = {}
+    for a in range(0, len(wanted), 500):
+        chunk = wanted[a:a + 500]
+        sql = _EDGE_SQL + f" WHERE e.id IN ({','.join('?' * len(chunk))})"
+        out.update((e["edge_id"], e) for e in map(_edge_row, _db.execute_sql(sql, tuple(chunk)).fetchall()))
+    return out
+
+
+def _one_hop_rows(select: str, concepts: list[str], language: str, relations: list[str] | None) -> list[tuple]:
     from conceptnet_lite.db import db as _db
 
     texts = sorted({c.replace(" ", "_") for c in concepts if c})
-    out: list[dict] = []
+    out: list[tuple] = []
     rel = ""
     params_rel: tuple = ()
     if relations:
@@ -227,9 +253,9 @@ def one_hop(concepts: list[str], language: str, relations: list[str] | None = No
         params_rel = tuple(_snake(r) for r in relations)
     for i in range(0, len(texts), 500):
         chunk = texts[i:i + 500]
-        sql = (_EDGE_SQL + f" WHERE ls.text IN ({','.join('?' * len(chunk))}) AND ll.name = ? AND lle.name = ?"
+        sql = (select + f" WHERE ls.text IN ({','.join('?' * len(chunk))}) AND ll.name = ? AND lle.name = ?"
                + rel + " ORDER BY e.id")
-        out += [_edge_row(r) for r in _db.execute_sql(sql, (*chunk, language, language, *params_rel)).fetchall()]
+        out += _db.execute_sql(sql, (*chunk, language, language, *params_rel)).fetchall()
     return out
 
 

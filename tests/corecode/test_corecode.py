@@ -79,12 +79,11 @@ def test_concepts_are_nouns_verbs_adjectives_without_stop_words():
 
 
 def test_a_match_is_e1_in_utterance_i_and_e2_in_the_next():
-    index = {"下雨": {"雨伞": [{"relation": "RelatedTo"}], "下雨": [{"relation": "Self"}]},
-             "雨伞": {"下雨": [{"relation": "RelatedTo"}]}}
+    index = {"下雨": {"雨伞": [7], "下雨": [8]}, "雨伞": {"下雨": [9, 12]}}  # e1 -> e2 -> edge ids
     found = dialogue_matches([["下雨"], ["雨伞", "下雨"], ["天晴"]], index)
     # 下雨 (0) -> 雨伞 (1); not 下雨 -> 下雨 (the same concept), not 雨伞 (1) -> 下雨 (1, same utterance)
-    assert [(i, e["relation"]) for i, e in found] == [(0, "RelatedTo")]
-    assert dialogue_matches([["雨伞"], ["下雨"]], index) == [(0, {"relation": "RelatedTo"})]
+    assert found == [(0, 7)]
+    assert dialogue_matches([["雨伞"], ["下雨"]], index) == [(0, 9), (0, 12)]
 
 
 @pytest.fixture(scope="module")

@@ -245,6 +245,10 @@ def test_one_hop_looks_up_edges_of_many_concepts_at_once(tmp_path):
     assert [(e["head"], e["relation"], e["tail"]) for e in zh] == [("雨伞", "UsedFor", "挡雨")]
     en = cn.one_hop(["hammer", "umbrella"], "en", relations=["UsedFor"])
     assert sorted(e["head"] for e in en) == ["hammer", "umbrella"]
+    # the narrow look-up a screen uses: the same edges in the same order, then the kept ones read whole
+    assert cn.one_hop_pairs(["hammer", "umbrella"], "en", ["UsedFor"]) == [
+        (e["edge_id"], e["head"], e["tail"]) for e in en]
+    assert cn.edges_by_id([e["edge_id"] for e in en][::-1]) == {e["edge_id"]: e for e in en}
 
 
 def test_edge_quotas_per_relation_give_the_release_mix(tmp_path):
