@@ -3,7 +3,7 @@ utterance i and e2 a concept of utterance i+1; a dialogue is kept with more than
 
 Look-ups are batched: every distinct concept of a shard is looked up once (a few SQL queries of
 500 labels each, reading only each edge's id and two labels), the per-dialogue work is set
-intersections in memory, and only the matched edges are read whole (URIs, relation)."""
+look-ups in memory, and only the matched edges are read whole (URIs, relation)."""
 
 from __future__ import annotations
 
