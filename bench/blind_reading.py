@@ -3,12 +3,17 @@
 `make`: draws items (random.Random(seed)) present in both files, and writes a sheet a careful reader
 can judge without any other file: each item's dialogue, target and question, then its two choice sets
 (rebuilt and published, in a shuffled order, named X and Y, choices shuffled, no answer marked), and a
-key kept apart from the reader. `score`: joins the reader's verdicts to the key and prints, per set,
-the share of distractors judged ungrammatical, correct and out of place, near-copy sets and the mean
-difficulty, the lines bench/results/distractors_real_cicero.txt records.
+key kept apart from the reader. `score`: joins each reader's verdicts to the key and prints, per set
+and per reader, the share of distractors judged good (wrong, fluent, in place), ungrammatical, correct
+and out of place, near-copy sets and the mean difficulty, then the two readers' mean and their agreement
+(Cohen's kappa per judgement, over the distractors both read): the lines bench/results records.
 
-    python bench/blind_reading.py make --published RELEASE.jsonl --rebuilt REBUILT.jsonl --out DIR
-    python bench/blind_reading.py score --key DIR/key.json --verdicts DIR/verdicts.jsonl
+Every draw is fresh: without --seed a seed is drawn from the operating system and recorded in the key
+and printed; --exclude DIR ... leaves out the items of earlier draws (a default is chosen on one draw and
+confirmed on another, never on the items it was tuned on). At least 60 items (--n).
+
+    python bench/blind_reading.py make --published RELEASE.jsonl --rebuilt REBUILT.jsonl --out DIR [--exclude OLD_DIR]
+    python bench/blind_reading.py score --key DIR/key.json --verdicts DIR/reader1.jsonl DIR/reader2.jsonl
 
 Records are matched by their position in the file (the rebuilt file keeps the input's records in order;
 a record the rebuild left out is skipped). The verdicts file has one JSON object per item:
@@ -32,7 +37,21 @@ def _correct(rec: dict) -> set[int]:
     return {int(k) for k in rec.get("Correct Answers", [])}
 
 
-def make(published: str, rebuilt: str, out: str, n: int = 30, seed: int = 7) -> None:
+MIN_ITEMS = 60
+
+
+def make(published: str, rebuilt: str, out: str, n: int = MIN_ITEMS, seed: int | None = None,
+         exclude: list[str] = ()) -> None:
+    if n < MIN_ITEMS:
+        raise SystemExit(f"-n {n}: a reading needs at least {MIN_ITEMS} items (two readers' figures on fewer are noise)")
+    if seed is None:
+        import secrets
+
+        seed = secrets.randbits(31)  # a fresh draw every time; recorded in the key
+    seen = set()
+    for old in exclude:
+        seen |= {tuple(e["match"]) for e in json.loads((Path(old) / "key.json").read_text(encoding="utf-8"))
+                 if "match" in e}
     pub, reb = _records(published), _records(rebuilt)
     # the rebuilt file keeps the records it rebuilt, in the input's order: matched by (ID, Target, Question)
     def key(r):
@@ -44,6 +63,7 @@ def make(published: str, rebuilt: str, out: str, n: int = 30, seed: int = 7) -> 
     for r in pub:
         if index.get(key(r)):
             pairs.append((r, index[key(r)].pop(0)))
+    pairs = [p for p in pairs if tuple(key(p[0])) not in seen]
     rng = random.Random(seed)
     drawn = rng.sample(range(len(pairs)), min(n, len(pairs)))
     sheet, answer_key = [], []
@@ -53,7 +73,7 @@ def make(published: str, rebuilt: str, out: str, n: int = 30, seed: int = 7) -> 
         rng.shuffle(sets)
         lines = [f"## Item {k}", "", "Dialogue:"] + [f"    {u}" for u in p_rec["Dialogue"]] + \
                 ["", f"Target: {p_rec['Target']}", f"Question: {p_rec['Question']}", ""]
-        entry = {"item": k, "id": p_rec.get("ID"), "sets": {}}
+        entry = {"item": k, "id": p_rec.get("ID"), "match": list(key(p_rec)), "seed": seed, "sets": {}}
         for name, (which, rec) in zip("XY", sets):
             order = list(range(len(rec["Choices"])))
             rng.shuffle(order)
@@ -72,13 +92,19 @@ def make(published: str, rebuilt: str, out: str, n: int = 30, seed: int = 7) -> 
             "difficulty 1-5 (how hard it is to tell the correct choices from the wrong ones).\n\n")
     (Path(out) / "sheet.md").write_text(head + "\n\n".join(sheet) + "\n", encoding="utf-8")
     (Path(out) / "key.json").write_text(json.dumps(answer_key, indent=1), encoding="utf-8")
-    print(f"{Path(out) / 'sheet.md'}: {len(drawn)} items; key in {Path(out) / 'key.json'}")
+    print(f"{Path(out) / 'sheet.md'}: {len(drawn)} items (seed {seed}, {len(seen)} items of earlier draws left "
+          f"out); key in {Path(out) / 'key.json'}")
 
 
-def score(key: str, verdicts: str) -> dict:
-    answer_key = {e["item"]: e for e in json.loads(Path(key).read_text(encoding="utf-8"))}
-    totals = {w: {"distractors": 0, "ungrammatical": 0, "correct": 0, "out_of_place": 0, "near_copies": 0,
-                  "difficulty": [], "sets": 0} for w in ("rebuilt", "published")}
+JUDGEMENTS = ("ungrammatical", "correct", "out_of_place")
+
+
+def _tally(answer_key: dict, verdicts: str) -> tuple[dict, dict]:
+    """One reader's totals per set kind, and their judgement of every distractor ((item, set, choice) ->
+    flags)."""
+    totals = {w: {"distractors": 0, "good": 0, **{m: 0 for m in JUDGEMENTS}, "near_copies": 0, "difficulty": [],
+                  "sets": 0} for w in ("rebuilt", "published")}
+    flags = {}
     for v in _records(verdicts):
         entry = answer_key[int(v["item"])]
         for name, judged in v["sets"].items():
@@ -87,19 +113,58 @@ def score(key: str, verdicts: str) -> dict:
             t["sets"] += 1
             t["near_copies"] += bool(judged.get("near_copies"))
             t["difficulty"].append(float(judged["difficulty"]))
-            for is_distractor, c in zip(k["distractor"], judged["choices"]):
+            for j, (is_distractor, c) in enumerate(zip(k["distractor"], judged["choices"])):
                 if is_distractor:
                     t["distractors"] += 1
-                    for m in ("ungrammatical", "correct", "out_of_place"):
-                        t[m] += bool(c.get(m))
-    for which, t in totals.items():
-        d = max(t["distractors"], 1)
-        print(f"{which:<10} distractors {t['distractors']}: ungrammatical {t['ungrammatical']:2d} "
-              f"({100 * t['ungrammatical'] / d:.1f}%), judged correct {t['correct']:2d} ({100 * t['correct'] / d:.1f}%), "
-              f"out of place {t['out_of_place']:2d} ({100 * t['out_of_place'] / d:.1f}%); near-copy sets "
-              f"{t['near_copies']} of {t['sets']}; mean difficulty "
-              f"{sum(t['difficulty']) / max(len(t['difficulty']), 1):.2f} / 5")
-    return totals
+                    f = {m: bool(c.get(m)) for m in JUDGEMENTS}
+                    for m in JUDGEMENTS:
+                        t[m] += f[m]
+                    t["good"] += not any(f.values())  # wrong, fluent and in place
+                    flags[(int(v["item"]), name, j)] = (k["which"], f)
+    return totals, flags
+
+
+def _line(label: str, t: dict) -> str:
+    d = max(t["distractors"], 1)
+    return (f"{label:<22} distractors {t['distractors']}: good {100 * t['good'] / d:.1f}%, out of place "
+            f"{100 * t['out_of_place'] / d:.1f}%, judged correct {100 * t['correct'] / d:.1f}%, ungrammatical "
+            f"{100 * t['ungrammatical'] / d:.1f}%; near-copy sets {t['near_copies']} of {t['sets']}; mean difficulty "
+            f"{sum(t['difficulty']) / max(len(t['difficulty']), 1):.2f} / 5")
+
+
+def score(key: str, verdicts: list[str]) -> dict:
+    """Each reader's figures, their mean, and (with two readers) Cohen's kappa per judgement."""
+    from sklearn.metrics import cohen_kappa_score
+
+    answer_key = {e["item"]: e for e in json.loads(Path(key).read_text(encoding="utf-8"))}
+    seeds = sorted({e.get("seed") for e in answer_key.values() if e.get("seed") is not None})
+    print(f"{len(answer_key)} items, seed {seeds}")
+    readers = [_tally(answer_key, v) for v in verdicts]
+    out = {"items": len(answer_key), "seed": seeds, "readers": []}
+    for r, (totals, _) in enumerate(readers, 1):
+        for which, t in totals.items():
+            print(_line(f"{which} (reader {r})", t))
+        out["readers"].append(totals)
+    if len(readers) > 1:
+        for which in ("rebuilt", "published"):
+            mean = {m: sum(r[0][which][m] for r in readers) for m in ("distractors", "good", *JUDGEMENTS,
+                                                                       "near_copies", "sets")}
+            mean["difficulty"] = [x for r in readers for x in r[0][which]["difficulty"]]
+            print(_line(f"{which} (both readers)", mean))
+            out[f"{which}_both"] = {k: v for k, v in mean.items() if k != "difficulty"}
+        a, b = readers[0][1], readers[1][1]
+        both = sorted(set(a) & set(b))
+        kappas = {}
+        for m in (*JUDGEMENTS, "good"):
+            xa = [a[k][1][m] if m != "good" else not any(a[k][1].values()) for k in both]
+            xb = [b[k][1][m] if m != "good" else not any(b[k][1].values()) for k in both]
+            agree = sum(x == y for x, y in zip(xa, xb)) / max(len(both), 1)
+            kappa = cohen_kappa_score(xa, xb) if len(set(xa) | set(xb)) > 1 else float("nan")
+            kappas[m] = {"kappa": round(float(kappa), 3), "agreement": round(agree, 3)}
+        print(f"agreement over {len(both)} distractors read by both: " +
+              ", ".join(f"{m} kappa {v['kappa']:.2f} (agree {100 * v['agreement']:.0f}%)" for m, v in kappas.items()))
+        out["agreement"] = kappas
+    return out
 
 
 if __name__ == "__main__":
@@ -109,13 +174,17 @@ if __name__ == "__main__":
     m.add_argument("--published", required=True)
     m.add_argument("--rebuilt", required=True)
     m.add_argument("--out", required=True)
-    m.add_argument("-n", type=int, default=30)
-    m.add_argument("--seed", type=int, default=7)
+    m.add_argument("-n", "--n", type=int, default=MIN_ITEMS)
+    m.add_argument("--seed", type=int, default=None, help="default: a fresh seed from the operating system")
+    m.add_argument("--exclude", nargs="*", default=[], help="earlier draws' folders: their items are left out")
     s = sub.add_parser("score")
     s.add_argument("--key", required=True)
-    s.add_argument("--verdicts", required=True)
+    s.add_argument("--verdicts", required=True, nargs="+", help="one file per reader")
+    s.add_argument("--json", help="also write the figures here")
     a = ap.parse_args()
     if a.cmd == "make":
-        make(a.published, a.rebuilt, a.out, a.n, a.seed)
+        make(a.published, a.rebuilt, a.out, a.n, a.seed, a.exclude)
     else:
-        score(a.key, a.verdicts)
+        figures = score(a.key, a.verdicts)
+        if a.json:
+            Path(a.json).write_text(json.dumps(figures, indent=1, default=str), encoding="utf-8")

@@ -37,7 +37,8 @@ class MCQFile(Instances, Provenance):
     gold among them), how many distractor slots each has, its language, and the record as read."""
 
     gold_index: Series[int] = pa.Field(ge=0)
-    n_distractors: Series[int] = pa.Field(ge=1)
+    n_distractors: Series[int] = pa.Field(ge=0)
+    """distractor slots to refill; 0: every published choice is correct (the item comes back as published)"""
     language: Series[str] = pa.Field(isin=["en", "zh"])
     record: Series[str]
     layout: Series[str]
@@ -55,7 +56,7 @@ class Counterfactuals(Contract):
     instance_id: Series[str]
     gold: Series[str]
     candidate: Series[str] = pa.Field(str_length={"min_value": 1})
-    generator: Series[str] = pa.Field(isin=["lexical", "dialogue", "t5", "file", "retrieval"])
+    generator: Series[str] = pa.Field(isin=["lexical", "dialogue", "grounded", "t5", "file", "retrieval"])
     rule: Series[str]
     rationale: Series[str]
     """why it may be wrong: a rewrite's changed words ("happy -> sad"), a retrieved answer's source"""

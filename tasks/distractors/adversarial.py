@@ -31,26 +31,49 @@ from csk.models import resolve_model
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.keys import group_order, instance_keys
+from tasks.distractors.placement import REWRITES, placement
 from tasks.distractors.discriminators import CachedTransformerMC, FrozenLower, LinearProbe, TransformerMC
 from tasks.embed import EmbedSpec, open_embedder
 from tasks.plots import hist_png, line_png
 
 
-OUT_OF_PLACE = frozenset({"retrieval"})  # generators whose candidates were written for another dialogue
-
-
-def placement(generator: str | None, rule: str | None) -> int:
-    """How far from the item's dialogue a candidate was written: 0 in place (a rewrite, this dialogue's
-    answer, a generator's output), 1 another dialogue's answer whose things this dialogue names, 2 one
-    that names things this dialogue does not (`retrieval:...:foreign:...`: a careful reader finds it out
-    of place). AF starts an item and swaps in by this order."""
-    if generator not in OUT_OF_PLACE:
-        return 0
-    return 2 if ":foreign:" in str(rule or "") else 1
-
-
 def hellaswag_swaps(pairwise_accuracy: float) -> int:
     return 0 if pairwise_accuracy <= 0.525 else 1 if pairwise_accuracy <= 0.575 else 2
+
+
+def slots_of(inst, default: int) -> int:
+    """Distractors an instance needs: its published distractor slots where it has published choices (0
+    where every published choice is correct: it comes back as published), else `default`."""
+    published = getattr(inst, "choices", None)
+    if published is not None and len(published):
+        return int(inst.n_distractors)
+    return int(getattr(inst, "n_distractors", 0) or default)
+
+
+def beats_chance(won: list[int], choices: list[int]) -> float:
+    """One-sided p-value that a discriminator ranks the gold above more of its item's distractors than
+    chance would: `won[i]` of the `choices[i]` distractors of held-out item i scored below its gold.
+
+    Under chance the gold's rank among its item's choices is uniform, so `won[i]` is uniform on
+    0..choices[i], independently per item (the pairs of one item share its gold's score and are no
+    independent trials: a binomial test over pairs overstates what a few items show). The statistic is
+    the sum over items; its null distribution is the convolution of those uniforms, exact up to 4,096
+    distractors and a normal approximation (with continuity correction) beyond. 1.0 with no pair."""
+    won = [int(w) for w, k in zip(won, choices) if k]
+    choices = [int(k) for k in choices if k]
+    if not choices:
+        return 1.0
+    total = sum(won)
+    if sum(choices) <= 4096:
+        dist = np.ones(1)
+        for k in choices:
+            dist = np.convolve(dist, np.full(k + 1, 1.0 / (k + 1)))
+        return float(min(1.0, dist[total:].sum()))
+    from scipy.stats import norm
+
+    ks = np.asarray(choices, dtype=float)
+    mean, var = ks.sum() / 2, (((ks + 1) ** 2 - 1) / 12).sum()
+    return float(norm.sf((total - 0.5 - mean) / np.sqrt(var)))
 
 
 def round_seed(seed: int, iteration: int) -> int:
@@ -67,7 +90,7 @@ def round_lr_scale(seed: int, iteration: int) -> float:
 def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_discriminator: Callable[..., object], *,
             n_distractors: int = 4, max_iterations: int = 14, held_out: float = 0.2, max_swaps: int = 2,
             swap_rule: str = "paper", window: int = 2, epsilon: float = 0.01, noise_z: float = 2.0,
-            min_held_out: int = 3,
+            min_held_out: int = 3, chance_alpha: float = 0.01,
             max_rewrites: int = 0, max_reuse: int = 0, generator_of: dict[str, str] | None = None,
             placement_of: dict[str, int] | None = None, seed: int = 0, log: Callable[[str], None] | None = None) -> tuple[dict[str, dict], list[dict]]:
     """Run AF; returns the per-instance state (distractors, unused pool, swaps, the rounds it was held out
@@ -78,7 +101,14 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     `lexical` generator (rewrites of its own gold: more would make the gold the centre of its choices);
     `max_reuse`: one text is a distractor of at most this many instances of a split (retrieved answers
     recur otherwise); 0: no limit. `generator_of` maps a candidate id to its generator, `placement_of` to its
-    `placement` (default: from its generator)."""
+    `placement` (default: from its generator).
+
+    A round swaps only when its discriminator beats chance on its held-out fold: the (gold, distractor)
+    pairs it orders right must exceed what a uniform rank of the gold gives, by a one-sided test at
+    `chance_alpha` (`beats_chance`; 1: no test). A discriminator at chance prefers candidates at random; its swaps would be noise (on a
+    few hundred items the paper's discriminator stays there), so the items keep their in-place start. On
+    pure noise a round still passes once in about 1 / chance_alpha rounds (1% by default: a small file
+    converges within 15 rounds)."""
     text = {cid: t for pool in pools.values() for cid, t in pool}
     generator_of = generator_of or {}
     placement_of = placement_of or {c: placement(g, None) for c, g in generator_of.items()}
@@ -87,8 +117,8 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
 
     def fits(iid: str, cid: str, holding: list[str], leaving: str | None = None, reuse: int = max_reuse) -> bool:
         """May instance `iid`, holding `holding` (minus `leaving`), take candidate `cid`?"""
-        if max_rewrites and generator_of.get(cid) == "lexical":
-            rewrites = sum(generator_of.get(c) == "lexical" for c in holding if c != leaving)
+        if max_rewrites and generator_of.get(cid) in REWRITES:
+            rewrites = sum(generator_of.get(c) in REWRITES for c in holding if c != leaving)
             if rewrites >= max_rewrites:
                 return False
         if reuse:
@@ -114,7 +144,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
         # it replaces (a careful reader found retrieved answers out of place).
         order = sorted((pool[i] for i in rng.permutation(len(pool))),
                        key=lambda c: placement_of.get(c, 0))
-        k = (int(inst.n_distractors) or n_distractors) if own else n_distractors
+        k = slots_of(inst, n_distractors) if own else n_distractors
         chosen: list[str] = []
         for cid in order:
             if len(chosen) < k and fits(inst.id, cid, chosen):
@@ -168,16 +198,23 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
         scores = disc.score(contexts, [[by_id.loc[i, "gold"]] + [text[c] for c in ids]
                                        for i, ids in zip(held, choice_ids)])
         correct, pairs_won, pairs = 0, 0, 0
+        won, sizes = [], []
         for i, s in zip(held, scores):
             k = len(state[i]["distractors"])
             correct += int(k == 0 or s[0] > s[1:k + 1].max())
-            pairs_won += int((s[0] > s[1:k + 1]).sum())
+            won.append(int((s[0] > s[1:k + 1]).sum()))
+            sizes.append(k)
+            pairs_won += won[-1]
             pairs += k
         accuracy = correct / len(held)
         pairwise = pairs_won / pairs if pairs else 1.0
         # "paper": every distractor below the gold may go (as many as the instance has)
         allowed = {"hellaswag": hellaswag_swaps(pairwise), "max": max_swaps}.get(
             swap_rule, max((len(st["distractors"]) for st in state.values()), default=n_distractors))
+        p_chance = beats_chance(won, sizes)
+        at_chance = chance_alpha < 1 and not p_chance < chance_alpha
+        if at_chance:
+            allowed = 0
         swaps = 0
         for i, ids, s in zip(held, choice_ids, scores):
             st = state[i]
@@ -213,10 +250,15 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
                         "pairwise_accuracy": pairwise, "swaps": swaps, "swaps_allowed": allowed,
                         "train_instances": len(train), "held_out_instances": len(held),
                         "discriminator_seed": disc_seed, "lr_scale": lr_scale,
-                        "least_held_out": min(times) if times else 0})
+                        "least_held_out": min(times) if times else 0, "p_vs_chance": p_chance,
+                        **({"no_swaps": f"the discriminator is not better than chance on its held-out fold: "
+                                        f"{pairs_won} of {pairs} (gold, distractor) pairs ordered right over "
+                                        f"{len(held)} items, one-sided rank test p = {p_chance:.3g} >= "
+                                        f"{chance_alpha}"} if at_chance else {})})
         if log:
             log(f"AF iteration {it + 1} of at most {max_iterations} (cycle {cycle + 1}, fold {fold + 1} of {folds}): "
-                f"held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f}, {swaps} swaps")
+                f"held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f} (p {p_chance:.3g} vs chance), {swaps} swaps"
+                + (" (at chance: no swap)" if at_chance else ""))
         if fold == folds - 1:  # a cycle ends: every instance was judged once more
             rounds = history[-folds:]
             judged = sum(h["held_out_instances"] for h in rounds)
@@ -292,6 +334,27 @@ def _evidence_counts(data: pd.DataFrame, candidates: pd.DataFrame) -> dict[str, 
     return out
 
 
+def reading_windows(view: pd.DataFrame, choices: list[list[str]] | None, discriminator: str, *,
+                    model: str | None, embed: EmbedSpec | dict, max_length: int, ctx: StageContext | None,
+                    setting: str) -> tuple[list[str], dict]:
+    """Each item's context as one model reads it: its dialogue window (`window.contexts_for`) under that
+    model's tokenizer and budget, and how much of each dialogue the model saw (for the manifest). A
+    cross-encoder reads context and choice as one pair of `max_length` tokens (the item's longest choice
+    of `choices` is kept out of the context's budget); a linear probe's sentence embedder reads the
+    context alone, up to its own max_seq_length."""
+    from tasks.distractors.window import contexts_for
+
+    if discriminator == "linear-probe":
+        with open_embedder(embed, ctx) as emb:
+            tokenizer, length, choices = emb.model.tokenizer, int(emb.model.max_seq_length), None
+    else:
+        from transformers import AutoTokenizer
+
+        path = resolve_model(model, "multiple-choice encoder", setting)
+        tokenizer, length = AutoTokenizer.from_pretrained(str(path), local_files_only=True), max_length
+    return contexts_for(view, choices, tokenizer, length)
+
+
 def vector_lookup(texts: list[str], embed: EmbedSpec | dict, ctx: StageContext | None):
     """text -> frozen sentence embedding, for the linear probes."""
     with open_embedder(embed, ctx) as emb:
@@ -306,9 +369,9 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                        n_distractors: int = 4, max_iterations: int = 50, held_out: float = 0.2, max_swaps: int = 2,
                        swap_rule: Literal["paper", "max", "hellaswag"] = "paper", window: int = 2,
                        epsilon: float = 0.01, noise_z: float = 2.0,
-                       min_held_out: int = 3, max_rewrites: int = 2, max_reuse: int = 3,
+                       min_held_out: int = 3, chance_alpha: float = 0.01, max_rewrites: int = 2, max_reuse: int = 3,
                        epochs: int = 2, lr: float | None = None, batch_size: int = 8, trainable_layers: int = 1,
-                       max_length: int = 64, ctx: StageContext | None = None) -> StageOutput:
+                       max_length: int = 128, ctx: StageContext | None = None) -> StageOutput:
     """Choose each instance's distractors from its filtered pool by adversarial filtering.
 
     Args:
@@ -335,6 +398,9 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
             hundred instances a cycle's accuracy varies by several points from sampling alone); 0: epsilon only
         min_held_out: convergence also needs every instance held out (judged, and its distractors open to a
             swap) at least this many times (cycles)
+        chance_alpha: a round swaps only where its discriminator orders the held-out (gold, distractor) pairs
+            better than chance by a one-sided rank test at this level (`beats_chance`); else the items keep what they hold
+            (on a small file: their in-place start); 1: no test
         max_rewrites: most distractors of one instance that are rewrites of its own gold (the lexical
             generator's): more would make the gold the centre of its near-copies, a giveaway; 0: no limit
         max_reuse: most instances of one split that may hold the same text as a distractor (a retrieved
@@ -344,14 +410,28 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
         lr: transformer learning rate; unset: 1e-5 for the full model (the paper's), 5e-5 for the cached one
         batch_size: transformer batch size
         trainable_layers: cached-transformer: the top layers trained (the rest frozen and cached)
-        max_length: transformer tokens per (context, choice) pair; the context is truncated first
+        max_length: transformer tokens per (context, choice) pair: question, target and the utterances
+            nearest the target that fit (tasks/distractors/window.py; the manifest's `reads` says how much of
+            each dialogue the discriminator saw)
     """
     view = instances
     pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in candidates.groupby("instance_id", sort=False)}
-    has_pool = view["id"].isin([k for k, v in pools.items() if v])
-    rejected = instances[~has_pool.values].assign(reason_code="no_candidate",
-                                                  reason="no candidate survived the candidate filter")
+    # Published choices all correct: no slot to fill, the item passes as published (it trains no
+    # discriminator: it has no wrong choice to tell apart)
+    as_published = [i for i, r in zip(view["id"], view.itertuples()) if "n_distractors" in view.columns
+                    and slots_of(r, n_distractors) == 0]
+    has_pool = view["id"].isin([k for k, v in pools.items() if v]) & ~view["id"].isin(as_published)
+    rejected = instances[~has_pool.values & ~view["id"].isin(as_published).values].assign(
+        reason_code="no_candidate", reason="no candidate survived the candidate filter")
+    passed = view[view["id"].isin(as_published)]
     view = view[has_pool.values].reset_index(drop=True)
+    # The discriminator reads question, target and the utterances nearest the target, as many as its
+    # budget holds (tasks/distractors/window.py): an answer about another conversation is told by the turns
+    # around the target, never by the first words of the dialogue.
+    windows, reads = reading_windows(view, [[g] + [t for _, t in pools.get(i, [])] for i, g in zip(view["id"], view["gold"])],
+                                     discriminator, model=model, embed=embed, max_length=max_length, ctx=ctx,
+                                     setting="adversarial_filter.model")
+    view = view.assign(context=windows)
     vector = None
     if discriminator == "linear-probe":
         vector = vector_lookup(view["context"].tolist() + view["gold"].tolist() + candidates["candidate"].tolist(),
@@ -363,7 +443,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
 
     state, history = af_loop(view, pools, factory, n_distractors=n_distractors, max_iterations=max_iterations,
                              held_out=held_out, max_swaps=max_swaps, swap_rule=swap_rule, window=window,
-                             epsilon=epsilon, noise_z=noise_z, min_held_out=min_held_out, max_rewrites=max_rewrites,
+                             epsilon=epsilon, noise_z=noise_z, min_held_out=min_held_out, chance_alpha=chance_alpha,
+                             max_rewrites=max_rewrites,
                              max_reuse=max_reuse, generator_of=dict(zip(candidates["id"], candidates["generator"])),
                              placement_of={c: placement(g, r) for c, g, r in zip(candidates["id"], candidates["generator"],
                                                                                   candidates["rule"])},
@@ -388,6 +469,9 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                      "distractor_rationales": [why.get(c, "") for c in st["distractors"]],
                      "swaps": st["swaps"], "unused_left": len(st["unused"]),
                      "initial_kept": len(set(st["initial"]) & set(st["distractors"]))})
+    rows += [{"id": r.id, "group_id": r.group_id, "gold": r.gold, "distractor_ids": [], "distractors": [],
+              "distractor_rules": [], "distractor_generators": [], "distractor_rationales": [], "swaps": 0,
+              "unused_left": 0, "initial_kept": 0} for r in passed.itertuples()]
     data = pd.DataFrame(rows)
     if capped:
         rejected = pd.concat([rejected, pd.DataFrame(capped)], ignore_index=True) if len(rejected) else \
@@ -418,8 +502,11 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                               "af_instances.parquet": to_parquet_bytes(per_instance)},
                        notes={"discriminator": discriminator, "iterations": len(history),
                               "stopped": history[-1].get("stop") if history else None, "history": history,
+                              "as_published": len(passed),  # every published choice correct: nothing to rebuild
                               "held_out_times": coverage, "af_instances": "af_instances.parquet",
                               "swap_rule": swap_rule, "max_rewrites": max_rewrites, "max_reuse": max_reuse,
+                              # how much of each dialogue the discriminator read (its window, its tokenizer)
+                              "reads": {"discriminator": reads},
                               "texts_above_max_reuse": int((counts > max_reuse).sum()) if max_reuse else 0,
                               "most_uses_of_one_text": int(counts.max()) if len(counts) else 0,
                               # what each final distractor's wrongness rests on (with an NLI model: contradiction too)

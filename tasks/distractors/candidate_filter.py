@@ -90,7 +90,7 @@ def likely_correct_here(candidates: pd.DataFrame, instances: pd.DataFrame, spec:
     will be delayed" for a speaker held up at work). The judge is a linear probe on frozen embeddings
     trained to pick each item's gold among `negatives` answers of other dialogues of its split; it is
     cross-fitted over two halves of the groups, so no item is judged by a probe that saw its gold."""
-    from tasks.distractors.adversarial import vector_lookup
+    from tasks.distractors.adversarial import reading_windows, vector_lookup
     from tasks.distractors.discriminators import LinearProbe
     from tasks.distractors.keys import group_order, instance_keys
 
@@ -99,6 +99,9 @@ def likely_correct_here(candidates: pd.DataFrame, instances: pd.DataFrame, spec:
     if not len(retrieved) or instances is None or not len(instances):
         return margins
     inst = instances.reset_index(drop=True)
+    # the probe reads each item's dialogue window (question, target, the nearest utterances), not its start
+    inst = inst.assign(context=reading_windows(inst, None, "linear-probe", model=None, embed=spec, max_length=0,
+                                               ctx=ctx, setting="candidate_filter.embed")[0])
     order = group_order(inst)
     rng = compute.rng(seed, "likely-correct-halves")
     half = {g: int(k) % 2 for g, k in zip([order[i] for i in rng.permutation(len(order))], range(len(order)))}

@@ -34,7 +34,9 @@ from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from readers.base import iter_json_lines
 from tasks import seq2seq
 from tasks.distractors.keys import instance_keys
+from tasks.distractors.grounded import FLUENT as GROUNDED_FLUENT
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
+from tasks.distractors.placement import GENERIC_NOUNS, IN_PLACE, TIERS, tier
 from tasks.english import PIPELINE, entities, nouns
 from tasks.embed import EmbedSpec, open_embedder
 
@@ -67,6 +69,20 @@ def read_candidate_file(path: str, known: set[str]) -> dict[str, list[str]]:
 Pool = dict[str, list[tuple[str, str]]]  # instance id -> [(rule, candidate text)]
 
 
+def written_answers(view: pd.DataFrame) -> list[list[str]]:
+    """Every correct answer of each instance as written: the gold first, then the published choices marked
+    correct (a CICERO v2 item has two to four)."""
+    if "choices" not in view.columns or "correct_answers" not in view.columns:
+        return [[str(g).strip()] for g in view["gold"]]
+    out = []
+    for g, ch, cor in zip(view["gold"], view["choices"], view["correct_answers"]):
+        written = [str(g).strip()]
+        if ch is not None and cor is not None:
+            written += [str(ch[int(k)]).strip() for k in cor if 0 <= int(k) < len(ch)]
+        out.append([t for t in dict.fromkeys(written) if t])
+    return out
+
+
 def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answer: int, seed: int,
                   fluency: bool = True, rejected: list[dict] | None = None, checked: list[str] | None = None,
                   rules: tuple[str, ...] = CONTRADICTING) -> Pool:
@@ -83,15 +99,25 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
         lookup = conceptnet.antonyms
         lookup_zh = lambda w: conceptnet.related(w, ("antonym", "distinct_from"), "zh")  # noqa: E731
     zh = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
+    answers = dict(zip(view["id"], written_answers(view)))
     texts_of = {inst.id: _texts(inst.passage, inst.gold) for inst in view.itertuples() if inst.id not in zh}
     entities([t for ts in texts_of.values() for t in ts])  # parse every text once, in batches
     found: dict[str, list[tuple[str, str]]] = {}
+    base: dict[tuple[str, str], str] = {}  # (instance, rewrite) -> the correct answer it rewrites
     key_of = instance_keys(view)
     for inst in view.itertuples():
-        if inst.id in zh:  # Chinese: jieba's part-of-speech rules (tasks/distractors/chinese.py)
-            pool = chinese.rewrite_all(inst.gold, list(inst.passage), lookup_zh)
-        else:
-            pool = rewrite_all(inst.gold, entities(texts_of[inst.id]), lookup, kinds=rules)
+        pool = []
+        # Every correct answer is rewritten, not only the gold: each is in place, and a v2 item has two to
+        # four, so an item gets more rewrites of its own dialogue's answers.
+        for answer in answers[inst.id]:
+            if inst.id in zh:  # Chinese: jieba's part-of-speech rules (tasks/distractors/chinese.py)
+                made = chinese.rewrite_all(answer, list(inst.passage), lookup_zh)
+            else:
+                made = rewrite_all(answer, entities(texts_of[inst.id] + [answer]), lookup, kinds=rules)
+            for rule, text in made:
+                if (inst.id, text) not in base:
+                    base[(inst.id, text)] = answer
+                    pool.append((rule, text))
         # A deterministic, seeded subsample keeps pools bounded when chains explode (twice the pool when
         # the fluency checks will still remove some).
         bound = max_per_answer * (2 if fluency else 1)
@@ -101,19 +127,17 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
         found[inst.id] = pool
     if fluency:  # the parser checks are English: Chinese rewrites are not checked (the manifest says so)
         english = {i: p for i, p in found.items() if i not in zh}
-        parsed = fl.parse([g for i, g in zip(view["id"], view["gold"]) if i not in zh] +
-                          [t for pool in english.values() for _, t in pool])
-        gold = dict(zip(view["id"], view["gold"]))
+        parsed = fl.parse([a for i in english for a in answers[i]] + [t for pool in english.values() for _, t in pool])
         for iid, pool in english.items():
             kept = []
             for rule, text in pool:
                 if checked is not None:
                     checked.append(rule)
-                problem = fl.check(gold[iid], text, parsed)
+                problem = fl.check(base[(iid, text)], text, parsed)
                 if problem is None:
                     kept.append((rule, text))
                 elif rejected is not None:
-                    rejected.append({"instance_id": iid, "gold": gold[iid], "candidate": text, "rule": rule,
+                    rejected.append({"instance_id": iid, "gold": base[(iid, text)], "candidate": text, "rule": rule,
                                      "check": problem[0], "reason": problem[1]})
             found[iid] = kept
     out: Pool = {}
@@ -122,6 +146,50 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
             rng = compute.rng(seed, "counterfactual-fluent-subsample", key_of[iid])
             pool = [pool[i] for i in sorted(rng.choice(len(pool), max_per_answer, replace=False))]
         out[iid] = pool
+    return out
+
+
+def _listed(passage) -> list[str]:
+    return [] if passage is None else [str(u) for u in passage]
+
+
+def grounded_pools(view: pd.DataFrame, *, rules: tuple[str, ...], per_rule: int, fluency: bool = True,
+                   rejected: list[dict] | None = None, checked: list[str] | None = None) -> Pool:
+    """Every correct answer rewritten with things of its own dialogue (`tasks.distractors.grounded`): a
+    place for another place of the dialogue, a time for another, who did what to whom flipped; English
+    only. With `fluency`, each rewrite is checked as the lexical ones are and a failing one left out."""
+    from tasks.distractors import fluency as fl
+    from tasks.distractors import grounded
+
+    zh = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
+    answers = dict(zip(view["id"], written_answers(view)))
+    english = [inst for inst in view.itertuples() if inst.id not in zh]
+    grounded.parse([grounded.TAG.sub("", str(u)) for inst in english for u in _listed(inst.passage)] +
+                   [a for inst in english for a in answers[inst.id]])
+    out: Pool = {i: [] for i in view["id"]}
+    base: dict[tuple[str, str], str] = {}
+    for inst in english:
+        words = grounded.dialogue_words(_listed(inst.passage), getattr(inst, "target", None))
+        taken = grounded.lemmas(answers[inst.id])
+        for answer in answers[inst.id]:
+            for rule, text in grounded.rewrites(answer, words, taken, per_rule=per_rule, rules=rules):
+                if (inst.id, text) not in base and text.strip().lower() not in {a.lower() for a in answers[inst.id]}:
+                    base[(inst.id, text)] = answer
+                    out[inst.id].append((rule, text))
+    if fluency and base:
+        parsed = fl.parse(list({a for a in base.values()}) + [t for _, t in base])
+        for iid in list(out):
+            kept = []
+            for rule, text in out[iid]:
+                if checked is not None:
+                    checked.append(rule)
+                problem = fl.check(base[(iid, text)], text, parsed)
+                if problem is None:
+                    kept.append((rule, text))
+                elif rejected is not None:
+                    rejected.append({"instance_id": iid, "gold": base[(iid, text)], "candidate": text, "rule": rule,
+                                     "check": problem[0], "reason": problem[1], "generator": "grounded"})
+            out[iid] = kept
     return out
 
 
@@ -165,22 +233,23 @@ def file_pools(view: pd.DataFrame, *, candidates: str | None) -> Pool:
     return {i: [(Path(candidates).name, t) for t in given.get(i, [])] for i in view["id"]}
 
 
-# Nouns any dialogue's answer may use without naming a thing of another conversation (CICERO's answers
-# speak of "the speaker" and "the listener").
-GENERIC_NOUNS = frozenset({"speaker", "listener", "person", "people", "thing", "something", "time", "way",
-                           "day", "lot", "kind", "bit", "one", "other", "others", "man", "woman", "friend"})
 RETRIEVAL_BLOCK = 1024  # rows of the split scored at once (1024 x 30K float64: 240 MB)
 SAME_QUESTION = 10.0  # lifts answers to the same question above every other (two cosines sum to at most 2)
 
 
-def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: StageContext | None) -> Pool:
+def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: StageContext | None,
+                    foreign: bool = False, left_out: dict[str, int] | None = None) -> Pool:
     """Gold answers of other groups (dialogues) in the same split, the most similar first (the hardest to
     tell apart), with names the other dialogue had swapped for this dialogue's names of the same kind; a
     candidate naming someone this dialogue cannot stand in for is left out.
 
     Answers to the same question are drawn first (the paper's pool); where fewer than `depth` instances of
     other groups share the question (a file whose question carries its own target, or a question asked
-    once), the rest of the split fills in, ranked by the similarity of question plus answer."""
+    once), the rest of the split fills in, ranked by the similarity of question plus answer.
+
+    An answer naming a thing (a noun lemma) that neither this dialogue nor its correct answers name is
+    about another conversation: a careful reader dismisses it at a glance. It is left out (counted in
+    `left_out[instance]`) unless `foreign`, when it comes after every other."""
     split = view["split"].astype(str).tolist() if "split" in view.columns else ["all"] * len(view)
     with open_embedder(embed, ctx) as emb:
         vectors = emb.lookup(view["gold"].tolist() + view["question"].tolist())
@@ -189,6 +258,8 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
     ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
     questions, passages = view["question"].tolist(), view["passage"].tolist()
     chinese = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
+    answers = written_answers(view)
+    foreign_allowed, dropped = foreign, (left_out if left_out is not None else {})
     out: Pool = {i: [] for i in ids}
     members: dict[str, list[int]] = {}
     for k, s in enumerate(split):
@@ -208,7 +279,7 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                 a = rows[a_local]
                 iid = ids[a]
                 ours = entities(_texts(passages[a], golds[a])) if iid not in chinese else {}
-                here = nouns(_texts(passages[a], golds[a])) | GENERIC_NOUNS if iid not in chinese else None
+                here = nouns(_texts(passages[a], golds[a]) + answers[a]) | GENERIC_NOUNS if iid not in chinese else None
                 taken: list[tuple[str, str]] = []
                 foreign: list[tuple[str, str]] = []  # speaking of things this dialogue never names: after the rest
                 seen = {golds[a].strip().lower()}
@@ -231,9 +302,14 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                             how = "retrieval" if questions[b] == questions[a] else "retrieval:other_question"
                             if here is None or nouns([adapted]) <= here:
                                 taken.append((f"{how}:{ids[b]}", adapted))
+                            elif not foreign_allowed:
+                                dropped[iid] = dropped.get(iid, 0) + 1
                             else:
                                 foreign.append((f"{how}:foreign:{ids[b]}", adapted))
-                    if looked >= n or width >= 4 * depth + 16 and len(taken) + len(foreign) >= depth:
+                    # enough found, the whole split looked at, or 16 widths of it (a 50K split is never walked
+                    # whole for one row whose near answers all name other things)
+                    if looked >= n or width >= 4 * depth + 16 and len(taken) + len(foreign) >= depth or \
+                            width >= 16 * (4 * depth + 16):
                         break
                     looked, width = width, min(n, width * 4)  # too many skipped: look further down the row
                 out[iid] = (taken + foreign)[:depth]
@@ -281,7 +357,11 @@ def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | 
     prior event or motivation of a target at or before it. Events chain: the subsequent event of one turn
     is often the cause of the next, and a cause of an earlier turn is a cause of this one too (a blind
     reader judged such answers correct). Elsewhere answers about a target fewer than `min_gap` utterances
-    away are left out. In dialogue order of the other items (their ids), deterministic."""
+    away are left out. In dialogue order of the other items (their ids), deterministic.
+
+    The same target asked about the other side of time comes first (`dialogue:opposite_time`): what
+    caused or motivated a turn offered as what follows it, and the reverse. Every correct answer of the
+    other item is offered, not only its first."""
     ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
     about = (view["target"] if "target" in view.columns and view["target"].astype(str).str.strip().any()
              else view["question"]).astype(str).str.strip().str.lower().tolist()
@@ -310,17 +390,29 @@ def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | 
             return side[b] == "before" and where[b] <= where[a]
         return abs(where[a] - where[b]) >= min_gap
 
+    answers = written_answers(view)
+
     out: Pool = {}
     for a, iid in enumerate(ids):
-        taken, seen = [], set(correct[a])
+        same, other, seen = [], [], set(correct[a])
         for b in sorted(members[groups[a]], key=lambda b: ids[b]):
-            text = golds[b].strip()
-            if b == a or about[b] == about[a] or text.lower() in seen or not admissible(a, b):
+            if b == a:
                 continue
-            seen.add(text.lower())
-            how = "dialogue" if questions[b] == questions[a] else "dialogue:other_question"
-            taken.append((f"{how}:{ids[b]}", text))
-        out[iid] = taken
+            if about[b] == about[a]:
+                # The same target asked the other way round: its causes offered as what follows it, or what
+                # follows offered as its cause (in place, about this very turn, and wrong by time).
+                if not (side[a] is not None and side[b] is not None and side[a] != side[b]):
+                    continue
+                bucket, how = same, "dialogue:opposite_time"
+            elif admissible(a, b):
+                bucket, how = other, "dialogue" if questions[b] == questions[a] else "dialogue:other_question"
+            else:
+                continue
+            for text in answers[b]:
+                if text and text.lower() not in seen:
+                    seen.add(text.lower())
+                    bucket.append((f"{how}:{ids[b]}", text))
+        out[iid] = same + other
     return out
 
 
@@ -351,21 +443,27 @@ def adapt_names(text: str, theirs: dict[str, str], ours: dict[str, str]) -> str 
 
 
 def counterfactuals(instances: pd.DataFrame, *,
-                    generators: list[Literal["lexical", "dialogue", "t5", "file", "retrieval"]] =
-                    ["lexical", "dialogue", "retrieval"],
+                    generators: list[Literal["lexical", "dialogue", "grounded", "t5", "file", "retrieval"]] =
+                    ["lexical", "dialogue", "grounded", "retrieval"],
                     min_pool: int = 16, model: ModelDir = None, conceptnet_db: InputPath = None,
                     max_per_answer: int = 24, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
                     batch_size: int = 16, candidates: InputPath = None, retrieval_depth: int = 32,
                     dialogue_min_gap: int = 1, question_time: dict[str, Time] = QUESTION_TIME,
                     embed: EmbedSpec = EmbedSpec(), fluency: bool = True,
                     lexical_rules: list[Literal["antonym", "negation", "quantity", "role_swap", "entity_swap"]] =
-                    list(CONTRADICTING), seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
+                    list(CONTRADICTING),
+                    grounded_rules: list[Literal["swap_place", "swap_time", "role_flip", "swap_event", "swap_object",
+                                                 "swap_attribute"]] = list(GROUNDED_FLUENT),
+                    grounded_per_rule: int = 2, retrieval_foreign: bool = False,
+                    seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
     """A pool of alternatives to every instance's gold answer (distractors.Instances in).
 
     Args:
         generators: generators in order; the first gives all its candidates, each next one fills the
-            pools still below min_pool: lexical (rule-based rewrites), dialogue (answers written for the
-            same dialogue about another target: in place, as a reader expects), t5 (a seq2seq directory in
+            pools still below min_pool: lexical (rule-based rewrites of every correct answer), dialogue
+            (answers written for the same dialogue: the same target asked about the other side of time,
+            then other targets: in place, as a reader expects), grounded (correct answers rewritten with
+            the dialogue's own places, times and people), t5 (a seq2seq directory in
             model), file (candidates from any other generator), retrieval (answers to the same question
             from other dialogues)
         min_pool: candidates per instance the later generators fill up to (the candidate filter removes
@@ -391,6 +489,14 @@ def counterfactuals(instances: pd.DataFrame, *,
         lexical_rules: the rule kinds the lexical generator chains: by default only those that make the
             rewrite contradict the answer (antonym, negation, quantity); role_swap and entity_swap rewrite
             who did something, which is as often as not just as true (a name for a name)
+        grounded_rules: the grounded generator's rules (tasks/distractors/grounded.py): a correct answer's
+            place, time or people changed for the dialogue's own; swap_event, swap_object and swap_attribute
+            (one word for another of the dialogue) only when named: they often make a sentence nobody writes
+        grounded_per_rule: most rewrites per rule and word of an answer (the dialogue's words nearest the
+            target first)
+        retrieval_foreign: also offer retrieved answers that name a thing (a noun) this dialogue and its
+            correct answers never name (then after every other candidate); off: left out, counted in the
+            manifest (`retrieval_foreign_left_out`)
         seed: seed of subsampling and sampling
     """
     view = instances
@@ -405,8 +511,12 @@ def counterfactuals(instances: pd.DataFrame, *,
                                batch_size=batch_size, seed=seed, ctx=ctx),
         "file": lambda: file_pools(view, candidates=candidates),
         "dialogue": lambda: dialogue_pools(view, min_gap=dialogue_min_gap, time=question_time),
-        "retrieval": lambda: retrieval_pools(view, embed=embed, depth=retrieval_depth, ctx=ctx),
+        "grounded": lambda: grounded_pools(view, rules=tuple(grounded_rules), per_rule=grounded_per_rule,
+                                           fluency=fluency, rejected=disfluent, checked=checked),
+        "retrieval": lambda: retrieval_pools(view, embed=embed, depth=retrieval_depth, ctx=ctx,
+                                             foreign=retrieval_foreign, left_out=foreign_left_out),
     }
+    foreign_left_out: dict[str, int] = {}
     disfluent: list[dict] = []
     checked: list[str] = []
     pools: dict[str, list[tuple[str, str, str]]] = {i: [] for i in view["id"]}
@@ -429,11 +539,14 @@ def counterfactuals(instances: pd.DataFrame, *,
                     added[name] = added.get(name, 0) + 1
                     room -= 1
     gold = dict(zip(view["id"], view["gold"]))
+    answers = dict(zip(view["id"], written_answers(view)))
     rows = [{"id": f"{iid}/cf{k:03d}", "instance_id": iid, "gold": gold[iid], "candidate": text, "generator": name,
-             "rule": rule, "rationale": _rationale(name, rule, gold[iid], text)}
+             "rule": rule, "rationale": _rationale(name, rule, answers[iid], text)}
             for iid, pool in pools.items() for k, (name, rule, text) in enumerate(pool)]
     data = pd.DataFrame(rows, columns=["id", "instance_id", "gold", "candidate", "generator", "rule", "rationale"])
     per = data.groupby("instance_id").size().reindex(view["id"], fill_value=0)
+    tiers = pd.Series([tier(g, r) for g, r in zip(data["generator"], data["rule"])], index=data.index, dtype=object)
+    in_place = data[tiers.isin(IN_PLACE)].groupby("instance_id").size().reindex(view["id"], fill_value=0)
     langs = view["language"].value_counts().to_dict() if "language" in view.columns else {"en": len(view)}
     notes = {"generators": list(generators), "candidates_by_generator": added, "instances": len(view),
              "lexical_rules": list(lexical_rules),
@@ -445,6 +558,14 @@ def counterfactuals(instances: pd.DataFrame, *,
                             "taken as written (no name adaptation); t5 and file generators as configured"}
                 if langs.get("zh") else {}),
              "named_entities": PIPELINE if {"lexical", "retrieval"} & set(generators) else None,
+             # where each item's candidates were written (tasks/distractors/placement.py): in place (rewrites,
+             # this dialogue's answers) before answers of other dialogues
+             "pool_by_placement": {t: _quantiles(tiers[tiers == t].groupby(data.loc[tiers.index, "instance_id"])
+                                                 .size().reindex(view["id"], fill_value=0)) for t in TIERS},
+             "in_place_per_instance": _quantiles(in_place),
+             "retrieval_foreign_left_out": {"candidates": int(sum(foreign_left_out.values())),
+                                            "instances": len(foreign_left_out),
+                                            "allowed": bool(retrieval_foreign)},
              "instances_without_candidates": int((per == 0).sum()), "mean_pool": float(per.mean()) if len(per) else 0.0,
              "median_pool": float(per.median()) if len(per) else 0.0, "min_pool": min_pool,
              "samples": _samples(data)}
@@ -462,7 +583,7 @@ def counterfactuals(instances: pd.DataFrame, *,
     if disfluent:  # rewrites the fluency checks left out, each under its instance with the rule that made it
         rows_out = [{"id": f"{r['instance_id']}/disfluent{k:03d}", "instance_id": r["instance_id"],
                      "reason_code": f"fluency_{r['check']}", "reason": r["reason"], "gold": r["gold"],
-                     "candidate": r["candidate"], "generator": "lexical", "rule": r["rule"]}
+                     "candidate": r["candidate"], "generator": r.get("generator", "lexical"), "rule": r["rule"]}
                     for k, r in enumerate(disfluent)]
         parts.append(pd.DataFrame(rows_out))
     rejected = pd.concat(parts, ignore_index=True) if parts else None
@@ -476,23 +597,33 @@ def counterfactuals(instances: pd.DataFrame, *,
                                **({"fluency": report} if report else {})})
 
 
-def _rationale(generator: str, rule: str, gold: str, text: str) -> str:
-    """Why the candidate may be a wrong answer: a rewrite's changed words; a retrieved answer's source."""
-    if generator == "lexical":
-        return f"{rule}: {evidence(gold, text)}"
+def _rationale(generator: str, rule: str, answers: list[str], text: str) -> str:
+    """Why the candidate may be a wrong answer: a rewrite's changed words (against the correct answer it
+    rewrote: the nearest one); a retrieved answer's source."""
+    if generator in ("lexical", "grounded"):
+        import difflib
+
+        near = max(answers, key=lambda a: (difflib.SequenceMatcher(None, a.lower(), text.lower()).ratio(), a))
+        return f"{rule}: {evidence(near, text)}" + ("" if near == answers[0] else f" (of the correct answer {near!r})")
     if generator == "retrieval":
         return f"the answer of {rule.rsplit(':', 1)[-1]}, another dialogue" + \
             (" asked another question" if ":other_question:" in rule else "") + \
             (", naming things this dialogue does not" if ":foreign:" in rule else "")
     if generator == "dialogue":
+        if ":opposite_time:" in rule:
+            return f"the answer of {rule.rsplit(':', 1)[-1]}, this target asked about the other side of time"
         return f"the answer of {rule.rsplit(':', 1)[-1]}, this dialogue, about another target" + \
             (" and question" if ":other_question:" in rule else "")
     return f"{generator} output ({rule})"
 
 
 def _per_instance(view: pd.DataFrame, data: pd.DataFrame, generators) -> list[dict]:
+    """Each instance's pool by generator and by placement (tasks/distractors/placement.py)."""
     counts = data.groupby(["instance_id", "generator"]).size()
+    tiers = data.assign(tier=[tier(g, r) for g, r in zip(data["generator"], data["rule"])]) \
+        .groupby(["instance_id", "tier"]).size()
     return [{"instance_id": iid, **{g: int(counts.get((iid, g), 0)) for g in generators},
+             **{f"placement_{t}": int(tiers.get((iid, t), 0)) for t in TIERS},
              "pool": int(sum(counts.get((iid, g), 0) for g in generators))} for iid in view["id"]]
 
 

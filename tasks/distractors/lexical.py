@@ -27,7 +27,8 @@ from typing import Callable, Iterable
 
 # Written for this project: common English antonyms that appear in everyday dialogue answers. Words that are
 # as often another part of speech are left out ("the patient" is no adjective: "the impatient" is nonsense;
-# "kind" is a sort, "present" a gift, "well" an adverb, "light" a lamp).
+# "kind" is a sort, "present" a gift, "well" an adverb, "light" a lamp); and pairs whose words take other
+# complements ("invites him to go" -> "ignores him to go", "near the market" -> "far the market").
 _PAIRS = """
 happy sad; happily sadly; pleased annoyed; glad sorry; excited bored; calm angry; relaxed nervous;
 love hate; loves hates; loved hated; like dislike; likes dislikes; liked disliked; agree refuse; agrees refuses;
@@ -44,16 +45,16 @@ hard easy; good bad; better worse; best worst; right wrong; true false; safe dan
 clean dirty; full empty; busy free; quiet noisy; day night; morning evening; strong weak;
 friendly rude; polite rude; honest dishonest; careful careless; possible impossible;
 interested uninterested; satisfied dissatisfied; comfortable uncomfortable; lucky unlucky; together alone;
-inside outside; near far; above below; arrive depart; borrow lend; teach learn;
+inside outside; above below; arrive depart; borrow lend; teach learn;
 ask answer; asks answers; asked answered; push pull; laugh cry; laughs cries; laughed cried; smile frown;
-wake sleep; awake asleep; remember ignore; allow forbid; allows forbids; allowed forbade;
+wake sleep; awake asleep; allow forbid; allows forbids; allowed forbade;
 help hinder; helps hinders; helped hindered; save spend; saves spends; saved spent; wins loses; husband wife;
 boyfriend girlfriend; brother sister; father mother; son daughter; uncle aunt; king queen; boy girl;
 surprised unsurprised; worried relieved; anxious relaxed; grateful ungrateful; proud ashamed; confident insecure;
 curious indifferent; disappointed satisfied; impressed unimpressed; amused annoyed; hopeful hopeless;
 shocked unsurprised; upset pleased; frustrated content; thankful resentful; eager reluctant; tired energetic;
 hungry full; agree disagree; agrees disagrees; agreed disagreed; join leave; joins leaves; joined left;
-invite ignore; invites ignores; invited ignored; praise criticize; praises criticizes; praised criticized;
+praise criticize; praises criticizes; praised criticized;
 support oppose; supports opposes; supported opposed; attend skip; attends skips; attended skipped;
 cancel confirm; cancels confirms; cancelled confirmed; include exclude; includes excludes; included excluded;
 receive send; receives sends; received sent; catch miss; catches misses; caught missed; hire fire; hires fires;

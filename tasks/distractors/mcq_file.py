@@ -255,9 +255,9 @@ def instance(record: dict, layout: Layout, fmt: str, columns: list[str], number:
     gold_at = answer_indices(_get(record, layout.answer, fmt), choices, names)[0]
     correct = sorted(set(answer_indices(_get(record, layout.correct, fmt), choices, names))) if layout.correct else []
     correct = sorted(set(correct) | {gold_at})
+    # An item whose published choices are all correct has no distractor slot: it comes back as published
+    # (n_distractors 0), never turned into an item with new distractors and fewer correct answers.
     slots = [k for k in range(len(choices)) if k not in correct]
-    if not slots:
-        raise RecordError("every choice is correct: no distractor to rebuild")
     context_parts = [_get(record, c, fmt) for c in layout.context.split("+")] if layout.context else []
     passage_cols = layout.passage.split("+") if layout.passage else (layout.context.split("+") if layout.context else [])
     passage: list[str] = []

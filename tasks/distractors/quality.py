@@ -30,7 +30,7 @@ from csk import compute
 from csk.models import display_name
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput
-from tasks.distractors.adversarial import make_discriminator_factory, vector_lookup
+from tasks.distractors.adversarial import make_discriminator_factory, reading_windows, vector_lookup
 from tasks.distractors.discriminators import LinearProbe
 from tasks.distractors.keys import group_order
 from tasks.distractors.candidate_filter import PAPER_EMBEDDER
@@ -136,6 +136,46 @@ def group_bootstrap(groups: list[str], values: dict[str, np.ndarray], n_resample
     return out
 
 
+def grounding_figures(view: pd.DataFrame, final, final_correct, published, published_correct,
+                      candidates: pd.DataFrame) -> dict:
+    """The share of rebuilt and of published distractors that name a thing (a noun lemma) neither the
+    item's dialogue nor its correct answers name (`placement.foreign_nouns`), and the rebuilt ones' share
+    per generator (the generator of the candidate with that text, for that instance)."""
+    from tasks.distractors.placement import foreign_nouns
+    from tasks.english import nouns
+
+    passages = [[str(u) for u in p] if p is not None else [] for p in view["passage"]] if "passage" in view.columns \
+        else [[] for _ in range(len(view))]
+    made_by = {(i, t): g for i, t, g in zip(candidates["instance_id"], candidates["candidate"], candidates["generator"])} \
+        if candidates is not None and len(candidates) else {}
+    english = view["language"].astype(str).ne("zh").tolist() if "language" in view.columns else [True] * len(view)
+    nouns([t for i in range(len(view)) if english[i] for t in passages[i] + list(final[i]) + list(published[i] or [])])
+    counts = {"rebuilt": [0, 0], "published": [0, 0]}
+    by_generator: dict[str, list[int]] = {}
+    for i, iid in enumerate(view["id"]):
+        if not english[i]:  # spaCy's English parser: Chinese items are not measured
+            continue
+        for name, choices, correct in (("rebuilt", final[i], final_correct[i]),
+                                       ("published", published[i], published_correct[i])):
+            if not choices:
+                continue
+            here = passages[i] + [choices[k] for k in correct]
+            for k, d in enumerate(choices):
+                if k in correct:
+                    continue
+                foreign = bool(foreign_nouns(d, here))
+                counts[name][0] += foreign
+                counts[name][1] += 1
+                if name == "rebuilt":
+                    g = by_generator.setdefault(made_by.get((iid, d), "unknown"), [0, 0])
+                    g[0] += foreign
+                    g[1] += 1
+    share = {n: round(c[0] / c[1], 4) if c[1] else float("nan") for n, c in counts.items()}
+    return {"share": share, "distractors": {n: c[1] for n, c in counts.items()},
+            "rebuilt_by_generator": {g: {"foreign": c[0], "of": c[1], "share": round(c[0] / c[1], 4)}
+                                     for g, c in sorted(by_generator.items())}}
+
+
 @compute.trains  # fits discriminators: a fixed thread count, in its key
 def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: pd.DataFrame, *,
                        embed: EmbedSpec = EmbedSpec(), similarity_embedder: EmbedSpec = PAPER_EMBEDDER, seed: int = 0,
@@ -143,7 +183,7 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
                        judge: ModelDir = "split-package:all-mpnet-base-v2",
                        discriminator: Literal["cached-transformer", "transformer"] = "cached-transformer",
                        trainable_layers: int = 1, epochs: int = 2, lr: float | None = None, batch_size: int = 16,
-                       max_length: int = 64, n_resamples: int = 1000, confidence: float = 0.95,
+                       max_length: int = 256, n_resamples: int = 1000, confidence: float = 0.95,
                        ctx: StageContext | None = None) -> StageOutput:
     """How hard the rebuilt choices are beside the published ones for a judge AF did not use (raw and
     chance-adjusted accuracy, with and without the dialogue, bootstrap intervals), and how far every
@@ -166,16 +206,23 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
         epochs: fine-tuning epochs
         lr: learning rate; unset: 1e-5 for the full model, 5e-5 for the cached one
         batch_size: instances per step
-        max_length: tokens per (context, choice) pair; the context is truncated first (question and
-            target come first in CICERO's context, so they are always read)
+        max_length: tokens per (context, choice) pair of the fine-tuned judge: question, target and the
+            utterances nearest the target that fit (tasks/distractors/window.py); at least 256, so the judge
+            reads the turns around the target (the manifest's `reads` says how much it saw)
         n_resamples: bootstrap resamples of the held-out groups
         confidence: bootstrap interval level
     """
     view = instances.set_index("id").loc[mcq["id"]].reset_index()
-    contexts = view["context"].tolist()
     final = [list(c) for c in mcq["choices"]]
     final_correct = [set(int(k) for k in c) for c in mcq["correct_answers"]]
     published = [list(c) if c is not None and len(c) else None for c in view["choices"]]
+    # Each model reads question, target and the utterances nearest the target that fit its budget
+    # (tasks/distractors/window.py): the judge must see the turns an answer has to fit.
+    both_choices = [f + (p or []) for f, p in zip(final, published)]
+    reads: dict = {}
+    contexts, reads["probe"] = reading_windows(view, both_choices, "linear-probe", model=None, embed=embed,
+                                               max_length=max_length, ctx=ctx, setting="distractor_quality.embed")
+    judge_contexts = contexts
     published_correct = [set(int(k) for k in c) if c is not None else set() for c in view["correct_answers"]]
     rows = []
 
@@ -183,7 +230,7 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
         rows.append({"id": measure, "measure": measure, "value": float(value) if value is not None else np.nan,
                      "note": note})
 
-    notes: dict = {"quality": quality}
+    notes: dict = {"quality": quality, "reads": reads}
     both = [i for i in range(len(final)) if published[i]]  # the same instances for rebuilt and published
     a, b, how = train_test(view, seed)
     train, test = [i for i in a if i in set(both)], [i for i in b if i in set(both)]
@@ -200,11 +247,15 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
                                                  trainable_layers=trainable_layers, max_length=max_length,
                                                  setting="distractor_quality.judge")
             judges.append(("finetuned", factory))
-        texts = contexts + [c for ch in final for c in ch] + [c for ch in published if ch for c in ch] + [""]
+            judge_contexts, reads["judge"] = reading_windows(view, both_choices, discriminator, model=judge, embed=embed,
+                                                             max_length=max_length, ctx=ctx,
+                                                             setting="distractor_quality.judge")
+        texts = contexts + judge_contexts + [c for ch in final for c in ch] + [c for ch in published if ch for c in ch] + [""]
         vector = vector_lookup(texts, embed, ctx)
         seconds: dict[str, float] = {}
         for judge_name, factory in judges:
-            for setting, ctxs in (("context", contexts), ("choice_only", blank)):
+            for setting, ctxs in (("context", contexts if factory is None else judge_contexts),
+                                  ("choice_only", blank)):
                 hits = {}
                 for name, (ch, cor) in sets.items():
                     start = time.perf_counter()
@@ -263,6 +314,13 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
             "every kept candidate passed the NLI contradiction rule")
     else:
         add("min_p_contradiction_of_kept_candidates", None, "NLI off: contradiction not measured")
+    # What a reader sees first: a distractor naming a thing neither its dialogue nor its correct answers
+    # name reads as an answer about another conversation (the grounding figure, rebuilt beside published)
+    grounding = grounding_figures(view, final, final_correct, published, published_correct, candidates)
+    for name, share in grounding["share"].items():
+        add(f"foreign_noun_share_{name}", share, "share of distractors naming a thing (spaCy noun lemma) that "
+            "neither the dialogue nor the correct answers name, generic nouns aside")
+    notes["grounding"] = grounding
     add("instances", len(mcq))
     data = pd.DataFrame(rows)
     return StageOutput(data=data, rows_in=len(data), notes=notes,

@@ -193,11 +193,12 @@ def test_retrieval_fills_pools_from_other_dialogues_with_names_adapted():
         "Lisa will call on Monday."
 
 
-def test_retrieved_answers_naming_things_of_another_dialogue_come_last_and_say_so():
-    """A retrieved answer whose nouns this dialogue never uses reads as copied from another conversation
-    (a blind reader marked 77% of such answers out of place): it is marked `foreign` and ranked after the
-    answers that speak of this dialogue's things; AF starts and swaps in by that order."""
-    from tasks.distractors.adversarial import placement
+def test_retrieved_answers_naming_things_of_another_dialogue_are_left_out_unless_allowed():
+    """A retrieved answer whose nouns this dialogue and its correct answers never use reads as copied from
+    another conversation (a blind reader marked 77% of such answers out of place): by default it is left
+    out (and counted); allowed, it is marked `foreign` and ranked after every other; AF starts and swaps
+    in by that order (rewrites, this dialogue's answers, retrieved, foreign)."""
+    from tasks.distractors.placement import placement
     from tasks.distractors.counterfactuals import retrieval_pools
 
     view = pd.DataFrame({
@@ -205,12 +206,16 @@ def test_retrieved_answers_naming_things_of_another_dialogue_come_last_and_say_s
         "passage": [["A: My car broke down on the road.", "B: Call the garage."],
                     ["A: The garage fixed my car.", "B: Good."], ["A: I lost my watch at the beach.", "B: Oh no."]],
         "gold": ["The car was old.", "The speaker took the car to the garage.", "The watch fell in the sand."]})
-    pools = retrieval_pools(view, embed=EMBED, depth=4, ctx=None)
+    left_out: dict[str, int] = {}
+    default = retrieval_pools(view, embed=EMBED, depth=4, ctx=None, left_out=left_out)
+    assert [t for _, t in default["a"]] == ["The speaker took the car to the garage."] and left_out["a"] == 1
+    pools = retrieval_pools(view, embed=EMBED, depth=4, ctx=None, foreign=True)
     rules = [r for r, _ in pools["a"]]
     assert [t for _, t in pools["a"]] == ["The speaker took the car to the garage.", "The watch fell in the sand."]
     assert ":foreign:" not in rules[0] and rules[1] == "retrieval:foreign:c"
-    assert [placement("lexical", "antonym"), placement("dialogue", "dialogue:x"), placement("retrieval", rules[0]),
-            placement("retrieval", rules[1])] == [0, 0, 1, 2]
+    assert [placement("lexical", "antonym"), placement("grounded", "role_flip:speaker<->listener"),
+            placement("dialogue", "dialogue:x"), placement("retrieval", rules[0]),
+            placement("retrieval", rules[1])] == [0, 0, 1, 2, 3]
 
 
 def _candidates(pairs):

@@ -63,9 +63,10 @@ def test_instance_fields():
     assert row["correct_answers"] == [1] and row["n_distractors"] == 2 and row["passage"] == ["Hello", "x y", "z"]
     assert row["group_id"].startswith("h")  # a list is hashed
     assert instance({**rec, "key": 8}, layout, "jsonl", list(rec), 4)["group_id"] == row["group_id"]
-    with pytest.raises(RecordError, match="every choice is correct"):
-        instance({"opts": ["a", "b"], "gold": 0, "both": [0, 1]},
-                 Layout.of("", {"choices": "opts", "answer": "gold", "correct": "both"}), "jsonl", [], 1)
+    # every published choice correct: no slot to refill, the item comes back as published
+    whole = instance({"opts": ["a", "b"], "gold": 0, "both": [0, 1]},
+                     Layout.of("", {"choices": "opts", "answer": "gold", "correct": "both"}), "jsonl", [], 1)
+    assert whole["n_distractors"] == 0 and whole["correct_answers"] == [0, 1]
     with pytest.raises(RecordError, match="choice 1 is empty"):
         instance({**rec, "opts": ["a", " ", "c"]}, layout, "jsonl", list(rec), 1)
     with pytest.raises(RecordError, match="no 'gold' field"):

@@ -1,0 +1,45 @@
+"""How far from its item's dialogue a candidate was written: the order AF starts an item and swaps in by.
+
+A careful reader dismisses an answer about another conversation at a glance, and reads a rewrite of a
+correct answer, or an answer its own dialogue's annotators wrote, as in place. Tiers, nearest first:
+* 0 `rewrite`: a correct answer of the item rewritten (lexical, grounded) or a generator's output for
+  this item (t5, file);
+* 1 `dialogue`: an answer written for the same dialogue (the same target asked about the other side of
+  time, or another target);
+* 2 `retrieved`: an answer written for another dialogue that names only things this one names;
+* 3 `foreign`: one that names a thing this dialogue and its correct answers do not (offered only when
+  `counterfactuals.retrieval_foreign` allows it).
+"""
+
+from __future__ import annotations
+
+TIERS = ("rewrite", "dialogue", "retrieved", "foreign")
+IN_PLACE = frozenset({"rewrite", "dialogue"})
+REWRITES = frozenset({"lexical", "grounded"})  # rewrites of the item's own correct answers
+
+
+def placement(generator: str | None, rule: str | None) -> int:
+    """The tier of a candidate (0 nearest; see TIERS) from its generator and rule."""
+    if generator == "retrieval":
+        return 3 if ":foreign:" in str(rule or "") else 2
+    if generator == "dialogue":
+        return 1
+    return 0
+
+
+def tier(generator: str | None, rule: str | None) -> str:
+    return TIERS[placement(generator, rule)]
+
+
+# Nouns any dialogue's answer may use without naming a thing of another conversation (CICERO's answers
+# speak of "the speaker" and "the listener").
+GENERIC_NOUNS = frozenset({"speaker", "listener", "person", "people", "thing", "something", "time", "way",
+                           "day", "lot", "kind", "bit", "one", "other", "others", "man", "woman", "friend"})
+
+
+def foreign_nouns(candidate: str, here: list[str]) -> frozenset[str]:
+    """The things (spaCy noun lemmas) a candidate names that none of the texts `here` (its dialogue and
+    correct answers) names, generic nouns aside: what makes a reader place it in another conversation."""
+    from tasks.english import nouns
+
+    return nouns([candidate]) - nouns(here) - GENERIC_NOUNS

