@@ -248,6 +248,8 @@ def card(store: Store, pipeline: str, run: str | None = None) -> str:
         out.append(f"### `{name}`: {doc}")
         out.append(f"{r['in']} in, {r['out']} {unit} out, {r['rejected']} rejected"
                    + (f" ({reasons})" if reasons else "") + f"; key `{e['key']}`, {float(m.get('seconds', 0)):.1f} s.")
+        # what a stage itself says a reader of the card should know (its manifest's notes.card lines)
+        out += [str(line) for line in (m.get("notes") or {}).get("card", [])]
         params = {k: v for k, v in m.get("params", {}).items() if v not in (None, "", [], {})}
         if params:
             out.append(f"Parameters: `{json.dumps(_rounded(params), ensure_ascii=False, default=str)}`")

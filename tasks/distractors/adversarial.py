@@ -271,6 +271,12 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             p = cycles[-1]["accuracy"]
             tolerance = max(epsilon, noise_z * float(np.sqrt(p * (1 - p) / judged)))
             history[-1]["tolerance"] = tolerance
+            if all("no_swaps" in h for h in rounds):
+                # not one round of a whole cycle beat chance: the discriminator cannot learn this file (a few
+                # hundred items), so further cycles would only add the 1-in-100 noise swaps of the test
+                history[-1]["stop"] = (f"the discriminator did not beat chance in any round of a whole cycle "
+                                       f"({folds} rounds, every instance judged once): the items keep their start")
+                break
             if len(cycles) >= max(window, min_held_out) and max(recent) - min(recent) < tolerance:
                 history[-1]["stop"] = (f"converged: the held-out accuracy of a whole cycle (every instance judged once) "
                                        f"within {tolerance:.3f} (epsilon {epsilon} or {noise_z} standard errors of "
@@ -315,6 +321,28 @@ def make_discriminator_factory(discriminator: str, *, model: str | None, epochs:
     lower = FrozenLower(str(path), trainable_layers=trainable_layers, max_length=max_length)
     return lambda round_seed=seed, lr_scale=1.0: CachedTransformerMC(lower, epochs=epochs, lr=rate * lr_scale,
                                                                      batch_size=batch_size, seed=round_seed)
+
+
+def _card_lines(data: pd.DataFrame, history: list[dict], reads: dict, as_published: int) -> list[str]:
+    """What a reader of the dataset card should know of AF's result: where the final distractors were
+    written, how much of each dialogue the discriminator read, how many rounds could swap."""
+    from tasks.distractors.placement import TIERS, tier
+
+    tiers = pd.Series([tier(g, r) for gs, rs in zip(data.get("distractor_generators", []), data.get("distractor_rules", []))
+                       for g, r in zip(gs, rs)], dtype=object)
+    total = max(len(tiers), 1)
+    lines = ["Final distractors by placement: " + ", ".join(f"{t} {int((tiers == t).sum())} "
+                                                             f"({100 * (tiers == t).sum() / total:.1f}%)" for t in TIERS) + "."]
+    if reads.get("located"):
+        near = reads["target_and_neighbours"]
+        lines.append(f"The discriminator read {reads['max_length']} tokens: the target and its two neighbouring "
+                     f"utterances whole in {near['items_whole']} of {reads['located']} items "
+                     f"({100 * near['tokens_share']:.1f}% of their tokens), {100 * reads['dialogue']['tokens_share']:.1f}% "
+                     f"of all dialogue tokens.")
+    at_chance = sum("no_swaps" in h for h in history)
+    lines.append(f"AF rounds: {len(history)}, {at_chance} of them at chance (no swap); items passed as published "
+                 f"(every published choice correct): {as_published}.")
+    return lines
 
 
 def _evidence_counts(data: pd.DataFrame, candidates: pd.DataFrame) -> dict[str, int]:
@@ -507,6 +535,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                               "swap_rule": swap_rule, "max_rewrites": max_rewrites, "max_reuse": max_reuse,
                               # how much of each dialogue the discriminator read (its window, its tokenizer)
                               "reads": {"discriminator": reads},
+                              "card": _card_lines(data, history, reads, len(passed)),
                               "texts_above_max_reuse": int((counts > max_reuse).sum()) if max_reuse else 0,
                               "most_uses_of_one_text": int(counts.max()) if len(counts) else 0,
                               # what each final distractor's wrongness rests on (with an NLI model: contradiction too)

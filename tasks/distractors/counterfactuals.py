@@ -569,6 +569,18 @@ def counterfactuals(instances: pd.DataFrame, *,
              "instances_without_candidates": int((per == 0).sum()), "mean_pool": float(per.mean()) if len(per) else 0.0,
              "median_pool": float(per.median()) if len(per) else 0.0, "min_pool": min_pool,
              "samples": _samples(data)}
+    # the card's lines: where each item's candidates were written (tasks/distractors/placement.py)
+    notes["card"] = [
+        "Pool per item by placement (min / median / max; items with none): " + "; ".join(
+            f"{t} {q['min']} / {q['median']:g} / {q['max']} ({q['none']} none)"
+            for t, q in notes["pool_by_placement"].items()) + f"; in place (rewrites and this dialogue's answers): "
+        f"median {notes['in_place_per_instance']['median']:g}.",
+        "Pool per item by generator (median): " + ", ".join(f"{g} {q['median']:g}"
+                                                            for g, q in notes["pool_by_generator"].items()) + ".",
+        f"Answers of other dialogues naming a thing this dialogue never names: "
+        f"{'offered last' if retrieval_foreign else 'left out'} ({notes['retrieval_foreign_left_out']['candidates']} "
+        f"passed over for {notes['retrieval_foreign_left_out']['instances']} items).",
+    ]
     report = fluency_report(checked, disfluent) if checked else []
     if report:
         notes["fluency"] = report  # each rule's losses to each check (the rewrites themselves: rejected rows)

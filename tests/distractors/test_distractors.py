@@ -178,7 +178,16 @@ def test_retrieval_fills_pools_from_other_dialogues_with_names_adapted():
     from tasks.distractors.counterfactuals import adapt_names, counterfactuals
 
     items = _items(_instances(12, 1))
-    out = counterfactuals(items, generators=["lexical", "retrieval"], min_pool=8, embed=EMBED)
+    # these dialogues speak of ten topics: an answer of another topic's dialogue names a foreign thing, left
+    # out by default (counted); only answers of the same topic's dialogue are retrieved; offered last when allowed
+    from tasks.distractors.placement import foreign_nouns
+
+    strict = counterfactuals(items, generators=["lexical", "retrieval"], min_pool=8, embed=EMBED)
+    here = {i: list(p) + [g] for i, p, g in zip(items["id"], items["passage"], items["gold"])}
+    kept = strict.data[strict.data["generator"] == "retrieval"]
+    assert all(not foreign_nouns(c, here[i]) for i, c in zip(kept["instance_id"], kept["candidate"]))
+    assert strict.notes["retrieval_foreign_left_out"]["instances"] == len(items)
+    out = counterfactuals(items, generators=["lexical", "retrieval"], min_pool=8, embed=EMBED, retrieval_foreign=True)
     per = out.data.groupby("instance_id")["generator"].agg(list)
     assert (per.map(len) >= 8).all()  # every pool filled to min_pool by the second generator
     assert all(g[0] == "lexical" for g in per) and any("retrieval" in g for g in per)

@@ -168,3 +168,23 @@ def test_an_item_whose_published_choices_are_all_correct_comes_back_as_published
     row = out.data.set_index("id").loc["i0"]
     assert list(row["distractors"]) == [] and out.notes["as_published"] == 1
     assert all(len(d) == 2 for i, d in zip(out.data["id"], out.data["distractors"]) if i != "i0")
+
+
+def test_on_the_real_cicero_sample_the_judge_reads_the_target_and_its_neighbours(real):
+    """The judge (all-mpnet-base-v2, 256 tokens) sees at least 90% of the tokens of each target and its two
+    neighbouring utterances on the real v2 sample; a context cut at 64 tokens saw a tenth of them."""
+    from transformers import AutoTokenizer
+
+    from csk.models import resolve_model
+    from tasks.distractors.mcq_file import mcq_file
+
+    path = real / "cicero" / "cicero_v2_val_sample.jsonl"
+    items = mcq_file(input=str(path), preset="cicero").data
+    choices = [list(c) for c in items["choices"]]
+    judge = AutoTokenizer.from_pretrained(str(resolve_model("split-package:all-mpnet-base-v2", "judge", "judge")),
+                                          local_files_only=True)
+    _, report = window.contexts_for(items, choices, judge, 256)
+    assert report["located"] == len(items)
+    assert report["target_and_neighbours"]["tokens_share"] >= 0.9
+    _, cut = window.contexts_for(items, choices, judge, 64)
+    assert cut["target_and_neighbours"]["tokens_share"] < 0.5
