@@ -5,7 +5,8 @@ counterfactual generator and the NLI filter beside it: model FLOPs utilisation o
         [--af-cap 270] [--t5-cap 75] [--nli-cap 45] [--peak-tflops P]
 
 Sections, each in a child process killed at its cap (seconds), each writing DIR/<section>.json as soon as
-it has a figure, all gathered in DIR/af_gpu.json and echoed as JSON lines:
+it has a figure (its stderr, progress bars included, in DIR/<section>.log), all gathered in DIR/af_gpu.json
+and echoed as JSON lines:
 
 * `af`: a roberta-large-shaped multiple-choice model (24 layers, hidden 1024, 16 heads, intermediate 4096,
   vocab 50265; random weights, saved to a directory as a pretrained model is) fine-tuned and scored by the
@@ -47,8 +48,12 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from tasks.distractors.discriminators import AF_PRESETS  # noqa: E402
+
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "GH200": 989.0, "A100": 312.0, "L40S": 362.0}
-CHOICES, EPOCHS, BATCH, MAX_LENGTH, LR = 5, 3, 4, 256, 1e-5  # the paper's AF (Ghosal et al. 2022)
+PAPER = AF_PRESETS["paper"]  # the stage's preset of the paper's AF
+CHOICES, EPOCHS, BATCH = PAPER["n_distractors"] + 1, PAPER["epochs"], PAPER["batch_size"]
+MAX_LENGTH, LR = PAPER["max_length"], PAPER["lr"]
 POOL, PER_DIALOGUE = 13, 9  # candidates per instance (CICERO v2 sample: 3,984 / 300), instances per dialogue
 SECTIONS = ("af", "t5", "nli")
 
@@ -236,7 +241,7 @@ def section_af(args, rep: Report, work: Path) -> None:
 
     def factory():
         # the stage's own factory and discriminator; its model directory is the one built above
-        return make_discriminator_factory("transformer", model=str(model_dir), epochs=EPOCHS, lr=LR, batch_size=BATCH,
+        return make_discriminator_factory(PAPER["discriminator"], model=str(model_dir), epochs=EPOCHS, lr=LR, batch_size=BATCH,
                                           seed=0, max_length=max_length)
 
     # calibration: seconds per fit step (after a warm-up fit), to size the measured round to the cap
@@ -467,8 +472,9 @@ def main() -> None:
         cap = getattr(args, f"{section}_cap")
         t0 = time.perf_counter()
         cmd = [sys.executable, str(Path(__file__).resolve()), "--section", section, *sys.argv[1:]]
-        try:
-            proc = subprocess.run(cmd, timeout=cap)
+        try:  # progress bars and warnings to a log beside the results: stdout stays the JSON lines
+            with open(out / f"{section}.log", "w") as log:
+                proc = subprocess.run(cmd, timeout=cap, stderr=log)
             status = "done" if proc.returncode == 0 else f"failed (exit {proc.returncode})"
         except subprocess.TimeoutExpired:  # the child is killed; what it wrote so far stays
             status = f"stopped at its cap ({cap:.0f} s)"

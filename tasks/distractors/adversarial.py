@@ -31,7 +31,8 @@ from csk.models import resolve_model
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.keys import group_order, instance_keys
-from tasks.distractors.discriminators import CachedTransformerMC, FrozenLower, LinearProbe, TransformerMC
+from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,
+                                              TransformerMC, apply_preset)
 from tasks.embed import EmbedSpec, open_embedder
 from tasks.plots import hist_png, line_png
 
@@ -308,7 +309,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                        epsilon: float = 0.01, noise_z: float = 2.0,
                        min_held_out: int = 3, max_rewrites: int = 2, max_reuse: int = 3,
                        epochs: int = 2, lr: float | None = None, batch_size: int = 8, trainable_layers: int = 1,
-                       max_length: int = 64, ctx: StageContext | None = None) -> StageOutput:
+                       max_length: int = 64, preset: Literal["", "paper"] = "",
+                       ctx: StageContext | None = None) -> StageOutput:
     """Choose each instance's distractors from its filtered pool by adversarial filtering.
 
     Args:
@@ -345,7 +347,21 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
         batch_size: transformer batch size
         trainable_layers: cached-transformer: the top layers trained (the rest frozen and cached)
         max_length: transformer tokens per (context, choice) pair; the context is truncated first
+        preset: "paper": the paper's AF (discriminator transformer, 3 epochs, lr 1e-5, batch_size 4,
+            n_distractors 4, max_length 256) for the settings left at their defaults; model must then name
+            a roberta-large directory
     """
+    if preset:
+        import inspect
+
+        defaults = {k: p.default for k, p in inspect.signature(adversarial_filter).parameters.items()}
+        keys = list(AF_PRESETS.get(preset, {}))
+        s = apply_preset(preset, {k: v for k, v in locals().items() if k in keys}, defaults)
+        discriminator, epochs, lr, batch_size, n_distractors, max_length = (
+            s["discriminator"], s["epochs"], s["lr"], s["batch_size"], s["n_distractors"], s["max_length"])
+        if model == defaults["model"]:
+            raise ConfigError(f"adversarial_filter: preset = {preset!r} is the paper's roberta-large discriminator; "
+                              f"set model to a roberta-large directory (the default {model} is a small encoder)")
     view = instances
     pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in candidates.groupby("instance_id", sort=False)}
     has_pool = view["id"].isin([k for k, v in pools.items() if v])
@@ -416,7 +432,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
     return StageOutput(data=data, rejected=rejected if len(rejected) else None, rows_in=len(instances),
                        files={"af_accuracy.png": plot, "af_held_out.png": held_plot,
                               "af_instances.parquet": to_parquet_bytes(per_instance)},
-                       notes={"discriminator": discriminator, "iterations": len(history),
+                       notes={"discriminator": discriminator, "preset": preset or None, "iterations": len(history),
                               "stopped": history[-1].get("stop") if history else None, "history": history,
                               "held_out_times": coverage, "af_instances": "af_instances.parquet",
                               "swap_rule": swap_rule, "max_rewrites": max_rewrites, "max_reuse": max_reuse,

@@ -24,6 +24,32 @@ from csk.progress import progress
 from csk.models import pretrained_kwargs
 
 
+# The paper's adversarial filtering (CICERO, Ghosal et al. 2022, after Zellers et al. 2018): a fresh
+# roberta-large fine-tuned every round, 3 epochs, AdamW lr 1e-5, effective batch 4, 5 choices (gold + 4),
+# 256 tokens per (context, choice) pair (the dialogue window; up to 512 where the window is longer).
+# `adversarial_filter(preset="paper")` takes these; the model stays a setting (no roberta-large is bundled).
+AF_PRESETS: dict[str, dict] = {
+    "paper": {"discriminator": "transformer", "epochs": 3, "lr": 1e-5, "batch_size": 4, "n_distractors": 4,
+              "max_length": 256},
+}
+
+
+def apply_preset(name: str, given: dict, defaults: dict) -> dict:
+    """`given` settings with preset `name`'s values: a setting left at its default takes the preset's, one set
+    to the preset's value is kept, one set to a third value is an error (a preset never hides a choice)."""
+    from csk.errors import ConfigError
+
+    if name not in AF_PRESETS:
+        raise ConfigError(f"unknown adversarial_filter preset {name!r}; choose from {', '.join(AF_PRESETS)}")
+    out = dict(given)
+    for key, value in AF_PRESETS[name].items():
+        if given[key] not in (defaults[key], value):
+            raise ConfigError(f"adversarial_filter: preset = {name!r} sets {key} = {value!r}, and {key} is set to "
+                              f"{given[key]!r}; leave {key} at its default or drop the preset")
+        out[key] = value
+    return out
+
+
 class LinearProbe:
     name = "linear-probe"
 
@@ -709,18 +735,18 @@ class CachedTransformerMC:
                 opt.zero_grad()
                 bar.update(1)
 
-    def score(self, contexts: list[str], choices: list[list[str]], chunk: int = 64) -> list[np.ndarray]:
-        """Every choice's logit; the head scores each (context, choice) pair on its own, so pairs of many
-        instances share a pass."""
+    def score(self, contexts: list[str], choices: list[list[str]]) -> list[np.ndarray]:
+        """Every choice's logit; the head scores each (context, choice) pair on its own, so the pairs of all
+        instances share passes: longest first, each pass `lower.batch_tokens` padded tokens
+        (`length_passes`), far less padding than passes in instance order."""
         import torch
 
         pairs = [(c, x) for c, ch in zip(contexts, choices) for x in ch]
         self.lower.ensure(pairs)
-        flat = []
+        lengths = np.asarray([self.lower.cache.index[p][1] for p in pairs], dtype=np.int64)
+        flat = np.zeros(len(pairs), np.float32)
         with torch.inference_mode():
-            for s in range(0, len(pairs), chunk):
-                part = pairs[s:s + chunk]
-                flat.append(self._logits([c for c, _ in part], [[x] for _, x in part])[:, 0].cpu().numpy())
-        flat = np.concatenate(flat) if flat else np.zeros(0)
+            for part in length_passes(lengths, self.lower.batch_tokens, multiple=1):
+                flat[part] = self._logits([pairs[i][0] for i in part], [[pairs[i][1]] for i in part])[:, 0].cpu().numpy()
         bounds = np.cumsum([0] + [len(ch) for ch in choices])
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]

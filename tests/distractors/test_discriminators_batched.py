@@ -191,5 +191,30 @@ def test_token_rows_pad_as_the_tokenizer_does(tmp_path):
                                                                   reverse=True)
 
 
+def test_paper_preset_sets_the_papers_discriminator(tmp_path):
+    """preset = "paper": the full transformer, 3 epochs, lr 1e-5, batch 4, 4 distractors, 256 tokens for the
+    settings left at their defaults; a third value for one of them, or the bundled small encoder, is refused."""
+    from csk.errors import ConfigError
+    from csk.runtime import StageContext
+    from csk.store import Store
+    from tasks.distractors.adversarial import adversarial_filter
+    from tests.distractors.test_distractors import EMBED, _af_data, _items
+
+    inst, cands = _af_data()
+    inst, cands = inst.iloc[:10], cands[cands["instance_id"].isin(inst["id"].iloc[:10])]
+    model = tiny_models.multiple_choice(tmp_path / "mc")
+    ctx = StageContext(Store(tmp_path / "s"), "cicero", "adversarial_filter")
+    out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, model=str(model), preset="paper",
+                             max_iterations=1, ctx=ctx)
+    used = ctx.models[0]
+    assert (used["trained"], used["epochs"], used["lr"], used["max_length"]) == ("all layers", 3, 1e-5, 256)
+    assert out.notes["discriminator"] == "transformer" and out.notes["preset"] == "paper"
+    assert (out.data["distractors"].map(len) == 4).all()
+    with pytest.raises(ConfigError, match="epochs = 3, and epochs is set to 5"):
+        adversarial_filter(_items(inst), cands, embed=EMBED, model=str(model), preset="paper", epochs=5)
+    with pytest.raises(ConfigError, match="roberta-large directory"):
+        adversarial_filter(_items(inst), cands, embed=EMBED, preset="paper")
+
+
 if __name__ == "__main__":
     pytest.main([__file__])
