@@ -216,5 +216,27 @@ def test_paper_preset_sets_the_papers_discriminator(tmp_path):
         adversarial_filter(_items(inst), cands, embed=EMBED, preset="paper")
 
 
+def test_nli_scores_in_length_passes_are_each_pairs_own(tmp_path):
+    """The NLI filter's pairs run longest first in passes: each pair's probabilities are those of the pair
+    scored alone (fp32, float rounding)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from tasks.distractors.candidate_filter import nli_scores
+
+    model = tiny_models.nli(tmp_path / "nli")
+    contexts, choices, _ = _mc_task(6)
+    premises = [c for c, ch in zip(contexts, choices) for _ in ch]
+    hypotheses = [x for ch in choices for x in ch]
+    p, labels = nli_scores(premises, hypotheses, model, batch_size=4)
+    tok = AutoTokenizer.from_pretrained(model)
+    ref = AutoModelForSequenceClassification.from_pretrained(model).eval()
+    with torch.inference_mode():
+        alone = [torch.softmax(ref(**tok(a, b, truncation=True, max_length=256, return_tensors="pt")).logits, -1)[0]
+                 for a, b in zip(premises, hypotheses)]
+    np.testing.assert_allclose(p, [float(x[2]) for x in alone], rtol=1e-5, atol=1e-6)
+    assert labels == [ref.config.id2label[int(x.argmax())] for x in alone]
+
+
 if __name__ == "__main__":
     pytest.main([__file__])
