@@ -2,7 +2,7 @@
 counterfactual generator and the NLI filter beside it: model FLOPs utilisation of each.
 
     python bench/af_gpu.py --out DIR [--small] [--instances 53000] [--measure N]
-        [--af-cap 270] [--t5-cap 75] [--nli-cap 45] [--peak-tflops P]
+        [--af-cap 240] [--t5-cap 75] [--nli-cap 60] [--peak-tflops P]
 
 Sections, each in a child process killed at its cap (seconds), each writing DIR/<section>.json as soon as
 it has a figure (its stderr, progress bars included, in DIR/<section>.log), all gathered in DIR/af_gpu.json
@@ -244,7 +244,7 @@ def section_af(args, rep: Report, work: Path) -> None:
         return make_discriminator_factory(PAPER["discriminator"], model=str(model_dir), epochs=EPOCHS, lr=LR, batch_size=BATCH,
                                           seed=0, max_length=max_length)
 
-    # calibration: seconds per fit step (after a warm-up fit), to size the measured round to the cap
+    # calibration: two short fits (the slope is a step; the rest is loading and warm-up), to size the round
     view, pools = af_data(BATCH * 24, cfg.vocab_size, 1, max_length)
     calib = view.head(BATCH * 24)
     contexts = calib["context"].tolist()
@@ -445,9 +445,9 @@ def main() -> None:
     ap.add_argument("--instances", type=int, default=53000, help="AF instances projected to (CICERO's 53K)")
     ap.add_argument("--measure", type=int, default=0, help="instances of the measured round (0: what fits the cap)")
     ap.add_argument("--sections", default=",".join(SECTIONS))
-    ap.add_argument("--af-cap", type=float, default=270.0, help="seconds")
+    ap.add_argument("--af-cap", type=float, default=240.0, help="seconds")
     ap.add_argument("--t5-cap", type=float, default=75.0, help="seconds")
-    ap.add_argument("--nli-cap", type=float, default=45.0, help="seconds")
+    ap.add_argument("--nli-cap", type=float, default=60.0, help="seconds")
     ap.add_argument("--peak-tflops", type=float, default=None, help="bf16 dense peak (default: by the GPU's name)")
     ap.add_argument("--section", default=None, help=argparse.SUPPRESS)  # a child's one section
     args = ap.parse_args()
