@@ -137,7 +137,7 @@ def save_model(model, out: Path, dtype: str = "float32") -> int:
 
     n = sum(p.numel() for name, p in model.named_parameters() if "embed" not in name and "shared" not in name
             and "lm_head" not in name)
-    model.to(getattr(torch, dtype)).save_pretrained(out)
+    model.to(device="cpu", dtype=getattr(torch, dtype)).save_pretrained(out)  # built on the GPU: written from host memory
     return n
 
 
