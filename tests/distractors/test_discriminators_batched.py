@@ -153,6 +153,24 @@ def test_micro_batches_add_up_to_the_step(tmp_path, monkeypatch):
     assert all(torch.allclose(whole[k], split[k], rtol=1e-4, atol=1e-4 * scale) for k in whole)
 
 
+def test_group_by_length_orders_each_epoch_into_steps_of_similar_length():
+    """group_by_length: every instance once an epoch, each step's instances neighbours in length (a megabatch
+    of 50 steps sorted), the steps in a seeded random order; off, the plain permutation of the per-step path."""
+    from csk import compute
+    from tasks.distractors.discriminators import TransformerMC
+
+    lengths = np.random.default_rng(0).integers(20, 256, 800)
+    plain = TransformerMC("unused", batch_size=4, device="cpu")._order(compute.rng(0, "x"), lengths)
+    assert np.array_equal(plain, compute.rng(0, "x").permutation(800))
+    order = TransformerMC("unused", batch_size=4, device="cpu", group_by_length=True)._order(compute.rng(0, "x"),
+                                                                                            lengths)
+    assert sorted(order.tolist()) == list(range(800))
+    spread = lambda o: np.mean([np.ptp(lengths[o[s:s + 4]]) for s in range(0, 800, 4)])  # noqa: E731
+    assert spread(order) < 0.2 * spread(plain)
+    firsts = [int(lengths[order[s]]) for s in range(0, 800, 4)]
+    assert firsts != sorted(firsts, reverse=True)  # the steps themselves are shuffled
+
+
 def test_batched_scores_within_bf16_rounding(tmp_path, monkeypatch):
     from tasks.distractors.discriminators import TransformerMC
 
