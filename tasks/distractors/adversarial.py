@@ -32,7 +32,8 @@ from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.keys import group_order, instance_keys
 from tasks.distractors.placement import REWRITES, placement
-from tasks.distractors.discriminators import CachedTransformerMC, FrozenLower, LinearProbe, TransformerMC
+from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,
+                                              TransformerMC, apply_preset)
 from tasks.embed import EmbedSpec, open_embedder
 from tasks.plots import hist_png, line_png
 
@@ -399,7 +400,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                        epsilon: float = 0.01, noise_z: float = 2.0,
                        min_held_out: int = 3, chance_alpha: float = 0.01, max_rewrites: int = 2, max_reuse: int = 3,
                        epochs: int = 2, lr: float | None = None, batch_size: int = 8, trainable_layers: int = 1,
-                       max_length: int = 128, ctx: StageContext | None = None) -> StageOutput:
+                       max_length: int = 128, preset: Literal["", "paper"] = "",
+                       ctx: StageContext | None = None) -> StageOutput:
     """Choose each instance's distractors from its filtered pool by adversarial filtering.
 
     Args:
@@ -441,7 +443,21 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
         max_length: transformer tokens per (context, choice) pair: question, target and the utterances
             nearest the target that fit (tasks/distractors/window.py; the manifest's `reads` says how much of
             each dialogue the discriminator saw)
+        preset: "paper": the paper's AF (discriminator transformer, 3 epochs, lr 1e-5, batch_size 4,
+            n_distractors 4, max_length 256 of the dialogue window) for the settings left at their defaults;
+            model must then name a roberta-large directory
     """
+    if preset:
+        import inspect
+
+        defaults = {k: p.default for k, p in inspect.signature(adversarial_filter).parameters.items()}
+        keys = list(AF_PRESETS.get(preset, {}))
+        s = apply_preset(preset, {k: v for k, v in locals().items() if k in keys}, defaults)
+        discriminator, epochs, lr, batch_size, n_distractors, max_length = (
+            s["discriminator"], s["epochs"], s["lr"], s["batch_size"], s["n_distractors"], s["max_length"])
+        if model == defaults["model"]:
+            raise ConfigError(f"adversarial_filter: preset = {preset!r} is the paper's roberta-large discriminator; "
+                              f"set model to a roberta-large directory (the default {model} is a small encoder)")
     view = instances
     pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in candidates.groupby("instance_id", sort=False)}
     # Published choices all correct: no slot to fill, the item passes as published (it trains no
@@ -528,7 +544,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
     return StageOutput(data=data, rejected=rejected if len(rejected) else None, rows_in=len(instances),
                        files={"af_accuracy.png": plot, "af_held_out.png": held_plot,
                               "af_instances.parquet": to_parquet_bytes(per_instance)},
-                       notes={"discriminator": discriminator, "iterations": len(history),
+                       notes={"discriminator": discriminator, "preset": preset or None, "iterations": len(history),
                               "stopped": history[-1].get("stop") if history else None, "history": history,
                               "as_published": len(passed),  # every published choice correct: nothing to rebuild
                               "held_out_times": coverage, "af_instances": "af_instances.parquet",

@@ -29,29 +29,43 @@ def contradiction_label(id2label: dict) -> int:
 
 
 def nli_scores(premises: list[str], hypotheses: list[str], path, batch_size: int = 32) -> tuple[np.ndarray, list[str]]:
-    """P(contradiction) and the argmax label for each (premise, hypothesis) pair."""
+    """P(contradiction) and the argmax label for each (premise, hypothesis) pair.
+
+    The pairs are tokenised once and run longest first (`length_passes`): passes of `batch_size` pairs on a
+    CPU; on CUDA as many pairs as fill 64K padded tokens (256 pairs at 256 tokens), bf16 autocast, and one copy
+    of the probabilities to the host at the end. A pair's probabilities do not depend on the pairs beside it
+    (up to float rounding)."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from csk.progress import track
+    from csk.progress import progress
+    from tasks.distractors.discriminators import TokenRows, length_passes
 
     device = compute.device()
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     model = AutoModelForSequenceClassification.from_pretrained(str(path), **pretrained_kwargs(path)).to(device).eval()
     id2label = {int(k): v for k, v in model.config.id2label.items()}
     contra = contradiction_label(id2label)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
-    probs, labels = [], []
-    for s in track(range(0, len(premises), batch_size), len(premises), "NLI", unit="pairs", step=batch_size,
-                   disable=len(premises) < 8 * batch_size):
-        enc = tok(premises[s:s + batch_size], hypotheses[s:s + batch_size], return_tensors="pt", padding=True,
-                  truncation=True, max_length=256).to(device)
-        with torch.inference_mode(), autocast:
-            logits = model(**enc).logits.float()
-        p = torch.softmax(logits, dim=-1).cpu().numpy()
-        probs.append(p[:, contra])
-        labels += [id2label[int(i)] for i in p.argmax(1)]
-    return (np.concatenate(probs) if probs else np.zeros(0)), labels
+    cuda = device.startswith("cuda")
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else torch.autocast("cpu", enabled=False)
+    rows = TokenRows(tok, list(premises), list(hypotheses), 256)
+    multiple = 8 if cuda else 1
+    passes = (length_passes(rows.lengths, 65536, multiple) if cuda else
+              length_passes(rows.lengths, 10**12, 1, max_rows=batch_size))
+    probs = torch.zeros((len(rows), len(id2label)), dtype=torch.float32, device=device)
+    with progress(len(rows), "NLI", unit="pairs", disable=len(rows) < 8 * batch_size) as bar, torch.inference_mode():
+        for part in passes:
+            width = -(-int(rows.lengths[part].max()) // multiple) * multiple
+            enc = {k: torch.from_numpy(v) for k, v in rows.batch(part, width).items()}
+            if cuda:  # pinned memory, copied without blocking: the host prepares the next pass meanwhile
+                enc = {k: v.pin_memory().to(device, non_blocking=True) for k, v in enc.items()}
+            index = torch.from_numpy(part).to(device)
+            with autocast:
+                logits = model(**enc).logits.float()
+            probs[index] = torch.softmax(logits, dim=-1)
+            bar.update(len(part))
+    p = probs.cpu().numpy()
+    return p[:, contra], [id2label[int(i)] for i in p.argmax(1)]
 
 
 PAPER_EMBEDDER = EmbedSpec(model="split-package:all-mpnet-base-v2")

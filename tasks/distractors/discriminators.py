@@ -24,6 +24,32 @@ from csk.progress import progress
 from csk.models import pretrained_kwargs
 
 
+# The paper's adversarial filtering (CICERO, Ghosal et al. 2022, after Zellers et al. 2018): a fresh
+# roberta-large fine-tuned every round, 3 epochs, AdamW lr 1e-5, effective batch 4, 5 choices (gold + 4),
+# 256 tokens per (context, choice) pair (the dialogue window; up to 512 where the window is longer).
+# `adversarial_filter(preset="paper")` takes these; the model stays a setting (no roberta-large is bundled).
+AF_PRESETS: dict[str, dict] = {
+    "paper": {"discriminator": "transformer", "epochs": 3, "lr": 1e-5, "batch_size": 4, "n_distractors": 4,
+              "max_length": 256},
+}
+
+
+def apply_preset(name: str, given: dict, defaults: dict) -> dict:
+    """`given` settings with preset `name`'s values: a setting left at its default takes the preset's, one set
+    to the preset's value is kept, one set to a third value is an error (a preset never hides a choice)."""
+    from csk.errors import ConfigError
+
+    if name not in AF_PRESETS:
+        raise ConfigError(f"unknown adversarial_filter preset {name!r}; choose from {', '.join(AF_PRESETS)}")
+    out = dict(given)
+    for key, value in AF_PRESETS[name].items():
+        if given[key] not in (defaults[key], value):
+            raise ConfigError(f"adversarial_filter: preset = {name!r} sets {key} = {value!r}, and {key} is set to "
+                              f"{given[key]!r}; leave {key} at its default or drop the preset")
+        out[key] = value
+    return out
+
+
 class LinearProbe:
     name = "linear-probe"
 
@@ -143,11 +169,95 @@ class ProbeFamily:
         return grid.argmax(axis=2)
 
 
+class TokenRows:
+    """The (context, choice) pairs of one fit or score, tokenised once (`tokenizer(first, second,
+    truncation=True, max_length)`, as a per-step call would) and kept as one flat int32 array with offsets:
+    53K instances x 5 choices x 256 tokens as Python lists would hold gigabytes of int objects. `batch`
+    pads any subset of rows exactly as the tokenizer's `padding=True` does (its side, pad id, a zero type
+    and attention), so a step's tensors are the bytes a per-step tokenizer call gave."""
+
+    BLOCK = 8192  # pairs tokenised at a time: the tokenizer's own lists of a block are freed before the next
+
+    def __init__(self, tokenizer, first: list[str], second: list[str], max_length: int):
+        ids, types, lengths = [], [], []
+        self.has_types = None
+        for s in range(0, len(first), self.BLOCK):
+            enc = tokenizer(first[s:s + self.BLOCK], second[s:s + self.BLOCK], truncation=True, max_length=max_length,
+                            return_attention_mask=False)
+            if self.has_types is None:
+                self.has_types = "token_type_ids" in enc
+            block = enc["input_ids"]
+            lengths.append(np.fromiter(map(len, block), np.int64, len(block)))
+            ids.append(np.fromiter((t for x in block for t in x), np.int32))
+            if self.has_types:
+                types.append(np.fromiter((t for x in enc["token_type_ids"] for t in x), np.int8))
+        self.lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(self.lengths)])
+        self.ids = np.concatenate(ids) if ids else np.zeros(0, np.int32)
+        self.types = np.concatenate(types) if self.has_types and types else None
+        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.type_pad = getattr(tokenizer, "pad_token_type_id", 0)
+        self.left = getattr(tokenizer, "padding_side", "right") == "left"
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def batch(self, rows: np.ndarray, width: int | None = None) -> dict[str, np.ndarray]:
+        """input_ids / attention_mask (/ token_type_ids) of `rows`, padded to `width` (default: their longest)."""
+        width = int(self.lengths[rows].max()) if width is None else width
+        ids = np.full((len(rows), width), self.pad, np.int64)
+        mask = np.zeros((len(rows), width), np.int64)
+        types = np.full((len(rows), width), self.type_pad, np.int64) if self.types is not None else None
+        for r, i in enumerate(rows):
+            a, b = self.starts[i], self.starts[i + 1]
+            at = slice(width - (b - a), width) if self.left else slice(0, b - a)
+            ids[r, at] = self.ids[a:b]
+            mask[r, at] = 1
+            if types is not None:
+                types[r, at] = self.types[a:b]
+        out = {"input_ids": ids, "attention_mask": mask}
+        if types is not None:
+            out["token_type_ids"] = types
+        return out
+
+
+def length_passes(lengths: np.ndarray, batch_tokens: int, multiple: int = 8, max_rows: int = 4096) -> list[np.ndarray]:
+    """Rows grouped into forward passes by length: sorted (longest first, ties by position), each pass as many
+    rows as fit `batch_tokens` padded tokens at its own longest row rounded up to `multiple` (tensor-core
+    shapes on a GPU). Little padding, and every pass near the budget."""
+    order = np.lexsort((np.arange(len(lengths)), -lengths))
+    passes, s = [], 0
+    while s < len(order):
+        width = -(-int(lengths[order[s]]) // multiple) * multiple
+        n = max(1, min(max_rows, batch_tokens // max(width, 1)))
+        passes.append(order[s:s + n])
+        s += n
+    return passes
+
+
 class TransformerMC:
+    """Every layer of a multiple-choice model fine-tuned from the pretrained weights on each `fit` (the
+    paper's discriminator), batched by tokens:
+
+    * the pairs of a fit and of a score are tokenised once (`TokenRows`), not once per step;
+    * a fit step holds `batch_size` instances (the effective batch, a training setting: the paper's 4) laid
+      out as before (instances x their most choices x the step's longest pair, padding choices masked), so
+      on a CPU in fp32 a fit is the same bytes as a per-step tokenizer call gave; a step above
+      `batch_tokens` padded tokens is split into micro-batches of whole instances whose gradients add up
+      (the loss of each weighted by its share of the step); `group_by_length` draws each step's instances
+      among neighbours in length (HuggingFace's megabatch grouping: less padding, a little less random);
+    * scoring runs the (context, choice) pairs of all instances together, longest first, in passes of
+      `batch_tokens` padded tokens (`length_passes`): the multiple-choice head scores each pair on its own,
+      so a pair's logit does not depend on which pairs share its pass (up to float rounding);
+    * on CUDA: bf16 autocast over fp32 master weights, fused AdamW, inputs copied from pinned memory without
+      blocking, and no read of a device value until the scores are complete (no host synchronisation per
+      step); SDPA attention where the model has it (transformers' default)."""
+
     name = "transformer"
 
     def __init__(self, model_dir: str, epochs: int = 3, lr: float = 1e-5, batch_size: int = 8, max_length: int = 256,
-                 seed: int = 0, device: str | None = None, weight_decay: float = 0.01, warmup: float = 0.1):
+                 seed: int = 0, device: str | None = None, weight_decay: float = 0.01, warmup: float = 0.1,
+                 batch_tokens: int | None = None, group_by_length: bool = False):
 
         self.model_dir = str(model_dir)
         self.epochs = epochs
@@ -158,6 +268,12 @@ class TransformerMC:
         self.weight_decay = weight_decay
         self.warmup = warmup
         self.device = device or compute.device()
+        cuda = self.device.startswith("cuda")
+        # padded tokens per forward pass: on a GPU large passes keep the card busy (roberta-large at 64K tokens
+        # holds a few GiB of activations in inference); on a CPU a fit step of today's sizes (8 instances x 5
+        # choices x 256 tokens = 10K) stays one pass, so its bytes stay those of the per-step path
+        self.batch_tokens = batch_tokens or (65536 if cuda else 32768)
+        self.group_by_length = group_by_length
         self.model = None
         self.tokenizer = None
         self.fits = 0
@@ -172,27 +288,26 @@ class TransformerMC:
     def _autocast(self):
         return compute.autocast(self.precision, self.device)
 
-    def _encode(self, contexts: list[str], choices: list[list[str]]):
-        width = max(len(ch) for ch in choices)
-        first, second, mask = [], [], []
-        for c, ch in zip(contexts, choices):
-            padded = list(ch) + [""] * (width - len(ch))
-            first += [c] * width
-            second += padded
-            mask.append([1] * len(ch) + [0] * (width - len(ch)))
-        enc = self.tokenizer(first, second, truncation=True, max_length=self.max_length, padding=True,
-                             return_tensors="pt")
-        enc = {k: v.view(len(contexts), width, -1).to(self.device) for k, v in enc.items()}
+    def _tensors(self, arrays: dict[str, np.ndarray]) -> dict:
+        """numpy -> device tensors; on CUDA through pinned memory and a non-blocking copy, so the host
+        queues the next step while the card runs this one (the caching host allocator keeps a pinned
+        buffer until its copy is done)."""
         import torch
 
-        return enc, torch.tensor(mask, dtype=torch.bool, device=self.device)
+        out = {}
+        for k, v in arrays.items():
+            t = torch.from_numpy(v)
+            if self.device.startswith("cuda"):
+                t = t.pin_memory().to(self.device, non_blocking=True)
+            elif self.device != "cpu":
+                t = t.to(self.device)
+            out[k] = t
+        return out
 
-    def fit(self, contexts: list[str], choices: list[list[str]], gold: list[int]) -> "TransformerMC":
+    def _load(self):
         import torch
-        from transformers import AutoModelForMultipleChoice, AutoTokenizer, get_linear_schedule_with_warmup
+        from transformers import AutoModelForMultipleChoice, AutoTokenizer
 
-        torch.manual_seed(self.seed + self.fits)
-        self.fits += 1
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
         # A fresh discriminator from the pretrained weights every iteration (Zellers et al. 2018).
         try:
@@ -204,25 +319,43 @@ class TransformerMC:
             self.model = AutoModelForMultipleChoice.from_pretrained(
                 self.model_dir, **pretrained_kwargs(self.model_dir), dtype=torch.float32,
                 attn_implementation="eager").to(self.device)
-        opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+
+    def _order(self, rng, lengths: np.ndarray) -> np.ndarray:
+        """One epoch's instance order: a seeded permutation; with group_by_length, each megabatch of 50 steps
+        sorted by length (longest first) and its steps shuffled, so a step's instances have similar lengths."""
+        order = rng.permutation(len(lengths))
+        if not self.group_by_length:
+            return order
+        mega = 50 * self.batch_size
+        steps = []
+        for s in range(0, len(order), mega):
+            part = order[s:s + mega]
+            part = part[np.argsort(-lengths[part], kind="stable")]
+            steps += [part[k:k + self.batch_size] for k in range(0, len(part), self.batch_size)]
+        return np.concatenate([steps[i] for i in rng.permutation(len(steps))]) if steps else order
+
+    def fit(self, contexts: list[str], choices: list[list[str]], gold: list[int]) -> "TransformerMC":
+        import torch
+        from transformers import get_linear_schedule_with_warmup
+
+        torch.manual_seed(self.seed + self.fits)
+        self.fits += 1
+        self._load()
+        cuda = self.device.startswith("cuda")
+        opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.weight_decay,
+                                **({"fused": True} if cuda else {}))
         steps = self.epochs * ((len(contexts) + self.batch_size - 1) // self.batch_size)
         sched = get_linear_schedule_with_warmup(opt, int(self.warmup * steps), max(steps, 1))
         rng = compute.rng(self.seed, "mc-batches", self.fits)
+        data = self._fit_rows(contexts, choices, gold)
         self.model.train()
         from csk.progress import Progress
 
         bar = Progress(steps, f"AF discriminator (fit {self.fits})", unit="steps", disable=steps < 50)
         for _ in range(self.epochs):
-            order = rng.permutation(len(contexts))
+            order = self._order(rng, data["longest"])
             for s in range(0, len(order), self.batch_size):
-                idx = order[s:s + self.batch_size]
-                enc, mask = self._encode([contexts[i] for i in idx], [choices[i] for i in idx])
-                labels = torch.tensor([gold[i] for i in idx], device=self.device)
-                with self._autocast():
-                    logits = self.model(**enc).logits.float()
-                logits = logits.masked_fill(~mask, -1e4)
-                loss = torch.nn.functional.cross_entropy(logits, labels)
-                loss.backward()
+                self._backward(data, order[s:s + self.batch_size])
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
                 opt.step()
                 sched.step()
@@ -232,19 +365,66 @@ class TransformerMC:
         self.model.eval()
         return self
 
-    def score(self, contexts: list[str], choices: list[list[str]], chunk: int = 8) -> list[np.ndarray]:
+    def _fit_rows(self, contexts: list[str], choices: list[list[str]], gold: list[int]) -> dict:
+        """A fit's pairs, tokenised once: every (context, choice), then one (context, "") row per instance,
+        the padding choice of a step whose instances have fewer choices than its widest (masked out of the
+        loss, as before)."""
+        n_choices = np.asarray([len(ch) for ch in choices])
+        first = [c for c, ch in zip(contexts, choices) for _ in ch] + list(contexts)
+        second = [x for ch in choices for x in ch] + [""] * len(contexts)
+        rows = TokenRows(self.tokenizer, first, second, self.max_length)
+        row0 = np.concatenate([[0], np.cumsum(n_choices)])
+        longest = np.asarray([rows.lengths[row0[i]:row0[i + 1]].max(initial=0) for i in range(len(contexts))])
+        return {"rows": rows, "row0": row0, "blank0": int(row0[-1]), "n_choices": n_choices, "longest": longest,
+                "gold": np.asarray(gold, dtype=np.int64)}
+
+    def _backward(self, data: dict, idx: np.ndarray) -> int:
+        """The gradient of one step's mean loss over instances `idx`, laid out as a per-step tokenizer call
+        did (instances x their most choices x the step's longest pair); in micro-batches of whole instances
+        when that is above batch_tokens, each loss weighted by its share. Returns the micro-batches."""
         import torch
 
-        out = []
+        rows, row0, blank0, n_choices = data["rows"], data["row0"], data["blank0"], data["n_choices"]
+        width = int(n_choices[idx].max())
+        short = n_choices[idx] < width
+        length = int(max(data["longest"][idx].max(), rows.lengths[blank0 + idx[short]].max(initial=0)))
+        per = max(1, self.batch_tokens // max(width * length, 1))
+        for m in range(0, len(idx), per):
+            part = idx[m:m + per]
+            layout = np.asarray([row0[i] + j if j < n_choices[i] else blank0 + i for i in part for j in range(width)])
+            enc = self._tensors({k: v.reshape(len(part), width, -1) for k, v in rows.batch(layout, length).items()})
+            extra = self._tensors({"mask": np.arange(width)[None, :] < n_choices[part][:, None],
+                                   "labels": data["gold"][part]})
+            with self._autocast():
+                logits = self.model(**enc).logits.float()
+            loss = torch.nn.functional.cross_entropy(logits.masked_fill(~extra["mask"], -1e4), extra["labels"])
+            if len(part) < len(idx):  # the step's mean loss, summed over its micro-batches
+                loss = loss * (len(part) / len(idx))
+            loss.backward()
+        return -(-len(idx) // per)
+
+    def score(self, contexts: list[str], choices: list[list[str]]) -> list[np.ndarray]:
+        """Every choice's logit. The pairs of all instances, tokenised once, run longest first in passes of
+        `batch_tokens` padded tokens; one copy of the logits to the host at the end."""
+        import torch
+
+        n_choices = [len(ch) for ch in choices]
+        rows = TokenRows(self.tokenizer, [c for c, ch in zip(contexts, choices) for _ in ch],
+                         [x for ch in choices for x in ch], self.max_length)
+        flat = torch.empty(len(rows), dtype=torch.float32, device=self.device)
+        multiple = 8 if self.device.startswith("cuda") else 1
         with torch.inference_mode():
-            for c, ch in zip(contexts, choices):
-                parts = []
-                for s in range(0, len(ch), chunk):  # choices are scored independently by the MC head
-                    enc, _ = self._encode([c], [list(ch[s:s + chunk])])
-                    with self._autocast():
-                        parts.append(self.model(**enc).logits.float()[0, :len(ch[s:s + chunk])].cpu().numpy())
-                out.append(np.concatenate(parts) if parts else np.zeros(0))
-        return out
+            for part in length_passes(rows.lengths, self.batch_tokens, multiple):
+                width = -(-int(rows.lengths[part].max()) // multiple) * multiple
+                # a pass is one instance of len(part) choices to the multiple-choice model: it flattens
+                # (instances, choices, tokens) to rows and scores each row on its own
+                enc = self._tensors({k: v[None] for k, v in rows.batch(part, width).items()})
+                with self._autocast():
+                    logits = self.model(**enc).logits.float()[0]
+                flat[self._tensors({"i": part})["i"]] = logits
+        flat = flat.cpu().numpy()
+        bounds = np.cumsum([0] + n_choices)
+        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 LONG_PAIRS = 20000  # a pass over more new pairs than this shows progress (minutes on a CPU)
@@ -555,18 +735,18 @@ class CachedTransformerMC:
                 opt.zero_grad()
                 bar.update(1)
 
-    def score(self, contexts: list[str], choices: list[list[str]], chunk: int = 64) -> list[np.ndarray]:
-        """Every choice's logit; the head scores each (context, choice) pair on its own, so pairs of many
-        instances share a pass."""
+    def score(self, contexts: list[str], choices: list[list[str]]) -> list[np.ndarray]:
+        """Every choice's logit; the head scores each (context, choice) pair on its own, so the pairs of all
+        instances share passes: longest first, each pass `lower.batch_tokens` padded tokens
+        (`length_passes`), far less padding than passes in instance order."""
         import torch
 
         pairs = [(c, x) for c, ch in zip(contexts, choices) for x in ch]
         self.lower.ensure(pairs)
-        flat = []
+        lengths = np.asarray([self.lower.cache.index[p][1] for p in pairs], dtype=np.int64)
+        flat = np.zeros(len(pairs), np.float32)
         with torch.inference_mode():
-            for s in range(0, len(pairs), chunk):
-                part = pairs[s:s + chunk]
-                flat.append(self._logits([c for c, _ in part], [[x] for _, x in part])[:, 0].cpu().numpy())
-        flat = np.concatenate(flat) if flat else np.zeros(0)
+            for part in length_passes(lengths, self.lower.batch_tokens, multiple=1):
+                flat[part] = self._logits([pairs[i][0] for i in part], [[pairs[i][1]] for i in part])[:, 0].cpu().numpy()
         bounds = np.cumsum([0] + [len(ch) for ch in choices])
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
