@@ -116,11 +116,12 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     split_of = dict(zip(view["id"], view["split"].astype(str))) if "split" in view.columns else {}
     used: dict[tuple[str, str], int] = {}  # (split, text) -> instances holding it as a distractor
 
-    def fits(iid: str, cid: str, holding: list[str], leaving: str | None = None, reuse: int = max_reuse) -> bool:
+    def fits(iid: str, cid: str, holding: list[str], leaving: str | None = None, reuse: int = max_reuse,
+             rewrites_cap: int = max_rewrites) -> bool:
         """May instance `iid`, holding `holding` (minus `leaving`), take candidate `cid`?"""
-        if max_rewrites and generator_of.get(cid) in REWRITES:
+        if rewrites_cap and generator_of.get(cid) in REWRITES:
             rewrites = sum(generator_of.get(c) in REWRITES for c in holding if c != leaving)
-            if rewrites >= max_rewrites:
+            if rewrites >= rewrites_cap:
                 return False
         if reuse:
             key = (split_of.get(iid, ""), text[cid].strip().lower())
@@ -153,15 +154,15 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
                 hold(inst.id, cid, +1)
         state[inst.id] = {"distractors": chosen, "unused": [c for c in order if c not in chosen], "swaps": 0,
                           "initial": list(chosen), "held_out_rounds": [], "swap_rounds": [], "k": k}
-    # An item whose candidates are all popular texts (answers that many items retrieve) would be starved by
-    # the items before it: a second pass lets it reach twice max_reuse, so one text stays in a few items of
-    # a split and nearly every item is filled (the manifest counts the texts above max_reuse).
-    if max_reuse:
+    # An item whose candidates are all popular texts (answers that many items retrieve), or all rewrites of
+    # its own answers, would go unfilled: a second pass lets it reach twice max_reuse and max_rewrites
+    # rewrites for every slot, so nearly every item is filled (the manifest counts texts above max_reuse).
+    if max_reuse or max_rewrites:
         for iid, st in state.items():
             for cid in list(st["unused"]):
                 if len(st["distractors"]) >= st["k"]:
                     break
-                if fits(iid, cid, st["distractors"], reuse=2 * max_reuse):
+                if fits(iid, cid, st["distractors"], reuse=2 * max_reuse, rewrites_cap=0):
                     st["distractors"].append(cid)
                     st["unused"].remove(cid)
                     hold(iid, cid, +1)
@@ -398,7 +399,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                        n_distractors: int = 4, max_iterations: int = 50, held_out: float = 0.2, max_swaps: int = 2,
                        swap_rule: Literal["paper", "max", "hellaswag"] = "paper", window: int = 2,
                        epsilon: float = 0.01, noise_z: float = 2.0,
-                       min_held_out: int = 3, chance_alpha: float = 0.01, max_rewrites: int = 2, max_reuse: int = 3,
+                       min_held_out: int = 3, chance_alpha: float = 0.01, max_rewrites: int = 1, max_reuse: int = 3,
                        epochs: int = 2, lr: float | None = None, batch_size: int = 8, trainable_layers: int = 1,
                        max_length: int = 128, preset: Literal["", "paper"] = "",
                        ctx: StageContext | None = None) -> StageOutput:
@@ -431,8 +432,10 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
         chance_alpha: a round swaps only where its discriminator orders the held-out (gold, distractor) pairs
             better than chance by a one-sided rank test at this level (`beats_chance`); else the items keep what they hold
             (on a small file: their in-place start); 1: no test
-        max_rewrites: most distractors of one instance that are rewrites of its own gold (the lexical
-            generator's): more would make the gold the centre of its near-copies, a giveaway; 0: no limit
+        max_rewrites: most distractors of one instance that are rewrites of its own correct answers (the
+            lexical and grounded generators'): more make near-copy sets (two blind readers found 96 of 120
+            rebuilt sets near-copies at 2), a giveaway; an item that could not be filled otherwise takes
+            more; 0: no limit
         max_reuse: most instances of one split that may hold the same text as a distractor (a retrieved
             answer that fits many dialogues recurs otherwise); an item that could not be filled otherwise may
             take a text up to twice this often (the manifest counts such texts); 0: no limit

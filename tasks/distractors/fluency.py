@@ -3,7 +3,8 @@ and for a fine-tuned model, even when a linear probe on sentence embeddings cann
 
 Every rewrite of `tasks.distractors.lexical` is compared with the answer it came from; a check fails
 only on a problem the rewrite introduced (an answer that was already ungrammatical does not condemn its
-rewrites). The checks, each a rule with its reason:
+rewrites), except that a rewrite of an answer that is already broken is left out (`broken_answer`). The
+checks, each a rule with its reason:
 
 * `fixed_phrase`: a word inside a fixed expression was rewritten ("as soon as possible" -> "as soon as
   impossible", "of course" -> "of courses"): the lexicon below, written for this project;
@@ -12,6 +13,10 @@ rewrites). The checks, each a rule with its reason:
   is" / "there are" disagrees with what follows ("there is only four trips");
 * `article`: an indefinite article before a word that takes the other one ("a opened room"; inflect
   decides a / an by sound: "an hour", "a one-way ticket");
+* `broken_answer`: the answer being rewritten is itself ungrammatical (the parser's agreement checks):
+  its rewrites read as broken English (two blind readers marked them so);
+* `part_of_speech` (spaCy's tagger): a word replaced one for one is read as another part of speech in the
+  rewrite ("all the help" -> "all the hinder": a verb where a noun was);
 * `role_collapse`: two people of the answer became one ("the speaker ... the listener's" -> "the
   speaker ... the speaker's").
 """
@@ -35,7 +40,7 @@ FIXED_PHRASES = tuple(sorted({
     "would rather", "thank you", "you're welcome", "excuse me", "long time no see", "make up one's mind",
     "make a living", "keep in touch", "in front of", "in spite of", "on the other hand",
 }, key=lambda p: (-len(p), p)))  # (dates such as "last night" are the entity swap's to exchange, not fixed)
-CHECKS = ("fixed_phrase", "number_agreement", "article", "role_collapse")
+CHECKS = ("broken_answer", "fixed_phrase", "number_agreement", "part_of_speech", "article", "role_collapse")
 # The people an answer talks about: a rewrite that leaves one where the answer had two ("The speaker
 # agrees with the listener's decision" -> "The speaker agrees with the speaker's decision") is nonsense.
 ROLE_NOUNS = re.compile(r"(?<![\w'’])(speaker|listener|man|woman|boy|girl|husband|wife|customer|clerk|doctor|patient)"
@@ -133,9 +138,30 @@ def _new(before: list[str], after: list[str]) -> list[str]:
     return out
 
 
+def pos_changes(before, after) -> list[str]:
+    """Words a rewrite replaced one for one whose part of speech the parser reads differently in the
+    rewrite: an antonym that exists as a verb put where the answer had a noun ("all the help" -> "all the
+    hinder"), a noun where it had a verb."""
+    import difflib
+
+    a, b = [t for t in before if not t.is_punct], [t for t in after if not t.is_punct]
+    out = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, [t.lower_ for t in a], [t.lower_ for t in b],
+                                                      autojunk=False).get_opcodes():
+        if op == "replace" and i2 - i1 == j2 - j1:
+            for x, y in zip(a[i1:i2], b[j1:j2]):
+                coarse = lambda t: {"AUX": "VERB", "PROPN": "NOUN"}.get(t.pos_, t.pos_)  # noqa: E731
+                if coarse(x) != coarse(y) and {coarse(x), coarse(y)} & {"NOUN", "VERB", "ADJ"}:
+                    out.append(f"'{x.text}' ({x.pos_}) became '{y.text}' ({y.pos_})")
+    return out
+
+
 def check(original: str, rewrite: str, parsed: dict) -> tuple[str, str] | None:
     """(check, reason) of the first fluency problem the rewrite introduced, None when it has none.
     `parsed`: text -> spaCy Doc of both texts (parse in batches with `parse`)."""
+    problems = agreement_problems(parsed[original])
+    if problems:  # a rewrite of a broken answer is a broken distractor (two readers marked them so)
+        return "broken_answer", f"the answer it rewrites is itself ungrammatical ({problems[0]})"
     before, after = fixed_phrases(original), fixed_phrases(rewrite)
     broken = [p for p, n in before.items() if after.get(p, 0) < n]
     gained = [p for p, n in after.items() if before.get(p, 0) < n]
@@ -144,6 +170,9 @@ def check(original: str, rewrite: str, parsed: dict) -> tuple[str, str] | None:
     new = _new(agreement_problems(parsed[original]), agreement_problems(parsed[rewrite]))
     if new:
         return "number_agreement", new[0]
+    changed = pos_changes(parsed[original], parsed[rewrite])
+    if changed:
+        return "part_of_speech", changed[0]
     new = _new(article_problems(original), article_problems(rewrite))
     if new:
         return "article", new[0]
