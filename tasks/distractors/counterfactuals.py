@@ -127,13 +127,14 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
         found[inst.id] = pool
     if fluency:  # the parser checks are English: Chinese rewrites are not checked (the manifest says so)
         english = {i: p for i, p in found.items() if i not in zh}
+        known = dialogue_words(view)
         parsed = fl.parse([a for i in english for a in answers[i]] + [t for pool in english.values() for _, t in pool])
         for iid, pool in english.items():
             kept = []
             for rule, text in pool:
                 if checked is not None:
                     checked.append(rule)
-                problem = fl.check(base[(iid, text)], text, parsed)
+                problem = fl.check(base[(iid, text)], text, parsed, known[iid])
                 if problem is None:
                     kept.append((rule, text))
                 elif rejected is not None:
@@ -146,6 +147,39 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
             rng = compute.rng(seed, "counterfactual-fluent-subsample", key_of[iid])
             pool = [pool[i] for i in sorted(rng.choice(len(pool), max_per_answer, replace=False))]
         out[iid] = pool
+    return out
+
+
+def dialogue_words(view: pd.DataFrame) -> dict[str, frozenset[str]]:
+    """Each instance's dialogue words, lower-cased: its names and slang are no typos."""
+    return {i: frozenset(w.lower() for u in _listed(p) for w in re.findall(r"[A-Za-z]+", u))
+            for i, p in zip(view["id"], view["passage"] if "passage" in view.columns else [None] * len(view))}
+
+
+def spelled(found: Pool, view: pd.DataFrame, generator: str, rejected: list[dict], checked: list[str]) -> Pool:
+    """Human-written candidates (answers of this or other dialogues) without a misspelt word
+    (`fluency.misspellings`); the others rejected with the word."""
+    from tasks.distractors import fluency as fl
+
+    zh = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
+    known = dialogue_words(view)
+    gold = dict(zip(view["id"], view["gold"]))
+    parsed = fl.parse([t for i, pool in found.items() if i not in zh for _, t in pool])
+    out: Pool = {}
+    for iid, pool in found.items():
+        if iid in zh:
+            out[iid] = pool
+            continue
+        out[iid] = []
+        for rule, text in pool:
+            checked.append(generator)
+            typos = fl.misspellings(parsed[text], known[iid])
+            if typos:
+                rejected.append({"instance_id": iid, "gold": gold[iid], "candidate": text, "rule": rule,
+                                 "check": "misspelt", "reason": f"'{typos[0]}' is no English word (a typo)",
+                                 "generator": generator})
+            else:
+                out[iid].append((rule, text))
     return out
 
 
@@ -177,13 +211,14 @@ def grounded_pools(view: pd.DataFrame, *, rules: tuple[str, ...], per_rule: int,
                     base[(inst.id, text)] = answer
                     out[inst.id].append((rule, text))
     if fluency and base:
+        known = dialogue_words(view)
         parsed = fl.parse(list({a for a in base.values()}) + [t for _, t in base])
         for iid in list(out):
             kept = []
             for rule, text in out[iid]:
                 if checked is not None:
                     checked.append(rule)
-                problem = fl.check(base[(iid, text)], text, parsed)
+                problem = fl.check(base[(iid, text)], text, parsed, known[iid])
                 if problem is None:
                     kept.append((rule, text))
                 elif rejected is not None:
@@ -527,7 +562,10 @@ def counterfactuals(instances: pd.DataFrame, *,
             raise ConfigError(f"counterfactuals.generators: unknown generator {name!r}; choose from {', '.join(make)}")
         if k and all(len(p) >= min_pool for p in pools.values()):
             break
-        for iid, found in make[name]().items():
+        made = make[name]()
+        if fluency and name in ("dialogue", "retrieval"):  # human-written: typos and all
+            made = spelled(made, view, name, disfluent, checked)
+        for iid, found in made.items():
             room = len(found) if k == 0 else max(0, min_pool - len(pools[iid]))
             for rule, text in found:
                 if room <= 0:

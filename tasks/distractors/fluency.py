@@ -13,8 +13,10 @@ checks, each a rule with its reason:
   is" / "there are" disagrees with what follows ("there is only four trips");
 * `article`: an indefinite article before a word that takes the other one ("a opened room"; inflect
   decides a / an by sound: "an hour", "a one-way ticket");
-* `broken_answer`: the answer being rewritten is itself ungrammatical (the parser's agreement checks):
-  its rewrites read as broken English (two blind readers marked them so);
+* `broken_answer`: the answer being rewritten is itself broken English (the parser's agreement checks,
+  or a misspelt word: `misspellings`): its rewrites read as broken English (two blind readers marked them);
+* `misspelt`: a human-written candidate (this dialogue's or another's answer) with a word English does not
+  have (not a function word, unknown to lemminflect's lexicon, not a word of the dialogue);
 * `part_of_speech` (spaCy's tagger): a word replaced one for one is read as another part of speech in the
   rewrite ("all the help" -> "all the hinder": a verb where a noun was);
 * `role_collapse`: two people of the answer became one ("the speaker ... the listener's" -> "the
@@ -40,7 +42,7 @@ FIXED_PHRASES = tuple(sorted({
     "would rather", "thank you", "you're welcome", "excuse me", "long time no see", "make up one's mind",
     "make a living", "keep in touch", "in front of", "in spite of", "on the other hand",
 }, key=lambda p: (-len(p), p)))  # (dates such as "last night" are the entity swap's to exchange, not fixed)
-CHECKS = ("broken_answer", "fixed_phrase", "number_agreement", "part_of_speech", "article", "role_collapse")
+CHECKS = ("broken_answer", "misspelt", "fixed_phrase", "number_agreement", "part_of_speech", "article", "role_collapse")
 # The people an answer talks about: a rewrite that leaves one where the answer had two ("The speaker
 # agrees with the listener's decision" -> "The speaker agrees with the speaker's decision") is nonsense.
 ROLE_NOUNS = re.compile(r"(?<![\w'’])(speaker|listener|man|woman|boy|girl|husband|wife|customer|clerk|doctor|patient)"
@@ -138,6 +140,22 @@ def _new(before: list[str], after: list[str]) -> list[str]:
     return out
 
 
+# Written for this project: short forms everyday English writes in lower case that no lexicon lists.
+ABBREVIATIONS = frozenset({"ok", "tv", "pm", "am", "mr", "mrs", "ms", "dr", "hi", "oh", "id", "etc", "vs"})
+
+
+def misspellings(doc, known: frozenset[str] = frozenset()) -> list[str]:
+    """Lower-case words of a parsed text that English does not have: neither a function word (spaCy's stop
+    list) nor a word lemminflect's lexicon knows, nor one of `known` (the dialogue's own words: its
+    names and slang). Human-written answers carry typos ("necessory", "attatch", "speeaker"): as
+    distractors they read as broken English (two blind readers marked them so). Capitalised words are
+    names and are left alone."""
+    from lemminflect import getAllLemmas
+
+    return [t.text for t in doc if t.is_alpha and t.lower_ not in ABBREVIATIONS and t.text.islower() and len(t.text) >= 2 and not t.is_stop
+            and t.lower_ not in known and not getAllLemmas(t.lower_)]
+
+
 def pos_changes(before, after) -> list[str]:
     """Words a rewrite replaced one for one whose part of speech the parser reads differently in the
     rewrite: an antonym that exists as a verb put where the answer had a noun ("all the help" -> "all the
@@ -156,12 +174,14 @@ def pos_changes(before, after) -> list[str]:
     return out
 
 
-def check(original: str, rewrite: str, parsed: dict) -> tuple[str, str] | None:
+def check(original: str, rewrite: str, parsed: dict, known: frozenset[str] = frozenset()) -> tuple[str, str] | None:
     """(check, reason) of the first fluency problem the rewrite introduced, None when it has none.
-    `parsed`: text -> spaCy Doc of both texts (parse in batches with `parse`)."""
+    `parsed`: text -> spaCy Doc of both texts (parse in batches with `parse`); `known`: the dialogue's
+    lower-cased words (not typos however rare)."""
     problems = agreement_problems(parsed[original])
-    if problems:  # a rewrite of a broken answer is a broken distractor (two readers marked them so)
-        return "broken_answer", f"the answer it rewrites is itself ungrammatical ({problems[0]})"
+    typos = misspellings(parsed[original], known)
+    if problems or typos:  # a rewrite of a broken answer is a broken distractor (two readers marked them so)
+        return "broken_answer", f"the answer it rewrites is itself broken English ({(problems or typos)[0]})"
     before, after = fixed_phrases(original), fixed_phrases(rewrite)
     broken = [p for p, n in before.items() if after.get(p, 0) < n]
     gained = [p for p, n in after.items() if before.get(p, 0) < n]
