@@ -157,10 +157,13 @@ def misspellings(doc, known: frozenset[str] = frozenset()) -> list[str]:
 
 
 def pos_changes(before, after) -> list[str]:
-    """Words a rewrite replaced one for one whose part of speech the parser reads differently in the
-    rewrite: an antonym that exists as a verb put where the answer had a noun ("all the help" -> "all the
-    hinder"), a noun where it had a verb."""
+    """Words a rewrite replaced one for one that change part of speech: the parser reads the new word as
+    another part of speech than the old one, or as one the lexicon (lemminflect) does not give the word
+    (an antonym that exists only as a verb put where the answer had a noun: "all the help" -> "all the
+    hinder")."""
     import difflib
+
+    from lemminflect import getAllLemmas
 
     a, b = [t for t in before if not t.is_punct], [t for t in after if not t.is_punct]
     out = []
@@ -171,6 +174,11 @@ def pos_changes(before, after) -> list[str]:
                 coarse = lambda t: {"AUX": "VERB", "PROPN": "NOUN"}.get(t.pos_, t.pos_)  # noqa: E731
                 if coarse(x) != coarse(y) and {coarse(x), coarse(y)} & {"NOUN", "VERB", "ADJ"}:
                     out.append(f"'{x.text}' ({x.pos_}) became '{y.text}' ({y.pos_})")
+                    continue
+                lexicon = getAllLemmas(y.lower_)
+                if coarse(y) in ("NOUN", "VERB", "ADJ") and y.pos_ != "PROPN" and lexicon and coarse(y) not in lexicon:
+                    out.append(f"'{y.text}' stands as a {y.pos_.lower()} where English has it only as "
+                               f"{' / '.join(sorted(k.lower() for k in lexicon))}")
     return out
 
 

@@ -79,3 +79,48 @@ def test_counterfactual_stage_rejects_disfluent_rewrites_with_reasons():
     lost = report.groupby("rule")["rejected"].sum()
     assert lost.get("quantity", 0) >= 1 and lost.sum() >= len(rej)  # a chain counts for each rule in it
     assert out.notes["fluency_rejected"] == len(rej) and out.notes["fluency_checked"] >= len(rej) + len(out.data)
+
+
+def test_a_rewrite_of_a_broken_answer_is_left_out():
+    """Rewriting every correct answer brings in the release's own slips: their rewrites read as broken."""
+    assert problem("The boys is tired after school.", "The boys is not tired after school.")[0] == "broken_answer"
+    assert problem("She filled the necessory form.", "She did not fill the necessory form.")[0] == "broken_answer"
+    # a name of the dialogue is no typo
+    assert fluency.check("Jenny met xara.", "Jenny left xara.", fluency.parse(["Jenny met xara.", "Jenny left xara."]),
+                         frozenset({"xara"})) is None
+
+
+def test_a_word_replaced_by_another_part_of_speech_is_caught():
+    assert problem("The speaker wanted to provide all the help they can.",
+                   "The speaker wanted to provide all the hinder they can.")[0] == "part_of_speech"
+    assert problem("The speaker is happy.", "The speaker is sad.") is None
+
+
+def test_misspelt_words_are_found_names_and_short_forms_are_not():
+    docs = fluency.parse(["The listener filled the necessory form.", "Jenny showed mr. anderson the menu, ok?"])
+    assert fluency.misspellings(docs["The listener filled the necessory form."]) == ["necessory"]
+    assert fluency.misspellings(docs["Jenny showed mr. anderson the menu, ok?"], frozenset({"anderson"})) == []
+
+
+def test_negation_of_have_as_the_main_verb_and_any_after_a_removed_negation():
+    from tasks.distractors.lexical import negation_rewrites
+
+    assert negation_rewrites("Julie has confidence in her plan.")[0][1] == "Julie does not have confidence in her plan."
+    assert negation_rewrites("The speaker has finished the work.")[0][1] == "The speaker has not finished the work."
+    assert negation_rewrites("She had not received any news.")[0][1] == "She had received some news."
+
+
+def test_human_written_candidates_with_a_typo_are_rejected():
+    from tasks.distractors.counterfactuals import counterfactuals
+
+    passage = ["A: Shall we eat out ?", "B: Yes , at the diner ."]
+    instances = pd.DataFrame({
+        "id": ["i1", "i2"], "group_id": ["d1", "d1"],
+        "question": ["What is the cause of target?", "What subsequent event happens following the target?"],
+        "target": ["Shall we eat out ?", "Yes , at the diner ."], "passage": [passage, passage],
+        "gold": ["The speaker is hungry.", "The speakr likes the diner."],
+        "choices": [[], []], "correct_answers": [[], []]})
+    out = counterfactuals(instances, generators=["dialogue"], min_pool=4)
+    assert "The speakr likes the diner." not in set(out.data["candidate"])
+    rej = out.rejected[out.rejected["reason_code"] == "fluency_misspelt"]
+    assert list(rej["candidate"]) == ["The speakr likes the diner."] and "speakr" in rej["reason"].iloc[0]
