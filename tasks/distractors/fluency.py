@@ -85,7 +85,8 @@ def agreement_problems(doc) -> list[str]:
     """Number disagreements the parser sees in one parsed text."""
     out = []
     for tok in doc:
-        if tok.dep_ == "nummod" and tok.head.pos_ in ("NOUN", "PROPN") and tok.like_num:
+        # a numeral counting the noun after it ("four trip"); one after its noun names it ("room 11", "storm 11")
+        if tok.dep_ == "nummod" and tok.head.pos_ in ("NOUN", "PROPN") and tok.like_num and tok.i < tok.head.i:
             singular = tok.lower_ in SINGULAR_NUMERALS
             if singular and tok.head.tag_ in ("NNS", "NNPS") and tok.head.lower_ not in ("people", "times"):
                 out.append(f"'{tok.text} {tok.head.text}': one of a plural noun")
