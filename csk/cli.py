@@ -683,6 +683,21 @@ def schedule(pipeline: Optional[str] = typer.Argument(None, help="the pipeline; 
     serve(*deployments)
 
 
+@app.command()
+def ui(host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(4200, "--port")) -> None:
+    """Start Prefect's server and UI on this project's Prefect home (./.prefect: every `csk run` there) and
+    print its address; Ctrl-C stops it."""
+    import subprocess
+
+    home, prefect = os.environ["PREFECT_HOME"], Path(sys.executable).with_name("prefect")
+    print(f"Prefect UI: http://{host}:{port} (the runs in {home}); Ctrl-C stops it. To run flows on this server: "
+          f"export PREFECT_API_URL=http://{host}:{port}/api", flush=True)
+    try:
+        raise typer.Exit(subprocess.call([str(prefect), "server", "start", "--host", host, "--port", str(port)]))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
 def _needs_server() -> None:
     """Schedules fire only on a real server: a temporary one dies with this process, and what it
     'serves' would never run. Say how to start one instead."""
