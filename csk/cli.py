@@ -354,6 +354,14 @@ def _print_stages(pipeline, stages: list[dict], partial: bool = False) -> None:
         table.add_row(s["stage"], "reused" if s["reused"] else "computed", str(r["in"]), f"{r['out']}{unit}",
                       str(r["rejected"]), _short(s["path"]))
     console.print(table)
+    for s in stages:  # what a stage could not do (too few rows, no model): said here, not only in its manifest
+        try:
+            notes = json.loads((Path(s["path"]) / "manifest.json").read_text()).get("notes") or {}
+        except (OSError, ValueError):
+            continue
+        for key in ("passed_through", "notice"):
+            if notes.get(key):
+                console.print(f"{s['stage']}: {notes[key]}", highlight=False, soft_wrap=True)
     if partial:
         console.print(f"not a full run of `csk run {name}`: listed by `csk runs {name}`; the reading commands "
                       f"(artifacts, show, lineage, card, export) keep reading the latest full run, and read this one "
