@@ -53,6 +53,7 @@ class _LabelStudioApi(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 @pytest.mark.server  # a real Prefect server and a served deployment: about a minute on 2 cores
 def test_label_schedule_serves_a_pull_on_its_cron_and_a_run_writes_the_export(tmp_path):
     ls = ThreadingHTTPServer(("127.0.0.1", 0), _LabelStudioApi)

@@ -17,6 +17,7 @@ from tests.kernel.test_server import _port
 CSK = Path(sys.executable).with_name("csk")
 
 
+@pytest.mark.slow
 @pytest.mark.server  # a real `prefect server start`: 15-40 s on 2 cores
 def test_csk_ui_serves_the_project_prefect_home_and_prints_its_address(tmp_path):
     port = _port()
