@@ -359,9 +359,9 @@ def _print_stages(pipeline, stages: list[dict], partial: bool = False) -> None:
             notes = json.loads((Path(s["path"]) / "manifest.json").read_text()).get("notes") or {}
         except (OSError, ValueError):
             continue
-        for key in ("passed_through", "notice"):
+        for key, lead in (("passed_through", ""), ("notice", ""), ("not_measured", "not measured: ")):
             if notes.get(key):
-                console.print(f"{s['stage']}: {notes[key]}", highlight=False, soft_wrap=True)
+                console.print(f"{s['stage']}: {lead}{notes[key]}", highlight=False, soft_wrap=True)
     if partial:
         console.print(f"not a full run of `csk run {name}`: listed by `csk runs {name}`; the reading commands "
                       f"(artifacts, show, lineage, card, export) keep reading the latest full run, and read this one "
