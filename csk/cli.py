@@ -355,6 +355,10 @@ def _print_stages(pipeline, stages: list[dict], partial: bool = False) -> None:
                       str(r["rejected"]), _short(s["path"]))
     console.print(table)
     for s in stages:  # what a stage could not do (too few rows, no model): said here, not only in its manifest
+        if s["rows"]["out"] == 0 and s["rows"]["in"]:  # the flow went on without what needs its rows
+            console.print(f"{s['stage']}: kept none of its {s['rows']['in']} rows ({s['rows']['rejected']} rejected: "
+                          f"csk show {name} {s['stage']} --rejected); the stages that need them did not run",
+                          highlight=False, soft_wrap=True)
         try:
             notes = json.loads((Path(s["path"]) / "manifest.json").read_text()).get("notes") or {}
         except (OSError, ValueError):

@@ -53,3 +53,20 @@ def test_aflite_on_two_instances_passes_them_through_and_says_why(caplog):
         out = aflite(mcq, _items(inst), embed=EMBED)
     assert out.data.equals(mcq) and "passed its 2 instance(s) through" in out.notes["passed_through"]
     assert out.notes["passed_through"] in caplog.text
+
+
+def test_the_judge_on_answers_with_one_published_choice_says_it_cannot_train_and_the_stage_completes():
+    """A first batch of Label Studio answers has one published choice per instance (the answer): no judge can
+    learn from that; the stage writes its paraphrase checks and says why the judge was not measured."""
+    from tasks.distractors.quality import distractor_quality
+    from tasks.embed import EmbedSpec
+
+    inst = pd.DataFrame([{"id": f"i{k}", "group_id": f"d{k}", "context": f"What made it happen? <sep> talk {k}",
+                          "choices": [f"The speaker planned the trip {k}."], "correct_answers": [0],
+                          "split": "train" if k < 2 else "test"} for k in range(3)])
+    mcq = pd.DataFrame([{"id": f"i{k}", "choices": [f"The speaker planned the trip {k}.", "The speaker never planned it.",
+                                                  "Nobody went anywhere."], "correct_answers": [0]} for k in range(3)])
+    out = distractor_quality(mcq, inst, pd.DataFrame({"id": [], "candidate": []}), embed=EmbedSpec(**EMBED),
+                             similarity_embedder=EmbedSpec(**EMBED), quality="fast")
+    assert "too few instances to train a judge" in out.notes["not_measured"]
+    assert out.data.set_index("id").loc["instances", "value"] == 3
