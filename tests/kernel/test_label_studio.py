@@ -123,6 +123,9 @@ def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, confi
     for k, t in enumerate(tasks):
         for j, email in enumerate(emails):
             verdict = "invalid" if (k == 0 and j < 2) or (k % 5 == 3 and j == 2) else "valid"
+            if k == j == 0:  # the first vote ticked in the labeling page
+                server.annotate_in_browser(email, project, t["id"], [{"choice": verdict}], tmp_path)
+                continue
             server.annotate(email, t["id"], [{"from_name": "valid", "to_name": "dialogue", "type": "choices",
                                               "value": {"choices": [verdict]}}], lead_time=5 + j)
     setting = _pull("cicero", "quality_check", tmp_path / "votes.json")
@@ -200,6 +203,9 @@ def test_label_studio_round_trip_deco(server, prefect_harness, tmp_path, config_
     for k, t in enumerate(tuples):
         for j, email in enumerate(emails):
             verdict = "reject" if (k == 0 and j < 2) or (k == 1 and j == 2) else "accept"
+            if k == j == 0:
+                server.annotate_in_browser(email, project, t["id"], [{"choice": verdict}], tmp_path)
+                continue
             server.annotate(email, t["id"], [{"from_name": "verdict", "to_name": "dialogue", "type": "choices",
                                               "value": {"choices": [verdict]}}], lead_time=7)
     setting = _pull("deco", "tuple_validation", tmp_path / "validations.json")
@@ -248,6 +254,10 @@ def test_label_studio_round_trip_corequisite(server, prefect_harness, tmp_path, 
             things = ("the weather is dry", "the person has enough time", "the tool is within reach")
             result = [{"from_name": f"answer_{n}", "to_name": "statement", "type": "textarea",
                        "value": {"text": [f"{thing.capitalize()} ({k})."]}} for n, thing in enumerate(things, 1)]
+        if k == 0:  # typed into the three boxes of the labeling page
+            server.annotate_in_browser(email, project, t["id"], [
+                {"textarea": r["from_name"], "text": r["value"]["text"][0]} for r in result], tmp_path)
+            continue
         server.annotate(email, t["id"], result, lead_time=30 + k)
     setting = _pull("corequisite", "preconditions", tmp_path / "answers.json")
     assert setting == "corequisite.annotations.answers"
@@ -265,6 +275,9 @@ def test_label_studio_round_trip_corequisite(server, prefect_harness, tmp_path, 
     for k, t in enumerate(labelled):
         for j, email in enumerate(emails[1:]):
             label = "irrelevant" if k == 0 else ("truism" if (k == 2 and j == 1) else "informative")
+            if k == j == 0:
+                server.annotate_in_browser(email, project, t["id"], [{"choice": label}], tmp_path)
+                continue
             server.annotate(email, t["id"], [{"from_name": "label", "to_name": "answer", "type": "choices",
                                               "value": {"choices": [label]}}], lead_time=6)
     setting = _pull("corequisite", "answer_quality", tmp_path / "labels.json")
