@@ -354,6 +354,18 @@ def _print_stages(pipeline, stages: list[dict], partial: bool = False) -> None:
         table.add_row(s["stage"], "reused" if s["reused"] else "computed", str(r["in"]), f"{r['out']}{unit}",
                       str(r["rejected"]), _short(s["path"]))
     console.print(table)
+    for s in stages:  # what a stage could not do (too few rows, no model): said here, not only in its manifest
+        if s["rows"]["out"] == 0 and s["rows"]["in"]:  # the flow went on without what needs its rows
+            console.print(f"{s['stage']}: kept none of its {s['rows']['in']} rows ({s['rows']['rejected']} rejected: "
+                          f"csk show {name} {s['stage']} --rejected); the stages that need them did not run",
+                          highlight=False, soft_wrap=True)
+        try:
+            notes = json.loads((Path(s["path"]) / "manifest.json").read_text()).get("notes") or {}
+        except (OSError, ValueError):
+            continue
+        for key, lead in (("passed_through", ""), ("notice", ""), ("not_measured", "not measured: ")):
+            if notes.get(key):
+                console.print(f"{s['stage']}: {lead}{notes[key]}", highlight=False, soft_wrap=True)
     if partial:
         console.print(f"not a full run of `csk run {name}`: listed by `csk runs {name}`; the reading commands "
                       f"(artifacts, show, lineage, card, export) keep reading the latest full run, and read this one "
@@ -681,6 +693,21 @@ def schedule(pipeline: Optional[str] = typer.Argument(None, help="the pipeline; 
 
     print(f"serving {', '.join(names)} on their schedules")
     serve(*deployments)
+
+
+@app.command()
+def ui(host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(4200, "--port")) -> None:
+    """Start Prefect's server and UI on this project's Prefect home (./.prefect: every `csk run` there) and
+    print its address; Ctrl-C stops it."""
+    import subprocess
+
+    home, prefect = os.environ["PREFECT_HOME"], Path(sys.executable).with_name("prefect")
+    print(f"Prefect UI: http://{host}:{port} (the runs in {home}); Ctrl-C stops it. To run flows on this server: "
+          f"export PREFECT_API_URL=http://{host}:{port}/api", flush=True)
+    try:
+        raise typer.Exit(subprocess.call([str(prefect), "server", "start", "--host", host, "--port", str(port)]))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
 
 
 def _needs_server() -> None:

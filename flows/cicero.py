@@ -114,6 +114,8 @@ def distractor_engine(run: PipelineRun, answers, split) -> None:
     human verification -> MCQ files, and the distractor-quality measurement."""
     items = run.stage(instances, annotations=answers, splits=split)
     kept, verified = choose_distractors(run, items)
+    if verified is None:  # a stage of the engine kept nothing (it said why)
+        return
     final = run.stage(mcq, verified=verified, annotations=answers, splits=split)
     run.stage(experiments, mcq=final, annotations=answers, splits=split)
     run.stage(distractor_quality, mcq=final, instances=items, candidates=kept)

@@ -12,6 +12,7 @@ from csk.orchestration import PipelineRun
 from csk.pipeline import Pipeline, PipelineSettings, Stage
 from csk.release import Release
 from data_contracts import common
+from flows import ran_dry
 from data_contracts import corequisite as contracts
 from tasks.conceptnet import conceptnet
 from tasks.corequisite import labeling as corequisite_labeling
@@ -76,8 +77,11 @@ def corequisite(run: PipelineRun) -> None:
     nli = run.stage(p_nli, answers=kept, splits=split)
     gen = run.stage(p_g, answers=kept, splits=split)
     instances = run.stage(mcqa_instances, answers=kept, splits=split)
-    filtered = run.stage(aflite, mcq=instances, instances=instances)
-    mcqa = run.stage(p_mcqa, kept=filtered)
+    mcqa = None
+    if not ran_dry(instances, "P-MCQA instances", "AF-Lite and P-MCQA are skipped (an answer needs three answers "
+                   "of the opposite polarity, or of other facts, as distractors: more answers give them)"):
+        filtered = run.stage(aflite, mcq=instances, instances=instances)
+        mcqa = run.stage(p_mcqa, kept=filtered)
     run.stage(statistics, edges=sampled, facts=facts, checked=checked, kept=kept, p_nli=nli, p_g=gen,
               instances=instances, p_mcqa=mcqa)
 

@@ -111,8 +111,8 @@ RELEASE = Release(
                   "paraphrase-MiniLM-L6-v2." if "paraphrase-MiniLM-L6-v2" not in p["compatibility"]["embed"]["model"]
                   else None,
         lambda p: None if p["compatibility"]["comet"] not in ("", "off", None) else
-                  "Not scored: no COMET model configured (deco.compatibility.comet), so the event-commonsense "
-                  "scores and their correlations with the human ratings are absent.",
+                  "Not scored: no COMET model configured (deco.compatibility.comet), so there are no "
+                  "event-commonsense scores and every correlation with the human ratings is NaN.",
     ))
 
 

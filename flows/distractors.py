@@ -59,6 +59,8 @@ def rebuild(run: PipelineRun, **read) -> None:
     (AF-Lite) -> human verification -> the rebuilt file -> distractor quality (rebuilt beside published)."""
     items = run.stage(mcq_file, **read)
     kept, verified = choose_distractors(run, items)
+    if verified is None:  # a stage of the engine kept nothing (it said why)
+        return
     rebuilt = run.stage(rebuilt_file, distractors=verified, instances=items)
     run.stage(distractor_quality, mcq=rebuilt, instances=items, candidates=kept)
 
@@ -93,7 +95,11 @@ def rebuild_command(
     if map_:
         read["map"] = parse_map(map_)
     run_flow("distractors", rebuild, config, store, set_, read)
-    ref = latest_ref(Store(store), "distractors", "rebuilt_file", "latest")
+    try:
+        ref = latest_ref(Store(store), "distractors", "rebuilt_file", "latest")
+    except CskError:  # the engine kept nothing: its warning above names the stage and why
+        console.print("no rebuilt file: a stage of the distractor engine kept nothing (said above)", highlight=False)
+        raise typer.Exit(1) from None
     written = Path(ref.path) / ref.manifest()["notes"]["file"]
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -22,15 +22,16 @@ SAMPLE = ROOT / "data" / "sample"
 
 
 def real_samples() -> Path:
-    """The real released samples: CSK_REAL_SAMPLES when set, else ../shared/real-samples beside the
-    checkout (where the project expects them, as .ci/run does)."""
+    """The real released samples: CSK_REAL_SAMPLES when set, else a `shared/real-samples` folder beside the
+    checkout (as .ci/run has it); none: the test is skipped, saying where to get them (docs/testing.md)."""
     value = os.environ.get("CSK_REAL_SAMPLES")
     if not value:
         beside = ROOT.parent / "shared" / "real-samples"
         if beside.is_dir():
             return beside
-        pytest.skip(f"no real samples: {beside} is missing and CSK_REAL_SAMPLES is not set "
-                    "(export CSK_REAL_SAMPLES=/path/to/shared/real-samples to run these tests)")
+        pytest.skip("no real samples: CSK_REAL_SAMPLES is not set (export CSK_REAL_SAMPLES=/path/to/real-samples; "
+                    "docs/testing.md, 'The real released samples', says which file to take from which public "
+                    "repository)")
     path = Path(value)
     if not path.is_dir():
         pytest.fail(f"CSK_REAL_SAMPLES={value} is not a directory")

@@ -1,10 +1,11 @@
 """A real Label Studio for the slow tests: started from its own venv (make label-studio-install) on a free
 localhost port with a fresh data directory, annotators signed up through the organization's invite link as
-people are, annotations submitted through the API with each annotator's own token, screenshots of the
-labeling screen taken in headless Chromium."""
+people are, annotations submitted through the labeling page in headless Chromium (`annotate_in_browser`) or
+through the API with each annotator's own token, screenshots of the labeling screen."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -62,6 +63,21 @@ class Server:
         body = {"result": [] if cancelled else result, "lead_time": lead_time, "was_cancelled": cancelled}
         with self.client(email) as c:
             return c.post(f"/api/tasks/{task}/annotations/", json=body).raise_for_status().json()
+
+    def annotate_in_browser(self, email: str, project: int, task: int, actions: list[dict], tmp: Path) -> dict:
+        """One annotation submitted through Label Studio's labeling page in headless Chromium, as the annotator
+        does it (docker/label-studio/annotate.py: fills the named controls, presses Submit); returns it as the
+        API gives it back. A control renamed in a config fails here, where the API path would not notice."""
+        password = ADMIN_PASSWORD if email == ADMIN_EMAIL else ANNOTATOR_PASSWORD
+        path = tmp / f"actions-{task}.json"
+        path.write_text(json.dumps(actions))
+        subprocess.run([str(VENV / "bin" / "python"), str(ROOT / "docker/label-studio/annotate.py"), self.url, email,
+                        password, str(project), str(task), str(path)], check=True, timeout=300)
+        with self.client() as c:
+            mine = [a for a in c.get(f"/api/tasks/{task}/annotations/").raise_for_status().json()
+                    if a["completed_by"] == self.ids[email]]
+        assert mine, f"no annotation of {email} on task {task} after the browser's Submit"
+        return mine[-1]
 
     def tasks(self, project: int) -> list[dict]:
         with self.client() as c:

@@ -9,7 +9,9 @@ Lines (v1 or v2). CICERO's IDs are its own
 numbering and its speaker letters are not always alternating, so dialogues are matched by
 normalised text (case, whitespace and punctuation tokenisation folded) and targets by
 utterance text. A dialogue not among the pipeline's is taken from the file and flagged; an
-instance whose target cannot be located in its dialogue is rejected with the reason.
+instance whose target cannot be located in its dialogue is rejected with the reason. A release file
+whose name gives its split (`train.json`, `val.json`, `cicero_v2_test.jsonl`) marks its instances with it
+(`release_split`): the `splits` stage keeps them there.
 """
 
 from __future__ import annotations
@@ -26,12 +28,17 @@ from csk.errors import InputError
 from csk.params import InputPath
 from csk.runtime import StageOutput
 from readers import read_cicero_release
+from tasks.splits import split_in_name
 from tasks.cicero.targets import TYPE_OF_QUESTION
 from tasks.labeling import export_rows
 
 SOURCE_OF_PREFIX = {"daily-dialogue": "dailydialog", "dailydialog": "dailydialog", "mutual": "mutual",
                     "dream": "dream"}
 FUZZY_TARGET = 0.9  # difflib ratio above which a non-exact target still locates its utterance
+
+
+RELEASE_SPLITS = {"train": "train", "val": "validation", "valid": "validation", "validation": "validation",
+                  "dev": "validation", "test": "test"}  # a release file's name word -> its split
 
 
 def norm(text: str) -> str:
@@ -149,6 +156,7 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputP
     if not release:
         raise InputError("cicero.annotations.release", None, "no annotation file configured")
     read = read_cicero_release(release, lenient=lenient)
+    split = split_in_name(release, RELEASE_SPLITS)  # val.json: its instances stay in validation (`splits`)
     by_key: dict[str, str] = {}
     for did, turns in zip(dialogues["id"], dialogues["turns"]):
         by_key.setdefault(dialogue_key(turns), did)
@@ -188,7 +196,7 @@ def annotations(dialogues: pd.DataFrame, tasks: pd.DataFrame, *, release: InputP
             "dialogue": render_dialogue(turns), "inference_type": itype, "question": inst["question"],
             "answer": answer, "choices": choices, "correct_answers": list(inst["correct_answers"]),
             "release_dialogue": list(inst["dialogue"]), "release_target": inst["target"],
-            "human_written_answer": human, **prov})
+            "human_written_answer": human, "release_split": split, **prov})
     data = pd.DataFrame(rows)
     if len(data):  # an index, absent in v2 releases: integer with nulls, never Arrow's null type
         data["human_written_answer"] = data["human_written_answer"].astype("Int64")

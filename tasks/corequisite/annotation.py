@@ -13,7 +13,8 @@ place in the export file (source_file, source_record = the task's index, source_
 annotation and answer box) and `task_id`, the annotation task it answers; skipped annotations and
 those of tasks not among this run's are rejected with their reason.
 
-Release statements are matched to the rebuilt facts by normalised text; a statement none of the
+A release file whose name gives a split (`PaCo_nli_train.csv`, `..._eval.csv` = dev) marks its rows with it
+(`release_split`): the `splits` stage keeps them there. Release statements are matched to the rebuilt facts by normalised text; a statement none of the
 rebuilt facts has is taken from the release as its own fact, flagged `fact_from_release`, with
 lineage to its release record."""
 
@@ -33,8 +34,10 @@ from csk.runtime import StageOutput
 from readers import read_paco_gen, read_paco_nli
 from readers.base import csv_rows, require_file
 from tasks.labeling import ANNOTATION_COLUMNS, export_rows, is_export
+from tasks.splits import split_in_name
 
 QUESTIONS = {"enabling": "What makes this possible?", "disabling": "What makes this impossible?"}
+RELEASE_SPLITS = {"train": "train", "eval": "dev", "dev": "dev", "test": "test"}  # file-name word -> split
 SKIP_OPTION = "This statement does not make sense."
 SKIP_CONTROL = "does_not_make_sense"  # the labeling step's Choices holding SKIP_OPTION
 ANSWER_CONTROL = re.compile(r"^answer(?:_(\d+))?$")  # its TextAreas: answer_1..answer_3 (or one `answer`)
@@ -171,6 +174,7 @@ def _release(path: Path, facts: pd.DataFrame, lenient: bool) -> tuple[list[dict]
         raise InputError(str(path), "line 1", "not a PaCo release: expected the header context,question,label "
                          f"(P-NLI) or prompt,refs_0,... (P-G), got {header[:80]!r}")
     by_text = {norm(s): i for i, s in zip(facts["id"], facts["statement"])}
+    split = split_in_name(path, RELEASE_SPLITS)  # PaCo_nli_train.csv: its rows stay in train
     rows = []
     counter: dict[tuple, int] = {}
     for rec, statement, polarity, answers in items:
@@ -183,12 +187,12 @@ def _release(path: Path, facts: pd.DataFrame, lenient: bool) -> tuple[list[dict]
                          "statement": statement, "polarity": polarity, "question": QUESTIONS[polarity],
                          "answer": a, "worker_id": None, "fact_from_release": fid is None,
                          "source_file": rec["source_file"], "source_record": rec["source_record"],
-                         "source_locator": rec["source_locator"]})
+                         "source_locator": rec["source_locator"], "release_split": split})
     rejected = [{**r, "parent_id": None} for r in result.rejected]
     statements = {r[1] for r in items}
     matched = {s for s in statements if norm(s) in by_text}
     return rows, rejected, {"layout": layout, "records": result.records, "statements": len(statements),
-                            "matched_facts": len(matched)}
+                            "matched_facts": len(matched), "split": split}
 
 
 def annotations(facts: pd.DataFrame, tasks: pd.DataFrame, *, answers: InputPath = None, release: InputPath = None,
@@ -228,6 +232,8 @@ def annotations(facts: pd.DataFrame, tasks: pd.DataFrame, *, answers: InputPath 
                "fact_from_release", "source_file", "source_record", "source_locator"]
     if annotated:  # who wrote each answer in Label Studio, for which task (null on a release's rows)
         columns += ["task_id", *ANNOTATION_COLUMNS]
+    if not unused(release):  # the split its file name gives (null: none, or a crowd answer): `splits` keeps it
+        columns += ["release_split"]
     data = pd.DataFrame(rows, columns=columns)
     data["fact_id"] = data["fact_id"].astype(str)
     if annotated:

@@ -22,8 +22,13 @@ DIFFERS = [
 
 
 def statistics(edges: pd.DataFrame, facts: pd.DataFrame, checked: pd.DataFrame, kept: pd.DataFrame,
-               p_nli: pd.DataFrame, p_g: pd.DataFrame, instances: pd.DataFrame, p_mcqa: pd.DataFrame) -> StageOutput:
-    """Facts per relation, answers kept, polarity and expert-label shares, instances per task, beside the paper."""
+               p_nli: pd.DataFrame, p_g: pd.DataFrame, instances: pd.DataFrame,
+               p_mcqa: pd.DataFrame | None = None) -> StageOutput:
+    """Facts per relation, answers kept, polarity and expert-label shares, instances per task, beside the paper
+    (no P-MCQA: too few answers for an instance, counted as 0)."""
+    if p_mcqa is None:
+        p_mcqa = pd.DataFrame({"id": pd.Series([], dtype=str), "variant": pd.Series([], dtype=str),
+                               "split": pd.Series([], dtype=str)})
     measures = Measures(PAPER)
     add = measures.add
 

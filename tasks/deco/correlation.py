@@ -84,7 +84,9 @@ def correlation(scores: pd.DataFrame, *, ratings: list[str] = ["event_cs", "gene
     why = NOT_SCORED if off else "no scored sample" if scored.empty else None
     return StageOutput(data=data, files=files, tables={"correlation": data.astype(object).where(data.notna(), None).to_dict("records")},
                        notes={"confidence": confidence, "n_resamples": n_resamples, "bootstrap": "percentile, pairs",
-                              **({"empty": why} if why else {})})
+                              **({"empty": why} if why else {}),
+                              **({"notice": f"every correlation is NaN: {NOT_SCORED}; give it a COMET directory "
+                                            "to score (docs/deco.md)"} if off else {})})
 
 
 def _scatter(scored: pd.DataFrame, ratings: list[str], empty: str | None = None) -> bytes:

@@ -472,22 +472,36 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
         reason_code="no_candidate", reason="no candidate survived the candidate filter")
     passed = view[view["id"].isin(as_published)]
     view = view[has_pool.values].reset_index(drop=True)
-    # The discriminator reads question, target and the utterances nearest the target, as many as its
-    # budget holds (tasks/distractors/window.py): an answer about another conversation is told by the turns
-    # around the target, never by the first words of the dialogue.
-    windows, reads = reading_windows(view, [[g] + [t for _, t in pools.get(i, [])] for i, g in zip(view["id"], view["gold"])],
-                                     discriminator, model=model, embed=embed, max_length=max_length, ctx=ctx,
-                                     setting="adversarial_filter.model")
-    view = view.assign(context=windows)
-    vector = None
-    if discriminator == "linear-probe":
-        vector = vector_lookup(view["context"].tolist() + view["gold"].tolist() + candidates["candidate"].tolist(),
-                               embed, ctx)
-    factory = make_discriminator_factory(discriminator, model=model, epochs=epochs, lr=lr,
-                                         batch_size=batch_size, seed=seed, vector=vector, ctx=ctx,
-                                         trainable_layers=trainable_layers, max_length=max_length)
     import logging
 
+    # AF holds out one fold of the groups (dialogues) per round: with fewer groups than folds a round has
+    # nothing to train on or to judge. Such a set (a first batch of answers) keeps its initial draw.
+    folds = max(2, int(round(1 / held_out))) if held_out > 0 else 2
+    groups = int(view["group_id"].nunique())
+    passed_through = None
+    if groups < folds:
+        passed_through = (f"adversarial filtering passed its instances through: {groups} dialogue(s) have candidates, "
+                          f"fewer than the {folds} folds it holds out in turn (held_out = {held_out}); each "
+                          f"instance keeps its initial draw from its pool, no discriminator was trained")
+        logging.getLogger("csk").warning(passed_through)
+        max_iterations = 0
+    reads: dict = {"note": "passed through: no model read the dialogues"}
+    if not passed_through:
+        # The discriminator reads question, target and the utterances nearest the target, as many as its
+        # budget holds (tasks/distractors/window.py): an answer about another conversation is told by the
+        # turns around the target, never by the first words of the dialogue.
+        windows, reads = reading_windows(view, [[g] + [t for _, t in pools.get(i, [])]
+                                                for i, g in zip(view["id"], view["gold"])],
+                                         discriminator, model=model, embed=embed, max_length=max_length, ctx=ctx,
+                                         setting="adversarial_filter.model")
+        view = view.assign(context=windows)
+    vector = None
+    if discriminator == "linear-probe" and not passed_through:
+        vector = vector_lookup(view["context"].tolist() + view["gold"].tolist() + candidates["candidate"].tolist(),
+                               embed, ctx)
+    factory = None if passed_through else make_discriminator_factory(
+        discriminator, model=model, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, vector=vector, ctx=ctx,
+        trainable_layers=trainable_layers, max_length=max_length)
     state, history = af_loop(view, pools, factory, n_distractors=n_distractors, max_iterations=max_iterations,
                              held_out=held_out, max_swaps=max_swaps, swap_rule=swap_rule, window=window,
                              epsilon=epsilon, noise_z=noise_z, min_held_out=min_held_out, chance_alpha=chance_alpha,
@@ -547,7 +561,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
     return StageOutput(data=data, rejected=rejected if len(rejected) else None, rows_in=len(instances),
                        files={"af_accuracy.png": plot, "af_held_out.png": held_plot,
                               "af_instances.parquet": to_parquet_bytes(per_instance)},
-                       notes={"discriminator": discriminator, "preset": preset or None, "iterations": len(history),
+                       notes={**({"passed_through": passed_through} if passed_through else {}),
+                              "discriminator": discriminator, "preset": preset or None, "iterations": len(history),
                               "stopped": history[-1].get("stop") if history else None, "history": history,
                               "as_published": len(passed),  # every published choice correct: nothing to rebuild
                               "held_out_times": coverage, "af_instances": "af_instances.parquet",

@@ -114,6 +114,13 @@ def aflite(mcq: pd.DataFrame, instances: pd.DataFrame, *, embed: EmbedSpec = Emb
         tau: predictability at or above which an instance may be removed
         max_iter: L-BFGS iterations of each round's probes (scikit-learn's LogisticRegression default)
     """
+    if len(mcq) <= max(n, 2):  # nothing to filter: a probe trains on some instances and judges others
+        import logging
+
+        why = (f"AF-Lite passed its {len(mcq)} instance(s) through: it needs more than {max(n, 2)} (its target size n "
+               f"= {n}, and at least 2 to train a probe on some and judge the others)")
+        logging.getLogger("csk").warning(why)
+        return StageOutput(data=mcq, notes={"rounds": [], "passed_through": why}, tables={"aflite_rounds": []})
     view = instances.set_index("id").loc[mcq["id"]]
     contexts = view["context"].tolist()
     choices = [[g] + list(d) for g, d in zip(mcq["gold"], mcq["distractors"])]

@@ -237,7 +237,13 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
     notes["train_test"] = {"how": how, "train": len(train), "test": len(test)}
     sets = {"rebuilt": (final, final_correct), "published": (published, published_correct)}
     blank = [""] * len(contexts)
-    if quality != "off" and train and test:
+    # a judge learns from wrong choices: each set needs a training instance that has one (a first batch of
+    # answers written in Label Studio has one published choice each, the answer)
+    learnable = all(any(len(ch[i]) > len(cor[i]) for i in train) for ch, cor in sets.values())
+    if quality != "off" and train and test and not learnable:
+        notes["not_measured"] = (f"too few instances to train a judge: no training instance with a wrong choice "
+                                 f"in both the rebuilt and the published choices ({how}: {len(train)} / {len(test)})")
+    elif quality != "off" and train and test:
         chance = {name: np.asarray([len(cor[i]) / len(ch[i]) for i in test]) for name, (ch, cor) in sets.items()}
         groups = [view["group_id"].iloc[i] for i in test]
         judges = [("probe", None)]

@@ -151,3 +151,21 @@ def test_quality_check_majority_vote(tmp_path):
     votes.write_text('{"id": "a", "checker": "w1", "valid": true}\n{"id": "a", "checker": "w1", "valid": false}\n')
     with pytest.raises(InputError, match="line 2: checker 'w1' voted twice"):
         quality_check(ann, verdicts=str(votes))
+
+
+def test_a_released_split_file_keeps_its_split(tmp_path):
+    """Instances of CICERO's `test.json` come back in test, whatever the shares say; a file whose name gives
+    no split is dealt by dialogue as before."""
+    turns = [{"speaker": "A", "text": "Nice to meet you , I am Ann ."}, {"speaker": "B", "text": "Nice to meet you too ."}]
+    dialogues = pd.DataFrame({"id": ["dailydialog-000001"], "turns": [turns]})
+    tasks = pd.DataFrame({"id": ["dailydialog-000001/u01/cause"]})
+    rows = [{"ID": f"daily-dialogue-{k:04d}", "Dialogue": [f"A: Line {k} of a talk about the weather .", "B: Fine ."],
+             "Target": "Fine .", "Question": "What is or could be the cause of target?", "Choices": ["x", "y"],
+             "Correct Answers": [0]} for k in range(10)]
+    test_file = tmp_path / "test.json"
+    test_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = annotations(dialogues, tasks, release=str(test_file), allow_unmatched=True)
+    assert set(out.data["release_split"]) == {"test"}
+    assert set(splits(out.data, seed=0).data["split"]) == {"test"}
+    plain = annotations(dialogues, tasks, release=_release(tmp_path, rows), allow_unmatched=True)
+    assert plain.data["release_split"].isna().all() and splits(plain.data, seed=0).data["split"].nunique() > 1

@@ -208,6 +208,9 @@ def test_real_pnli_round_trip_and_fact_level_splits(real):
     split = splits(kept).data
     assert split.groupby(kept.set_index("id").loc[split["id"], "statement"].values)["split"].nunique().max() == 1
     out = p_nli(kept, split)
+    # a released train file comes back as train, all of it: no row dealt to eval or test
+    assert set(split["split"]) == {"train"} and list(out.files) == ["PaCo_nli_train.csv"]
+    assert len(out.files["PaCo_nli_train.csv"].decode().splitlines()) == 1 + 1200
     rows = Counter()
     for blob in out.files.values():
         reader = csv.reader(io.StringIO(blob.decode()))
@@ -215,6 +218,34 @@ def test_real_pnli_round_trip_and_fact_level_splits(real):
         rows.update(tuple(r) for r in reader)
     original = list(csv.reader(open(src, newline="", encoding="utf-8")))[1:]
     assert rows == Counter(tuple(r) for r in original)
+
+
+def test_a_release_files_own_split_is_kept_and_the_other_facts_fill_the_shares_left(tmp_path):
+    """Rows of `PaCo_nli_test.csv` stay in test, with every answer of their facts; answers of a file that
+    names no split (P-G) are dealt by fact, the shares counting the released rows."""
+    from tasks.corequisite.splits import splits
+
+    path = tmp_path / "PaCo_nli_test.csv"
+    facts = [f"A pillow number {i} is used for sleep." for i in range(4)]
+    path.write_text("context,question,label\n" + "".join(f"it is soft {k},{f},1\n" for f in facts for k in range(2)))
+    released = _import(path).data
+    assert set(released["release_split"]) == {"test"}
+    gen = tmp_path / "PaCo_Gen.csv"
+    gen.write_text("prompt,refs_0,refs_1,refs_2\n" + "".join(
+        f"A lamp number {i} is used for light. What makes this possible? ,there is power,,\n" for i in range(12)))
+    other = _import(gen).data
+    assert other["release_split"].isna().all()
+    both = pd.concat([released, other], ignore_index=True)
+    split = splits(both, train=0.5, dev=0.1, test=0.4).data.set_index("id")
+    assert (split.loc[released["id"], "split"] == "test").all()
+    dealt = split.loc[other["id"], "split"]
+    # 20 rows: test already holds 8 of its 8; the 12 others go to train (10) and dev (2)
+    assert dealt.value_counts().to_dict() == {"train": 10, "dev": 2}
+    for name, words in (("PaCo_nli_train_sample.csv", "train"), ("PaCo_nli_eval.csv", "dev"), ("x.csv", None)):
+        from tasks.corequisite.annotation import RELEASE_SPLITS
+        from tasks.splits import split_in_name
+
+        assert split_in_name(name, RELEASE_SPLITS) == words
 
 
 def test_real_pg_round_trip(real):

@@ -32,6 +32,8 @@ def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     store = tmp_path / "artifacts"
     first = _csk("run", "deco", "--config", config_copy, "--store", store)
     assert first.exit_code == 0, first.output
+    # the console says it, not only the manifest
+    assert "correlation: every correlation is NaN: not scored: no COMET model configured" in " ".join(first.output.split())
     by = _artifacts(store)
     assert list(by) == STAGES
     for s in by.values():
@@ -44,7 +46,7 @@ def test_deco_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     table = pd.read_parquet(f"{by['correlation']['path']}/data.parquet")
     assert set(table["note"]) == {"not scored: no COMET model configured (deco.compatibility.comet)"}
     card = _csk("card", "deco", "--store", store).output
-    assert "Not scored: no COMET model configured (deco.compatibility.comet)" in card
+    assert "Not scored: no COMET model configured (deco.compatibility.comet)" in card and "is NaN" in card
 
     # with a COMET model configured, the stages before compatibility are reused (the extractor runs on
     # tiny models in tests/deco/test_deco.py: a random one answers no tuple, which would leave COMET idle)

@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -90,7 +91,13 @@ def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, confi
     assert every and all(t["data"]["row_id"] for t in every)
     firsts = {t["data"]["dialogue_id"]: t for t in every}
     tasks = (list(firsts.values())[:8] + [t for t in every if t not in firsts.values()][:8])
-    for k, t in enumerate(tasks):
+    # the first answer through the labeling page in a browser (its TextArea by name, then Submit), the rest
+    # through the API
+    typed = server.annotate_in_browser(emails[0], project, tasks[0]["id"],
+                                       [{"textarea": "answer", "text": "The speaker wants the listener to help 0."}],
+                                       tmp_path)
+    assert [r["from_name"] for r in typed["result"]] == ["answer"]
+    for k, t in enumerate(tasks[1:], start=1):
         server.annotate(emails[0], t["id"], [{"from_name": "answer", "to_name": "dialogue", "type": "textarea",
                                               "value": {"text": [f"The speaker wants the listener to help {k}."]}}],
                         lead_time=20 + k)
@@ -104,7 +111,9 @@ def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, confi
     rows, manifest = _artifact(store, "cicero", "annotations")
     assert len(rows) == len(tasks) and set(rows["version"]) == {"label-studio"}
     assert set(rows["annotator"]) == {str(server.ids[emails[0]])}
-    assert rows["annotation_id"].notna().all() and (rows["lead_time"] >= 20).all()
+    assert rows["annotation_id"].notna().all() and (rows.set_index("task_id")["lead_time"].drop(
+        tasks[0]["data"]["row_id"]) >= 20).all()  # the browser's own lead time is the seconds it took
+    assert "The speaker wants the listener to help 0." in set(rows["answer"])  # typed in the page, read back
     assert manifest["rows"]["rejected"] == 1  # the skipped annotation, with its reason
 
     # 2. quality_check: three checkers vote on every answer; two of three find the first one invalid
@@ -114,6 +123,9 @@ def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, confi
     for k, t in enumerate(tasks):
         for j, email in enumerate(emails):
             verdict = "invalid" if (k == 0 and j < 2) or (k % 5 == 3 and j == 2) else "valid"
+            if k == j == 0:  # the first vote ticked in the labeling page
+                server.annotate_in_browser(email, project, t["id"], [{"choice": verdict}], tmp_path)
+                continue
             server.annotate(email, t["id"], [{"from_name": "valid", "to_name": "dialogue", "type": "choices",
                                               "value": {"choices": [verdict]}}], lead_time=5 + j)
     setting = _pull("cicero", "quality_check", tmp_path / "votes.json")
@@ -123,7 +135,12 @@ def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, confi
     assert len(checked) == len(tasks) - 1 and manifest["rows"]["rejected"] == 1
     agreement = manifest["notes"]["agreement"]
     assert agreement["checkers"] == 3 and agreement["votes"] == 3 * len(tasks)
-    assert 0 < agreement["unanimous_share"] < 1 and agreement["light_kappa"] is not None
+    # by hand, for these 16 answers: checkers 1 and 2 both say invalid on answer 0 only: Cohen's kappa 1;
+    # checker 3 says invalid on answers 3, 8, 13: with 1 or 2, observed agreement 12/16, chance agreement
+    # (1/16)(3/16) + (15/16)(13/16) = 198/256, kappa (192/256 - 198/256) / (1 - 198/256) = -6/58 = -3/29;
+    # Light's kappa = (1 - 3/29 - 3/29) / 3 = 23/87; unanimous: the 12 answers other than 0, 3, 8, 13
+    assert len(tasks) == 16
+    assert agreement["light_kappa"] == pytest.approx(23 / 87) and agreement["unanimous_share"] == pytest.approx(12 / 16)
     assert all(len(c) == 3 for c in checked["checkers"])
 
     # 3. verification: two annotators tick the first distractor of the first item: it joins the correct answers
@@ -186,6 +203,9 @@ def test_label_studio_round_trip_deco(server, prefect_harness, tmp_path, config_
     for k, t in enumerate(tuples):
         for j, email in enumerate(emails):
             verdict = "reject" if (k == 0 and j < 2) or (k == 1 and j == 2) else "accept"
+            if k == j == 0:
+                server.annotate_in_browser(email, project, t["id"], [{"choice": verdict}], tmp_path)
+                continue
             server.annotate(email, t["id"], [{"from_name": "verdict", "to_name": "dialogue", "type": "choices",
                                               "value": {"choices": [verdict]}}], lead_time=7)
     setting = _pull("deco", "tuple_validation", tmp_path / "validations.json")
@@ -197,11 +217,20 @@ def test_label_studio_round_trip_deco(server, prefect_harness, tmp_path, config_
     assert len(rated_rows) == len(tasks) and all(len(r) == 3 for r in rated_rows["raters"])
     first = rated_rows.set_index("id").loc[tasks[0]["data"]["row_id"]]
     assert list(first["event_cs_raw"]) == [1, 1, 1] and first["event_cs"] == 1
-    assert manifest["notes"]["agreement"]  # the raters' Spearman
+    # the raters' Spearman, recomputed here from the ratings posted (ranks, then Pearson on the ranks)
+    posted = [[1 + (k + (j == 2) * (k % 3)) % 5 for k in range(len(tasks))] for j in range(3)]
+    ranked = [pd.Series(r).rank().to_numpy() for r in posted]
+    by_hand = np.mean([np.corrcoef(ranked[a], ranked[b])[0, 1] for a, b in ((0, 1), (0, 2), (1, 2))])
+    assert manifest["notes"]["agreement"]["pairwise_spearman_event_cs"] == pytest.approx(by_hand)
     kept, manifest = _artifact(store, "deco", "extract")
     assert tuples[0]["data"]["row_id"] not in set(kept["id"])  # two of three rejected it
     assert tuples[1]["data"]["row_id"] in set(kept["id"])  # two of three accepted it
-    assert manifest["notes"]["agreement"]
+    # by hand, 6 tuples x 3 validators: validators 1 and 2 agree everywhere (kappa 1); 3 with either agrees on
+    # 4 of 6, chance (1/6)(1/6) + (5/6)(5/6) = 26/36, kappa (24/36 - 26/36) / (10/36) = -0.2: Light's
+    # (1 - 0.2 - 0.2) / 3 = 0.2. Fleiss: P = (2/6 + 2/6 + 4 x 1) / 6 = 28/36, P_e = 26/36, kappa 0.2
+    agreement = manifest["notes"]["agreement"]
+    assert agreement["light_kappa"] == pytest.approx(0.2) and agreement["fleiss_kappa"] == pytest.approx(0.2)
+    assert agreement["unanimous_share"] == pytest.approx(4 / 6)
     traced = _csk("lineage", "deco", "sample", "--row", tasks[0]["data"]["row_id"], "--store", store)
     assert "raters: " + ", ".join(str(server.ids[e]) for e in emails) in traced
     for name in ("deco.ratings", "deco.tuple_validation"):
@@ -225,6 +254,10 @@ def test_label_studio_round_trip_corequisite(server, prefect_harness, tmp_path, 
             things = ("the weather is dry", "the person has enough time", "the tool is within reach")
             result = [{"from_name": f"answer_{n}", "to_name": "statement", "type": "textarea",
                        "value": {"text": [f"{thing.capitalize()} ({k})."]}} for n, thing in enumerate(things, 1)]
+        if k == 0:  # typed into the three boxes of the labeling page
+            server.annotate_in_browser(email, project, t["id"], [
+                {"textarea": r["from_name"], "text": r["value"]["text"][0]} for r in result], tmp_path)
+            continue
         server.annotate(email, t["id"], result, lead_time=30 + k)
     setting = _pull("corequisite", "preconditions", tmp_path / "answers.json")
     assert setting == "corequisite.annotations.answers"
@@ -242,6 +275,9 @@ def test_label_studio_round_trip_corequisite(server, prefect_harness, tmp_path, 
     for k, t in enumerate(labelled):
         for j, email in enumerate(emails[1:]):
             label = "irrelevant" if k == 0 else ("truism" if (k == 2 and j == 1) else "informative")
+            if k == j == 0:
+                server.annotate_in_browser(email, project, t["id"], [{"choice": label}], tmp_path)
+                continue
             server.annotate(email, t["id"], [{"from_name": "label", "to_name": "answer", "type": "choices",
                                               "value": {"choices": [label]}}], lead_time=6)
     setting = _pull("corequisite", "answer_quality", tmp_path / "labels.json")
@@ -249,7 +285,10 @@ def test_label_studio_round_trip_corequisite(server, prefect_harness, tmp_path, 
          "--set", f"{setting}={tmp_path / 'labels.json'}")
     _, manifest = _artifact(store, "corequisite", "answer_rules")
     agreement = manifest["notes"]["agreement"]
-    assert agreement and agreement.get("light_kappa") is not None
+    # by hand: the two experts agree on 9 of the 10 answers (not the third); chance agreement from their label
+    # shares, irrelevant (1/10)(1/10) + informative (9/10)(8/10) + truism (0)(1/10) = 0.73; Cohen's kappa (the
+    # only pair: Light's) = (0.9 - 0.73) / (1 - 0.73) = 17/27
+    assert agreement["light_kappa"] == pytest.approx(17 / 27) and agreement["observed_agreement"] == pytest.approx(0.9)
     nli, _ = _artifact(store, "corequisite", "p_nli")
     traced = _csk("lineage", "corequisite", "p_nli", "--row", nli["id"].iloc[0], "--store", store)
     assert "annotated by" in traced

@@ -1,5 +1,5 @@
 """`csk run PIPELINE --release FILE`: one option rebuilds a release from the release alone (the bundled
-corpora, answers and labels left out), on the real released samples in ../shared."""
+corpora, answers and labels left out), on the real released samples (CSK_REAL_SAMPLES)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,9 @@ def test_corequisite_release_alone_gives_the_pnli_rows_back(prefect_harness, tmp
                   "--store", tmp_path / "a")
     assert result.exit_code == 0, result.output
     rows: Counter = Counter()
-    for f in sorted(_stage(tmp_path / "a", "corequisite", "p_nli").glob("PaCo_nli_*.csv")):
+    files = sorted(_stage(tmp_path / "a", "corequisite", "p_nli").glob("PaCo_nli_*.csv"))
+    assert [f.name for f in files] == ["PaCo_nli_train.csv"]  # a released train row comes back in train
+    for f in files:
         reader = csv.reader(open(f, newline="", encoding="utf-8"))
         assert next(reader) == ["context", "question", "label"]
         rows.update(tuple(r) for r in reader)
