@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import time
 from contextlib import contextmanager
 from functools import lru_cache
@@ -22,6 +21,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
+
+# the machine facts precision decisions are taken on live in csk.precision (it imports nothing of this module)
+from csk.precision import autocast, cpu_model  # noqa: F401  (re-exported: every stage asks here)
 
 
 
@@ -45,17 +47,6 @@ def _cpu_only_torch() -> bool:
         return metadata.version("torch").partition("+")[2] == "cpu"
     except metadata.PackageNotFoundError:
         return False
-
-
-@lru_cache(maxsize=None)
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 @lru_cache(maxsize=None)
@@ -162,17 +153,6 @@ def precision(requested: str, dev: str, agreement: Callable[[], float] | None = 
     if agree < min_agreement:
         return {**decision, "precision": "fp32", "why": f"bf16 disagrees with fp32 (cosine {agree:.5f} < {min_agreement})"}
     return {**decision, "precision": "bf16", "why": f"{d['why']}; agrees with fp32 (cosine {agree:.5f})"}
-
-
-def autocast(precision_name: str, dev: str):
-    """The autocast context of a precision decision (a no-op for fp32)."""
-    import contextlib
-
-    import torch
-
-    if precision_name == "bf16":
-        return torch.autocast(device_type=dev.split(":")[0], dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 # ------------------------------------------------------------------ seeded generators
