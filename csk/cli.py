@@ -142,10 +142,14 @@ def _release_alone(pipeline: str, release: Path) -> list[str]:
     except CskError as exc:
         _fail(exc)
     if not p.release_alone:
+        # the pipeline's own commands that take a --release say what else can start from a release
+        import inspect
+
+        others = [f"; `csk {pipeline} {getattr(c, 'command_name', c.__name__.replace('_', '-'))} --release FILE`: "
+                  f"{(c.__doc__ or '').strip().splitlines()[0].rstrip('.').lower()}"
+                  for c in p.commands if "release" in inspect.signature(c).parameters]
         _fail(CskError(f"`csk run {pipeline}` has no --release: set the release file in its sources "
-                       f"(`csk config {pipeline}`)" + ("; `csk cicero rebuild-distractors --release FILE` rebuilds "
-                                                       "CICERO's distractors from a release alone"
-                                                       if pipeline == "cicero" else "")))
+                       f"(`csk config {pipeline}`)" + "".join(others)))
     if not release.is_file():
         _fail(CskError(f"{release}: file not found"))
     sets = [t.replace("{release}", str(release.resolve())) for t in p.release_alone]

@@ -195,10 +195,13 @@ class PipelineRun:
         self.stages.append({"stage": ref.stage, "key": ref.key, "path": ref.path, "rows": m["rows"], "reused": True,
                             "seconds": 0.0})
 
-    def latest(self) -> dict[str, dict]:
-        """The latest finished run's stages by name (empty when there is none)."""
+    def from_latest(self, which) -> ArtifactRef | None:
+        """The artifact a stage (named by its function, as flow bodies name stages) wrote in the latest
+        finished run, used as it is (recorded in this run as reused); None when that run has none."""
+        name = self.pipeline.stage(which).name
         run = self.store.latest_run(self.pipeline.name, required=False)
-        return {e["stage"]: e for e in run["stages"]} if run else {}
+        entry = next((e for e in (run or {}).get("stages", []) if e["stage"] == name), None)
+        return None if entry is None else self.adopt(entry)
 
     def adopt(self, entry: dict) -> ArtifactRef:
         """Use an artifact of an earlier run as it is (recorded in this run as reused)."""
