@@ -177,6 +177,14 @@ def fixed_threads(n: int):
         torch.set_num_threads(before)
 
 
+# Packages whose kernels run on the intra-op threads the runtime fixes (torch and what runs on it, faiss's
+# OpenMP): a float reduction there is summed in an order the thread count decides (bf16 embeddings on 1 and
+# 2 threads differed in the last bit on an AMD EPYC). A stage whose code (`csk.codehash.closure`) can run one
+# of them, or that trains, has the thread count in its key; any other stage computes the same bytes on any
+# count, so its artifact is reused on a machine with another core count (`Stage.threads_matter`).
+THREADED = ("torch", "faiss", "sentence_transformers", "transformers")
+
+
 def trains(fn):
     """Marks a stage function that trains a model (or solves one by iterative optimisation). Like every
     stage it runs with `training_threads()` threads, keyed by that count; the mark says why it matters most."""

@@ -36,9 +36,6 @@ class RuntimeSettings(Params):
     """worker processes of the LocalCluster"""
     threads_per_worker: int = 1
     """shards a LocalCluster worker runs at once (each computes with the flow process's torch threads)"""
-    worker_threads: int = 0
-    """torch threads of a shard on a worker; 0: the flow process's count, so the bytes equal the local
-    runner's (another count can change float results in the last bit on some CPUs)"""
     shard_rows: int = 4096
     """rows or texts per shard, the unit of distributed work (rounded to a stage's own unit)"""
     verify: bool = False

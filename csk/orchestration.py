@@ -523,7 +523,7 @@ def prefect_flow(pipeline: Pipeline, steps=None):
 
             loaded = load_config(config, overrides or [])
             rt = loaded.runtime
-            with cluster(rt.runner, rt.address, rt.workers, rt.threads_per_worker, rt.worker_threads):
+            with cluster(rt.runner, rt.address, rt.workers, rt.threads_per_worker):
                 run = PipelineRun(pipeline, loaded[pipeline.name], store, shard_rows=rt.shard_rows, verify=rt.verify,
                                   until=until, only=only or (), steps=steps)
                 steps(run, **(options or {}))
