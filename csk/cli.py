@@ -599,11 +599,19 @@ def verify(pipeline: Optional[str] = typer.Argument(None, help="the pipeline; no
     if against is not None:
         if not against.is_dir():
             _fail(CskError(f"{against}: no such store"))
-        shared, differences = compare_stores(Store(store), Store(against), pipeline)
+        shared, differences, damaged = compare_stores(Store(store), Store(against), pipeline)
+        for line in damaged:
+            err.print(f"[bold red]DAMAGED[/] {escape(line)}", highlight=False, soft_wrap=True)
         for line in differences:
             err.print(f"[bold red]DIFFERS[/] {escape(line)}", highlight=False, soft_wrap=True)
-        console.print(f"{shared} keys in both stores, {len(differences)} with different bytes", highlight=False)
-        if differences:
+        console.print(f"{shared} keys in both stores, {len(differences)} with different bytes"
+                      + (f", {len(damaged)} damaged manifests" if damaged else ""), highlight=False)
+        if not shared:  # nothing was compared: a pass would say two stores agree that were never checked
+            err.print(f"[bold red]NOTHING COMPARED[/] {escape(str(store))} and {escape(str(against))} share no key"
+                      + (f" of {pipeline}" if pipeline else "") + ": built with other code, settings or inputs "
+                      "(or a thread count, for stages whose key holds it); `csk status` on each says why",
+                      highlight=False, soft_wrap=True)
+        if differences or damaged or not shared:
             raise typer.Exit(1)
         return
     if pipeline is not None:
