@@ -112,3 +112,21 @@ def test_flow_bodies_name_stages_by_their_function():
     found = {str(p.relative_to(ROOT)): re.findall(r"run\.(?:stage|enabled)\(\s*[\"']\w+", p.read_text())
              for p in sorted((ROOT / "flows").glob("*.py"))}
     assert not {k: v for k, v in found.items() if v}
+
+
+def test_no_test_double_in_production_code():
+    """Production code runs the real thing: no unittest.mock (a process-wide patch of subprocess.Popen
+    once started Prefect's temporary server)."""
+    from csk.imports import project_modules
+
+    found = {}
+    for name, path in project_modules().items():
+        names = set()
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            if isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        if any(n.startswith("unittest") for n in names):
+            found[name] = sorted(names)
+    assert not found
