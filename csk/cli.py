@@ -763,6 +763,29 @@ def _user_errors(cmd):
     return wrapper
 
 
+@app.command()
+def deps(write: Optional[Path] = typer.Option(None, "--write", help="replace the generated table in this Markdown "
+                                              "file (docs/layout.md) instead of printing it"),
+         check: Optional[Path] = typer.Option(None, "--check", help="exit 1 when this file's generated table is "
+                                              "not the current one")) -> None:
+    """For each shared module (not one dataset's), the pipelines whose stage keys hash it and how many of
+    their stages: what an edit there recomputes. Read from the import graph, as keys are (`csk.codehash`)."""
+    from csk.imports import layout_table, replace_section
+    from csk.pipeline import discover
+
+    table = layout_table(discover())
+    if check is not None:
+        if replace_section(check.read_text(), table) != check.read_text():
+            _fail(CskError(f"{check}: its module table is not the import graph's; run `csk deps --write {check}`"))
+        console.print(f"{check}: the module table is current", highlight=False)
+        return
+    if write is not None:
+        write.write_text(replace_section(write.read_text(), table))
+        console.print(f"{write}: module table written", highlight=False)
+        return
+    print(table, end="")
+
+
 def _add_plugin_commands() -> None:
     """`csk NAME`: commands that need the stages' code (e.g. `csk precision`, the embedder's ladder),
     named in the `csk.commands` entry points of pyproject.toml, so the kernel imports none of it."""

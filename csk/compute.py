@@ -156,11 +156,24 @@ def precision(requested: str, dev: str, agreement: Callable[[], float] | None = 
 
 
 # ------------------------------------------------------------------ seeded generators
+_THREADS = {"fixed": 0}
+
+
+def set_threads(n: int) -> None:
+    """`[runtime] threads`: the count every stage computes with from now on (0: this machine's CPUs)."""
+    if n < 0:
+        raise ValueError(f"runtime.threads must be 0 (this machine's CPUs) or a count, got {n}")
+    _THREADS["fixed"] = int(n)
+
+
 def training_threads() -> int:
-    """The intra-op thread count every trained stage runs with on this machine: the CPUs this process
-    may use, whatever OMP_NUM_THREADS, a Dask worker (one thread each) or an earlier stage set. Training
-    sums gradients in an order the thread count decides, so another count is another model: fixed, the
-    local, one-thread and Dask runs train the same one (and the count is in such a stage's key)."""
+    """The intra-op thread count every stage runs with: `[runtime] threads` when set, else the CPUs this
+    process may use, whatever OMP_NUM_THREADS, a Dask worker (one thread each) or an earlier stage set.
+    Training sums gradients in an order the thread count decides, so another count is another model:
+    fixed, the local, one-thread and Dask runs train the same one (and the count is in such a stage's
+    key). The count, not the cores: 2 threads on 1 core sum in the order 2 threads on 2 cores do."""
+    if _THREADS["fixed"]:
+        return _THREADS["fixed"]
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 

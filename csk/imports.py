@@ -79,13 +79,15 @@ def key_dependents(pipelines: dict) -> dict[str, dict[str, int]]:
     return out
 
 
-def is_shared(module: str, pipelines: dict) -> bool:
-    """A module no single dataset owns: not `tasks.<name>.*`, `data_contracts.<name>`, `flows.<name>` or
-    `readers.<name>` of a registered pipeline, and not a flow (flows pick stages, they are in no key)."""
+def is_shared(module: str, pipelines: dict, hashed_by: dict[str, int] | None = None) -> bool:
+    """A module no single dataset owns: not a flow (flows pick stages, they are in no key), and not
+    `tasks.<name>.*`, `data_contracts.<name>` or `readers.<name>` of a pipeline whose keys alone hash it
+    (the distractor engine, `tasks.distractors`, is a pipeline's and CICERO's: shared)."""
     parts = module.split(".")
     if parts[0] == "flows":
         return False
-    return not (len(parts) >= 2 and parts[1] in pipelines and parts[0] in ("tasks", "data_contracts", "readers"))
+    owner = parts[1] if len(parts) >= 2 and parts[0] in ("tasks", "data_contracts", "readers") else None
+    return owner not in pipelines or set(hashed_by or {}) - {owner} != set()
 
 
 def layout_table(pipelines: dict) -> str:
@@ -96,7 +98,7 @@ def layout_table(pipelines: dict) -> str:
     lines = [DOC_BEGIN, "",
              "| shared module | " + " | ".join(f"{n} ({total[n]})" for n in names) + " |",
              "|---|" + "---|" * len(names)]
-    for module in sorted(m for m in deps if is_shared(m, pipelines) and module_file(m) is not None):
+    for module in sorted(m for m in deps if is_shared(m, pipelines, deps[m]) and module_file(m) is not None):
         cells = [str(deps[module].get(n, "")) for n in names]
         lines.append(f"| `{module}` | " + " | ".join(cells) + " |")
     lines += ["", DOC_END]

@@ -336,6 +336,10 @@ class PipelineRun:
                 reasons.append(f"input {name} ({ref_in.stage}) has other data")
         if m.get("stage_version") != stage.version:
             reasons.append(f"stage version {m.get('stage_version')} -> {stage.version}")
+        old_threads = (m.get("threads") or {}).get("count", (m.get("machine") or {}).get("cores"))
+        if plan.threads.get("in_key") and old_threads != plan.threads["count"]:
+            reasons.append(f"{plan.threads['count']} threads here, built with {old_threads} ({plan.threads['why']}; "
+                           "[runtime] threads sets the count)")
         return "; ".join(reasons) or "no artifact with this key (the key scheme or an upstream key changed)"
 
 

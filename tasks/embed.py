@@ -321,6 +321,13 @@ def open_embedder(spec: EmbedSpec | dict, ctx: StageContext | None = None) -> It
         emb.close()
 
 
+def vector_lookup(texts: list[str], embed: EmbedSpec | dict, ctx: StageContext | None):
+    """text -> frozen sentence embedding (the distractor engine's linear probes, CoreQuisite's MCQA
+    retrieval): the embedder's own helper, so its users import no other stage's code."""
+    with open_embedder(embed, ctx) as emb:
+        return emb.lookup(texts)
+
+
 def dialogue_text(turns) -> str:
     return " ".join(str(t["text"]) for t in turns)
 

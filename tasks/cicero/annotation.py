@@ -25,7 +25,7 @@ from csk import compute
 from csk.errors import InputError
 from csk.params import InputPath
 from csk.runtime import StageOutput
-from readers import read_cicero_release
+from readers.cicero import read_cicero_release
 from data_contracts.cicero import TYPE_OF_QUESTION
 from tasks.labeling import export_rows
 

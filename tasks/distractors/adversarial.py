@@ -32,7 +32,7 @@ from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.keys import group_order, instance_keys
 from tasks.distractors.discriminators import CachedTransformerMC, FrozenLower, LinearProbe, TransformerMC
-from tasks.embed import EmbedSpec, open_embedder
+from tasks.embed import EmbedSpec, vector_lookup
 from tasks.plots import hist_png, line_png
 
 
@@ -290,12 +290,6 @@ def _evidence_counts(data: pd.DataFrame, candidates: pd.DataFrame) -> dict[str, 
             }.get(g, f"the {g} generator's output (no check that it is wrong)")
             out[kind] = out.get(kind, 0) + 1
     return out
-
-
-def vector_lookup(texts: list[str], embed: EmbedSpec | dict, ctx: StageContext | None):
-    """text -> frozen sentence embedding, for the linear probes."""
-    with open_embedder(embed, ctx) as emb:
-        return emb.lookup(texts)
 
 
 @compute.trains  # fits discriminators: a fixed thread count, in its key

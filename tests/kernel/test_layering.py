@@ -130,3 +130,33 @@ def test_no_test_double_in_production_code():
         if any(n.startswith("unittest") for n in names):
             found[name] = sorted(names)
     assert not found
+
+
+def test_the_layout_doc_lists_what_each_shared_module_recomputes():
+    """docs/layout.md's module table is the import graph's (`csk deps --write docs/layout.md`)."""
+    from csk.imports import DOC_BEGIN, layout_table, replace_section
+
+    doc = (ROOT / "docs" / "layout.md").read_text()
+    table = layout_table(discover())
+    assert DOC_BEGIN in doc and replace_section(doc, table) == doc, "run `csk deps --write docs/layout.md`"
+    assert "| `tasks.embed` |" in table and "| `tasks.distractors.adversarial` |" in table
+    row = next(line for line in table.splitlines() if line.startswith("| `tasks.distractors.adversarial` |"))
+    names = sorted(discover())
+    cells = dict(zip(names, [c.strip() for c in row.split("|")[2:-1]]))
+    assert not cells["deco"] and not cells["corequisite"] and not cells["corecode"] and cells["cicero"]
+
+
+def test_project_code_imports_a_reader_from_its_own_module():
+    """`readers` loads each reader on first use (its __init__ imports none, so a stage's key hashes only
+    the readers it imports); `from readers import read_x` would hide which one from the key."""
+    from csk.imports import project_modules
+
+    found = {}
+    for name, path in project_modules().items():
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            if isinstance(node, ast.ImportFrom) and node.module == "readers" and not node.level:
+                found.setdefault(name, []).extend(a.name for a in node.names)
+    assert not found
+    from readers import read_dailydialog  # still there for tests and notebooks, loaded on use
+
+    assert read_dailydialog.__module__ == "readers.dailydialog"
