@@ -160,3 +160,17 @@ def test_project_code_imports_a_reader_from_its_own_module():
     from readers import read_dailydialog  # still there for tests and notebooks, loaded on use
 
     assert read_dailydialog.__module__ == "readers.dailydialog"
+
+
+def test_a_contract_is_looked_up_in_its_own_module_only():
+    """`get_contract` / `contract_name` import the named contract module alone (they imported every
+    dataset's contracts, DECO's reader with them)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from data_contracts import get_contract, contract_name; "
+            "c = get_contract('corecode.Dialogues'); assert contract_name(c) == 'corecode.Dialogues'; "
+            "print(sorted(m for m in sys.modules if m.startswith(('data_contracts.', 'readers', 'tasks'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert out.stdout.strip() == "['data_contracts.common', 'data_contracts.corecode']", out.stdout
