@@ -13,7 +13,7 @@ scaling model for N workers:
 writing its Parquet input, the Prefect task run and reading the output back, is what the 2-worker
 run took beyond LPT(., 2) with its cores shared.) The model assumes one core per worker.
 
-    python bench/bench_dask.py [--texts 4096] [--rows 16384] [--shard-rows 1024] [--workers 2] [--worker-threads 0]
+    python bench/bench_dask.py [--texts 4096] [--rows 16384] [--shard-rows 1024] [--workers 2]
 """
 
 from __future__ import annotations
@@ -92,7 +92,6 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=16384)
     ap.add_argument("--shard-rows", type=int, default=1024)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--worker-threads", type=int, default=0, help="0: the flow process's (bytes equal local)")
     args = ap.parse_args()
     m = compute.machine()
     print(f"machine: {m.get('cpu')} ({m.get('cpu_capability')}), {os.cpu_count()} cores; "
@@ -103,7 +102,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, sharding(args.shard_rows, Path(tmp)):
         kernels(texts[:64], x[:2048])  # warm-up: model load, torch init
         local, v_local, p_local = kernels(texts, x)
-        with cluster("dask", workers=args.workers, threads_per_worker=1, worker_threads=args.worker_threads):
+        with cluster("dask", workers=args.workers, threads_per_worker=1):
             kernels(texts[:1100], x[:3000])  # cluster start and model load on the workers
             dask, v_dask, p_dask = kernels(texts, x)
         same = v_local.tobytes() == v_dask.tobytes() and all(a.tobytes() == b.tobytes() for a, b in zip(p_local, p_dask))
@@ -117,7 +116,7 @@ def main() -> None:
     print(f"{'kernel':8} {'overhead/shard':>14} " + " ".join(f"{f'N={n}':>8}" for n in ns))
     for k, times in per_shard.items():
         # measured with 2 workers sharing 2 cores: each shard ran at ~cores/(workers*threads) speed
-        share = max(1.0, args.workers * (args.worker_threads or torch_threads()) / (os.cpu_count() or 1))
+        share = max(1.0, args.workers * torch_threads() / (os.cpu_count() or 1))
         overhead = max(0.0, (dask[k] - lpt([t * share for t in times], args.workers))
                        / math.ceil(len(times) / args.workers))
         row = [lpt(times, n) + overhead * math.ceil(len(times) / n) for n in ns]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,9 +111,20 @@ def parse_manifest(raw: bytes) -> tuple[dict | None, str | None]:
     return m, None
 
 
+def file_stat(path: str | Path) -> dict[str, int]:
+    """What changes when a file's bytes may have changed without its size changing: its modification
+    and status-change times and its inode (a write sets both times; ctime cannot be set back, so a byte
+    flipped and the mtime restored is still seen; a copy or a restore from a backup is a new inode)."""
+    st = os.stat(path)
+    return {"mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "inode": st.st_ino}
+
+
 def check_artifact(path: str | Path, content: bool = True) -> list[str]:
     """What is wrong with an artifact directory, one line per damaged file naming it (empty: intact).
-    Sizes are always compared with the manifest's record; sha256 too with `content`."""
+    Sizes are always compared with the manifest's record; sha256 too with `content`, and without it for
+    every file whose modification time, status-change time or inode differs from the manifest's record
+    (`file_stat`), or that has no such record: a file that may have changed is re-hashed, never
+    reused on its size alone."""
     d = Path(path)
     try:
         raw = (d / MANIFEST).read_bytes()
@@ -127,12 +139,13 @@ def check_artifact(path: str | Path, content: bool = True) -> list[str]:
         f = d / name
         try:
             size = f.stat().st_size
+            unchanged = rec.get("stat") is not None and rec["stat"] == file_stat(f)
         except OSError:
             problems.append(f"{f}: missing")
             continue
         if size != rec["bytes"]:
             problems.append(f"{f}: {size} bytes, the manifest recorded {rec['bytes']}")
-        elif content:
+        elif content or not unchanged:
             found = sha256_file(f)
             if found != rec["sha256"]:
                 problems.append(f"{f}: sha256 {found} differs from the manifest's {rec['sha256']}")

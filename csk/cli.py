@@ -142,10 +142,14 @@ def _release_alone(pipeline: str, release: Path) -> list[str]:
     except CskError as exc:
         _fail(exc)
     if not p.release_alone:
+        # the pipeline's own commands that take a --release say what else can start from a release
+        import inspect
+
+        others = [f"; `csk {pipeline} {getattr(c, 'command_name', c.__name__.replace('_', '-'))} --release FILE`: "
+                  f"{(c.__doc__ or '').strip().splitlines()[0].rstrip('.').lower()}"
+                  for c in p.commands if "release" in inspect.signature(c).parameters]
         _fail(CskError(f"`csk run {pipeline}` has no --release: set the release file in its sources "
-                       f"(`csk config {pipeline}`)" + ("; `csk cicero rebuild-distractors --release FILE` rebuilds "
-                                                       "CICERO's distractors from a release alone"
-                                                       if pipeline == "cicero" else "")))
+                       f"(`csk config {pipeline}`)" + "".join(others)))
     if not release.is_file():
         _fail(CskError(f"{release}: file not found"))
     sets = [t.replace("{release}", str(release.resolve())) for t in p.release_alone]
@@ -607,11 +611,19 @@ def verify(pipeline: Optional[str] = typer.Argument(None, help="the pipeline; no
     if against is not None:
         if not against.is_dir():
             _fail(CskError(f"{against}: no such store"))
-        shared, differences = compare_stores(Store(store), Store(against), pipeline)
+        shared, differences, damaged = compare_stores(Store(store), Store(against), pipeline)
+        for line in damaged:
+            err.print(f"[bold red]DAMAGED[/] {escape(line)}", highlight=False, soft_wrap=True)
         for line in differences:
             err.print(f"[bold red]DIFFERS[/] {escape(line)}", highlight=False, soft_wrap=True)
-        console.print(f"{shared} keys in both stores, {len(differences)} with different bytes", highlight=False)
-        if differences:
+        console.print(f"{shared} keys in both stores, {len(differences)} with different bytes"
+                      + (f", {len(damaged)} damaged manifests" if damaged else ""), highlight=False)
+        if not shared:  # nothing was compared: a pass would say two stores agree that were never checked
+            err.print(f"[bold red]NOTHING COMPARED[/] {escape(str(store))} and {escape(str(against))} share no key"
+                      + (f" of {pipeline}" if pipeline else "") + ": built with other code, settings or inputs "
+                      "(or a thread count, for stages whose key holds it); `csk status` on each says why",
+                      highlight=False, soft_wrap=True)
+        if differences or damaged or not shared:
             raise typer.Exit(1)
         return
     if pipeline is not None:
@@ -776,6 +788,29 @@ def _user_errors(cmd):
             _fail(exc)
 
     return wrapper
+
+
+@app.command()
+def deps(write: Optional[Path] = typer.Option(None, "--write", help="replace the generated table in this Markdown "
+                                              "file (docs/layout.md) instead of printing it"),
+         check: Optional[Path] = typer.Option(None, "--check", help="exit 1 when this file's generated table is "
+                                              "not the current one")) -> None:
+    """For each shared module (not one dataset's), the pipelines whose stage keys hash it and how many of
+    their stages: what an edit there recomputes. Read from the import graph, as keys are (`csk.codehash`)."""
+    from csk.imports import layout_table, replace_section
+    from csk.pipeline import discover
+
+    table = layout_table(discover())
+    if check is not None:
+        if replace_section(check.read_text(), table) != check.read_text():
+            _fail(CskError(f"{check}: its module table is not the import graph's; run `csk deps --write {check}`"))
+        console.print(f"{check}: the module table is current", highlight=False)
+        return
+    if write is not None:
+        write.write_text(replace_section(write.read_text(), table))
+        console.print(f"{write}: module table written", highlight=False)
+        return
+    print(table, end="")
 
 
 def _add_plugin_commands() -> None:

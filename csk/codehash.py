@@ -222,6 +222,12 @@ def stage_code_hash(fn: Callable, contract_module: str | None = None) -> str:
     return code_hash(tuple(m for m in (module.__name__, contract_module) if m))
 
 
+def stage_third_party(fn: Callable, contract_module: str | None = None) -> tuple[str, ...]:
+    """The third-party top-level modules the stage's code imports (as `closure` counts them)."""
+    module = inspect.getmodule(fn)
+    return closure(tuple(m for m in (module and module.__name__, contract_module) if m))[1]
+
+
 def stage_packages(fn: Callable, contract_module: str | None = None) -> dict[str, str]:
     """Installed versions of the distributions the stage's code imports, and what they require."""
     module = inspect.getmodule(fn)

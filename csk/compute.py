@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import time
 from contextlib import contextmanager
 from functools import lru_cache
@@ -22,6 +21,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
+
+# the machine facts precision decisions are taken on live in csk.precision (it imports nothing of this module)
+from csk.precision import autocast, cpu_model  # noqa: F401  (re-exported: every stage asks here)
 
 
 
@@ -45,17 +47,6 @@ def _cpu_only_torch() -> bool:
         return metadata.version("torch").partition("+")[2] == "cpu"
     except metadata.PackageNotFoundError:
         return False
-
-
-@lru_cache(maxsize=None)
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 @lru_cache(maxsize=None)
@@ -164,23 +155,25 @@ def precision(requested: str, dev: str, agreement: Callable[[], float] | None = 
     return {**decision, "precision": "bf16", "why": f"{d['why']}; agrees with fp32 (cosine {agree:.5f})"}
 
 
-def autocast(precision_name: str, dev: str):
-    """The autocast context of a precision decision (a no-op for fp32)."""
-    import contextlib
-
-    import torch
-
-    if precision_name == "bf16":
-        return torch.autocast(device_type=dev.split(":")[0], dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
 # ------------------------------------------------------------------ seeded generators
+_THREADS = {"fixed": 0}
+
+
+def set_threads(n: int) -> None:
+    """`[runtime] threads`: the count every stage computes with from now on (0: this machine's CPUs)."""
+    if n < 0:
+        raise ValueError(f"runtime.threads must be 0 (this machine's CPUs) or a count, got {n}")
+    _THREADS["fixed"] = int(n)
+
+
 def training_threads() -> int:
-    """The intra-op thread count every trained stage runs with on this machine: the CPUs this process
-    may use, whatever OMP_NUM_THREADS, a Dask worker (one thread each) or an earlier stage set. Training
-    sums gradients in an order the thread count decides, so another count is another model: fixed, the
-    local, one-thread and Dask runs train the same one (and the count is in such a stage's key)."""
+    """The intra-op thread count every stage runs with: `[runtime] threads` when set, else the CPUs this
+    process may use, whatever OMP_NUM_THREADS, a Dask worker (one thread each) or an earlier stage set.
+    Training sums gradients in an order the thread count decides, so another count is another model:
+    fixed, the local, one-thread and Dask runs train the same one (and the count is in such a stage's
+    key). The count, not the cores: 2 threads on 1 core sum in the order 2 threads on 2 cores do."""
+    if _THREADS["fixed"]:
+        return _THREADS["fixed"]
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
@@ -195,6 +188,14 @@ def fixed_threads(n: int):
         yield n
     finally:
         torch.set_num_threads(before)
+
+
+# Packages whose kernels run on the intra-op threads the runtime fixes (torch and what runs on it, faiss's
+# OpenMP): a float reduction there is summed in an order the thread count decides (bf16 embeddings on 1 and
+# 2 threads differed in the last bit on an AMD EPYC). A stage whose code (`csk.codehash.closure`) can run one
+# of them, or that trains, has the thread count in its key; any other stage computes the same bytes on any
+# count, so its artifact is reused on a machine with another core count (`Stage.threads_matter`).
+THREADED = ("torch", "faiss", "sentence_transformers", "transformers")
 
 
 def trains(fn):

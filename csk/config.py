@@ -25,8 +25,9 @@ RUNTIME_TABLE = "runtime"
 
 
 class RuntimeSettings(Params):
-    """Where a flow's sharded work runs (`[runtime]`); never part of an artifact's key: the local and
-    the dask runner give the same bytes."""
+    """Where a flow's sharded work runs, and with how many threads (`[runtime]`); never part of an
+    artifact's key (the local and the dask runner give the same bytes), except `threads` for the stages
+    whose bytes can depend on it."""
 
     runner: Literal["local", "dask"] = "local"
     """local: every shard in the flow's process; dask: shards on a Dask cluster through prefect-dask"""
@@ -36,9 +37,10 @@ class RuntimeSettings(Params):
     """worker processes of the LocalCluster"""
     threads_per_worker: int = 1
     """shards a LocalCluster worker runs at once (each computes with the flow process's torch threads)"""
-    worker_threads: int = 0
-    """torch threads of a shard on a worker; 0: the flow process's count, so the bytes equal the local
-    runner's (another count can change float results in the last bit on some CPUs)"""
+    threads: int = 0
+    """intra-op threads every stage computes with; 0: the CPUs this process may use. The count is in the
+    key of the stages whose bytes can depend on it (they train, or run torch): set it (e.g. to the count
+    a store was built with) and those stages are reused on a machine with another core count"""
     shard_rows: int = 4096
     """rows or texts per shard, the unit of distributed work (rounded to a stage's own unit)"""
     verify: bool = False
@@ -181,4 +183,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
             problems += [_explain(name, model, e) for e in exc.errors()]
     if problems:
         raise ConfigError(_invalid(cfg_path, problems, overrides))
+    from csk import compute
+
+    compute.set_threads(runtime.threads)  # a process-wide setting: what every stage computes with (and keys on)
     return Config(cfg_path.resolve(), values, runtime)

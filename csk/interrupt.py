@@ -22,7 +22,6 @@ import subprocess
 import sys
 import threading
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 from typing import Iterator
 
@@ -38,22 +37,47 @@ def start_temporary_server():
 
     if os.environ.get("PREFECT_API_URL") or PREFECT_API_URL.value():
         return None
-    from unittest import mock
-
-    from prefect.server.api import server as server_module
+    from prefect.server.api.server import SubprocessASGIServer
 
     stopped = stop_stale_servers()
     if stopped:
         print(f"stopped {len(stopped)} temporary Prefect server(s) left by earlier runs that died: pid "
               f"{', '.join(map(str, stopped))}", file=sys.stderr)
-    server = server_module.SubprocessASGIServer()  # the instance get_client() finds and reuses
-    if not server.running:
-        with mock.patch.object(server_module.subprocess, "Popen", partial(subprocess.Popen, start_new_session=True,
-                                                                          preexec_fn=_die_with_parent())):
-            server.start()
-        if server.server_process is not None:
-            _register(server.server_process.pid, server.port)
+    known = SubprocessASGIServer._instances.get(None)  # the instance get_client() finds and reuses
+    if known is not None and known.running:
+        return known
+    SubprocessASGIServer._instances.pop(None, None)  # a stopped one: ours takes its place
+    server = _session_server_class()()  # registered under None by Prefect's own __new__
+    server.start()
+    if server.server_process is not None:
+        _register(server.server_process.pid, server.port)
     return server
+
+
+def _session_server_class():
+    """Prefect's temporary server whose process starts in a session of its own (the terminal's Ctrl-C
+    does not reach it) and dies with this process (`_die_with_parent`). A subclass: Prefect's
+    `SubprocessASGIServer()` is a singleton per port, so get_client() finds and reuses this instance."""
+    from prefect.server.api.server import SubprocessASGIServer
+
+    class SessionServer(SubprocessASGIServer):
+        def _run_uvicorn_command(self) -> subprocess.Popen:
+            # Prefect 3.8.8's own command and environment (prefect/server/api/server.py,
+            # SubprocessASGIServer._run_uvicorn_command; prefect is pinned in pyproject.toml), with the two
+            # process options it has no parameter for.
+            import prefect
+            from prefect.settings import get_current_settings
+
+            return subprocess.Popen(
+                args=[sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+                      "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
+                      "--log-level", "error", "--lifespan", "on"],
+                env={**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+                     "PREFECT__SERVER_FINAL": "1",
+                     **get_current_settings().to_environment_variables(exclude_unset=True)},
+                start_new_session=True, preexec_fn=_die_with_parent())
+
+    return SessionServer
 
 
 def _servers_dir() -> Path:

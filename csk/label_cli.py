@@ -109,8 +109,7 @@ def pull_command(pipeline: str, step: str, out: Path = typer.Option(..., "--out"
                  project: Optional[int] = typer.Option(None, "--project", help="project id (default: the newest "
                                                        "project titled PIPELINE.STEP)")) -> None:
     """Write the step's annotations (Label Studio's JSON export) and say which setting reads them back."""
-    from csk.label_studio import LabelStudio
-    from readers.label_studio import read_label_studio_export
+    from csk.label_studio import LabelStudio, export_summary
 
     _, s = _step(pipeline, step)
     ls = LabelStudio()
@@ -123,11 +122,10 @@ def pull_command(pipeline: str, step: str, out: Path = typer.Option(..., "--out"
     tmp = out.with_name(out.name + ".part")
     tmp.write_bytes(ls.export(project))
     tmp.replace(out)  # a pull cut short leaves no partial export
-    read = read_label_studio_export(out)
-    annotators = len({r["annotator"] for r in read.rows})
+    got = export_summary(out.read_bytes(), str(out))
     table = import_setting(pipeline, s).rsplit(".", 1)[0]
     unset = "".join(f" --set '{table}.{name}=\"\"'" for name in s.replaces)
-    print(f"{out}: {len(read.rows)} annotations by {annotators} annotator(s), {len(read.rejected)} left out "
+    print(f"{out}: {got['annotations']} annotations by {got['annotators']} annotator(s), {got['left_out']} left out "
           f"(skipped or empty); read them back with (keep the --set of earlier steps' pulls):\n"
           f"  csk run {pipeline}{unset} --set {import_setting(pipeline, s)}={out.resolve()}")
 

@@ -93,6 +93,31 @@ def project_files(step: LabelingStep, rows: pd.DataFrame, pipeline: str) -> dict
     return {"config.xml": step.config.encode(), "tasks.json": _json(tasks), "project.json": _json(project)}
 
 
+def export_summary(raw: bytes, where: str = "export") -> dict[str, int]:
+    """What a pull brought: submitted annotations (not skipped, with a result), their annotators, and
+    the annotations left out (skipped or empty), counted on Label Studio's JSON export. Only counts, for
+    the pull's message: the import stage reads the export itself (`readers.label_studio`), so the kernel
+    needs no dataset reader."""
+    try:
+        tasks = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CskError(f"{where}: Label Studio's export is not JSON ({exc})") from None
+    if not isinstance(tasks, list):
+        raise CskError(f"{where}: expected Label Studio's JSON export (a list of tasks)")
+    submitted, left_out, annotators = 0, 0, set()
+    for task in tasks:
+        for ann in (task.get("annotations") or []) if isinstance(task, dict) else []:
+            if not isinstance(ann, dict):
+                continue
+            if ann.get("was_cancelled") or not ann.get("result"):
+                left_out += 1
+                continue
+            submitted += 1
+            who = ann.get("completed_by")
+            annotators.add(str(who.get("id")) if isinstance(who, dict) else str(who))
+    return {"annotations": submitted, "annotators": len(annotators), "left_out": left_out}
+
+
 def _json(obj: Any) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, indent=1, default=str) + "\n").encode("utf-8")
 

@@ -195,10 +195,13 @@ class PipelineRun:
         self.stages.append({"stage": ref.stage, "key": ref.key, "path": ref.path, "rows": m["rows"], "reused": True,
                             "seconds": 0.0})
 
-    def latest(self) -> dict[str, dict]:
-        """The latest finished run's stages by name (empty when there is none)."""
+    def from_latest(self, which) -> ArtifactRef | None:
+        """The artifact a stage (named by its function, as flow bodies name stages) wrote in the latest
+        finished run, used as it is (recorded in this run as reused); None when that run has none."""
+        name = self.pipeline.stage(which).name
         run = self.store.latest_run(self.pipeline.name, required=False)
-        return {e["stage"]: e for e in run["stages"]} if run else {}
+        entry = next((e for e in (run or {}).get("stages", []) if e["stage"] == name), None)
+        return None if entry is None else self.adopt(entry)
 
     def adopt(self, entry: dict) -> ArtifactRef:
         """Use an artifact of an earlier run as it is (recorded in this run as reused)."""
@@ -333,6 +336,10 @@ class PipelineRun:
                 reasons.append(f"input {name} ({ref_in.stage}) has other data")
         if m.get("stage_version") != stage.version:
             reasons.append(f"stage version {m.get('stage_version')} -> {stage.version}")
+        old_threads = (m.get("threads") or {}).get("count", (m.get("machine") or {}).get("cores"))
+        if plan.threads.get("in_key") and old_threads != plan.threads["count"]:
+            reasons.append(f"{plan.threads['count']} threads here, built with {old_threads} ({plan.threads['why']}; "
+                           "[runtime] threads sets the count)")
         return "; ".join(reasons) or "no artifact with this key (the key scheme or an upstream key changed)"
 
 
@@ -520,7 +527,7 @@ def prefect_flow(pipeline: Pipeline, steps=None):
 
             loaded = load_config(config, overrides or [])
             rt = loaded.runtime
-            with cluster(rt.runner, rt.address, rt.workers, rt.threads_per_worker, rt.worker_threads):
+            with cluster(rt.runner, rt.address, rt.workers, rt.threads_per_worker):
                 run = PipelineRun(pipeline, loaded[pipeline.name], store, shard_rows=rt.shard_rows, verify=rt.verify,
                                   until=until, only=only or (), steps=steps)
                 steps(run, **(options or {}))

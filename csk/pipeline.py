@@ -128,6 +128,18 @@ class Stage:
         """Does its function train a model (`csk.compute.trains`)? It then runs with a fixed thread count."""
         return bool(getattr(self.fn, "trains", False))
 
+    @property
+    def threads_matter(self) -> str | None:
+        """Why the thread count is in its key (it trains, or its code can run a threaded float kernel:
+        `csk.compute.THREADED`), or None: its bytes do not depend on the count."""
+        from csk.codehash import stage_third_party
+        from csk.compute import THREADED
+
+        if self.trains:
+            return "it trains a model (gradients summed in an order the thread count decides)"
+        hit = sorted(set(stage_third_party(*self._roots())) & set(THREADED))
+        return f"its code can run {', '.join(hit)} (float reductions per thread)" if hit else None
+
     def _roots(self) -> tuple[Callable, str]:
         return self.fn, self.contract.__module__
 

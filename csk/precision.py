@@ -32,8 +32,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import statistics
 import time
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,28 @@ def shapes(tokens: int = PLAN_TOKENS, widths: tuple[int, ...] = WIDTHS) -> tuple
     return tuple(out)
 
 
+@lru_cache(maxsize=None)
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def autocast(precision_name: str, dev: str):
+    """The autocast context of a precision decision (a no-op for fp32)."""
+    import contextlib
+
+    import torch
+
+    if precision_name == "bf16":
+        return torch.autocast(device_type=dev.split(":")[0], dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def cpu_flags() -> list[str]:
     """The CPU's vector-ISA flags (what decides bf16 kernels), from /proc/cpuinfo."""
     try:
@@ -77,8 +101,6 @@ def kind(dev: str) -> str:
 def fingerprint(dev: str = "cpu") -> dict:
     """What the decision depends on; a change of any of these measures again."""
     import torch
-
-    from csk.compute import cpu_model
 
     fp: dict[str, Any] = {"method": METHOD, "device": kind(dev), "cpu": cpu_model(), "flags": cpu_flags(),
                           "cpu_capability": torch.backends.cpu.get_cpu_capability(),
@@ -127,8 +149,6 @@ def _runner(dev: str, dims: tuple[tuple[int, int, int], ...]):
     clock = time.perf_counter if kind(dev) == "cuda" else time.thread_time
 
     def trial(prec: str, reps: int = 1) -> float:
-        from csk.compute import autocast
-
         _sync(dev)
         t0 = clock()
         with torch.inference_mode(), autocast(prec, dev):
@@ -229,8 +249,6 @@ def machine_material(dev: str) -> dict | None:
     thread / kernel environment variables torch reads. None on a GPU."""
     if kind(dev) != "cpu":
         return None
-    from csk.compute import cpu_model
-
     try:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:

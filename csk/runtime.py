@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from csk.artifacts import ArtifactRef, read_parquet, to_parquet_bytes
-
-if TYPE_CHECKING:
-    from csk.store import Store
 
 __all__ = ["StageOutput", "StageContext", "StageRun", "ArtifactRef", "read_parquet", "to_parquet_bytes"]
 
@@ -43,7 +40,8 @@ class StageRun:
 class StageContext:
     """Handed to stage functions that declare a `ctx` parameter: store access and model records."""
 
-    def __init__(self, store: "Store", pipeline: str, stage: str):
+    def __init__(self, store: Any, pipeline: str, stage: str):
+        # store: the csk.store.Store computing the stage (not imported: the store imports this module)
         self.store = store
         self.pipeline = pipeline
         self.stage = stage

@@ -66,11 +66,10 @@ _RUNNER: contextvars.ContextVar[Any] = contextvars.ContextVar("csk_dask_runner",
 
 
 @contextmanager
-def cluster(runner: str = "local", address: str = "", workers: int = 2, threads_per_worker: int = 1,
-            worker_threads: int = 0) -> Iterator[Any]:
+def cluster(runner: str = "local", address: str = "", workers: int = 2, threads_per_worker: int = 1) -> Iterator[Any]:
     """For the length of a flow run: prefect-dask's DaskTaskRunner on the scheduler at `address`, or
-    on a LocalCluster of `workers` processes; nothing for the local runner. `worker_threads`: torch
-    intra-op threads of a shard (0: the flow process's count, see `_set_torch_threads`)."""
+    on a LocalCluster of `workers` processes; nothing for the local runner. A shard computes with the
+    stage's torch thread count, the one its key records (`_set_torch_threads`)."""
     if runner != "dask":
         yield None
         return
@@ -83,7 +82,6 @@ def cluster(runner: str = "local", address: str = "", workers: int = 2, threads_
                                               "processes": True, "dashboard_address": ":0"})
 
     task_runner = start_cluster(make, 0 if address else workers)
-    task_runner.csk_worker_threads = worker_threads
     try:
         token = _RUNNER.set(task_runner)
         try:
@@ -169,7 +167,7 @@ def _map_dask(runner, fn, frames, arrays, params) -> list[pd.DataFrame]:
             np.save(shared[name], np.ascontiguousarray(arr), allow_pickle=False)
         shard = task(name=f"shard:{fn.__name__}", cache_policy=NONE, persist_result=False)(run_shard)
         log.info("%s: %d shards of %s on the Dask cluster", _stage(), len(frames), fn.__name__)
-        threads = getattr(runner, "csk_worker_threads", 0) or _torch_threads()
+        threads = _torch_threads()  # the stage's count (`Store.compute` fixed it), which its key records
         futures = []
         for i, frame in enumerate(frames):
             src = work / f"in-{i:05d}.parquet"
@@ -221,11 +219,12 @@ def _torch_threads() -> int:
 
 
 def _set_torch_threads(n: int) -> None:
-    """By default workers compute with the flow process's intra-op thread count: on some CPUs (seen
-    on an AMD EPYC) 1 and 2 threads give float results differing in the last bit, and the dask
-    runner must give the local runner's bytes. The price on a small machine: two workers of two
-    threads on two cores oversubscribe them (measured 0.36x of local on encode, 0.72x with one
-    thread each: bench/bench_dask.py); `[runtime] worker_threads` trades the identity for that."""
+    """Workers compute with the stage's intra-op thread count (the flow process's, the one the stage's
+    key records): on some CPUs (seen on an AMD EPYC) 1 and 2 threads give float results differing in
+    the last bit, and the dask runner must give the local runner's bytes. The price on a small machine:
+    two workers of two threads on two cores oversubscribe them (measured 0.36x of local on encode, 0.72x
+    with one thread each: bench/bench_dask.py). Another count per worker would need its own key (the
+    `[runtime] worker_threads` that allowed it is gone: its shards wrote bytes their key did not name)."""
     import torch
 
     if n > 0 and torch.get_num_threads() != n:

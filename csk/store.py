@@ -16,9 +16,11 @@ lives here, in three steps a run takes in order (`Store.run`):
   directory renamed into place: an artifact appears complete or not at all).
 
 Integrity: the manifest records the size and sha256 of every file of its artifact and a sha256
-of itself, so a changed byte in any file is found (`check_artifact`). Reuse checks sizes always
-and content for sources or with `verify`; a stage reading its inputs checks their sha256 on the
-bytes it parses. One writer per key: two runs sharing a store take a file lock per key, so the
+of itself, so a changed byte in any file is found (`check_artifact`). The manifest also records
+each file's modification time, status-change time and inode as written: reuse checks sizes always and
+re-hashes any file whose record differs (so a byte changed in place is never reused on its size), and
+every file for sources or with `verify`; a stage reading its inputs checks their sha256 on the bytes
+it parses. One writer per key: two runs sharing a store take a file lock per key, so the
 second waits for the first and reuses its artifact instead of computing it again.
 """
 
@@ -43,7 +45,8 @@ from csk import compute
 from csk.compute import host_record, sha256_file
 from csk.params import resolve_settings
 from csk.progress import stage_label
-from csk.artifacts import (MANIFEST, REJECTED_LEAD, ArtifactRef, canonical_json, check_artifact, manifest_bytes, to_parquet_bytes)
+from csk.artifacts import (MANIFEST, REJECTED_LEAD, ArtifactRef, canonical_json, check_artifact, file_stat, manifest_bytes,
+                           to_parquet_bytes)
 from csk.codehash import code_version
 from csk.contracts import check_columns, validate_contract
 from csk.errors import ConservationError, ContractError, CskError, InputError, IntegrityError
@@ -70,6 +73,7 @@ class Plan:
     key: str
     resolved: dict = field(default_factory=dict)  # Device / Precision settings as this machine resolves them
     input_names: list[str] = field(default_factory=list)  # the stage function's parameter of each input
+    threads: dict = field(default_factory=dict)  # the count it computes with, whether its key holds it, why
 
     @property
     def parent_count(self) -> int:
@@ -230,12 +234,18 @@ class Store:
         if resolved:  # "auto" precision and device as decided here: another decision, another key
             material["resolved"] = resolved
         # Every stage computes with the machine's thread count (`compute.training_threads`), whatever the runner
-        # or OMP_NUM_THREADS set: a bf16 matrix product on one thread is not the bytes of one on two (seen on
-        # the embedder), and a model trained with another count is another model. The count is in the key.
-        material["threads"] = compute.training_threads()
+        # or OMP_NUM_THREADS set. A bf16 matrix product on one thread is not the bytes of one on two (seen on
+        # the embedder), and a model trained with another count is another model: for such stages the count
+        # is in the key. A stage whose code runs no threaded float kernel gives the same bytes on any count,
+        # so its key leaves it out and a store built on another machine is reused (`Stage.threads_matter`).
+        count, why = compute.training_threads(), stage.threads_matter
+        if why:
+            material["threads"] = count
+        threads = {"count": count, "in_key": bool(why),
+                   "why": why or "no threaded float kernel in its code: the same bytes on any thread count"}
         key = hashlib.sha256(canonical_json(material).encode()).hexdigest()[:24]
         return Plan(pipeline, stage, model, params_json, list(inputs), input_hashes, files, models, key, resolved,
-                    names)
+                    names, threads)
 
     def key(self, pipeline: str, stage: "Stage", params: dict, inputs) -> str:
         return self.plan(pipeline, stage, params, inputs).key
@@ -335,6 +345,7 @@ class Store:
             "parent_inputs": plan.parent_count,  # the first this many of `inputs` (lineage reads them)
             "params": plan.params_json,
             "resolved": plan.resolved,
+            "threads": plan.threads,
             "machine": host_record(),
             "files": plan.files,
             "models": _merge_models(plan.models, c.ctx.models),
@@ -355,10 +366,7 @@ class Store:
         if n_rejected:
             files["rejected.parquet"] = to_parquet_bytes(c.rejected)
         files.update(c.out.files)
-        manifest["checksums"] = {name: {"bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
-                                 for name, payload in sorted(files.items())}
-        files[MANIFEST] = manifest_bytes(manifest)
-        return self._commit(plan.pipeline, plan.stage.name, plan.key, files)
+        return self._commit(plan.pipeline, plan.stage.name, plan.key, files, manifest)
 
     # -- all steps
     def run(self, pipeline: str, stage: "Stage", params: dict, inputs) -> StageRun:
@@ -387,15 +395,21 @@ class Store:
         log.debug("%s/%s: reused artifact %s", pipeline, stage.name, plan.key)
         return StageRun(found, True)
 
-    def _commit(self, pipeline: str, stage: str, key: str, files: dict[str, bytes]) -> ArtifactRef:
+    def _commit(self, pipeline: str, stage: str, key: str, files: dict[str, bytes], manifest: dict) -> ArtifactRef:
+        """Write the files, then the manifest holding each file's size, sha256 and stat as written (the
+        directory is renamed into place: the files keep their inode and times), atomically."""
         final = self.artifact_dir(pipeline, stage, key)
         tmp = self._tmp / f"{os.getpid()}-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
         try:
-            for name, payload in files.items():
+            checksums = {}
+            for name, payload in sorted(files.items()):
                 target = tmp / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 _write_file(target, payload)
+                checksums[name] = {"bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest(),
+                                   "stat": file_stat(target)}
+            _write_file(tmp / MANIFEST, manifest_bytes({**manifest, "checksums": checksums}))
             final.parent.mkdir(parents=True, exist_ok=True)
             if final.exists() and not (final / MANIFEST).exists():
                 moved = self.quarantine(final)  # not written by csk (renames are atomic): keep it for a look

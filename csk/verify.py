@@ -306,24 +306,36 @@ def collect(store: Store, garbage: Garbage) -> int:
     return freed
 
 
-def compare_stores(a: Store, b: Store, pipeline: str | None = None) -> tuple[int, list[str]]:
-    """Keys both stores hold, and one line per key whose data differs, naming how the two were computed
-    (machine, precision; `csk.runs.compute_differences`). One key must have one content: on the same
-    machine and precision a difference is a nondeterministic stage, and the line says so."""
+def compare_stores(a: Store, b: Store, pipeline: str | None = None) -> tuple[int, list[str], list[str]]:
+    """(keys both stores hold, one line per key whose data differs, one line per damaged manifest).
+    A difference names how the two were computed (machine, precision; `csk.runs.compute_differences`):
+    one key must have one content, and on the same machine and precision a difference is a
+    nondeterministic stage, which the line says. A manifest that cannot be read or whose own sha256
+    does not match (on either side) is named, never compared and never a traceback."""
+    from csk.artifacts import parse_manifest
     from csk.runs import compute_differences
 
+    def read(d: Path) -> tuple[dict | None, str | None]:
+        try:
+            return parse_manifest((d / MANIFEST).read_bytes())
+        except OSError as exc:
+            return None, f"cannot be read ({exc.strerror or exc})"
+
     theirs = {(p, s, d.name): d for p, s, d in artifact_dirs(b, pipeline)}
-    shared, lines = 0, []
+    shared, lines, damaged = 0, [], []
     for p, s, d in artifact_dirs(a, pipeline):
         other = theirs.get((p, s, d.name))
         if other is None or not (d / MANIFEST).exists() or not (other / MANIFEST).exists():
             continue
         shared += 1
-        ma, mb = json.loads((d / MANIFEST).read_text()), json.loads((other / MANIFEST).read_text())
+        (ma, bad_a), (mb, bad_b) = read(d), read(other)
+        damaged += [f"{x / MANIFEST}: {why}" for x, why in ((d, bad_a), (other, bad_b)) if why]
+        if ma is None or mb is None:
+            continue
         if ma.get("data_sha256") == mb.get("data_sha256"):
             continue
         how = compute_differences(ma, mb)
         lines.append(f"{p}/{s}/{d.name}: data sha256 {str(ma.get('data_sha256'))[:12]} vs {str(mb.get('data_sha256'))[:12]}: "
                      + ("computed differently: " + "; ".join(how) if how else
                         "same machine, precision and inputs: a nondeterministic stage (please report it)"))
-    return shared, lines
+    return shared, lines, damaged

@@ -6,35 +6,45 @@ both have a `Dialogues` without one replacing the other."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from functools import lru_cache
 
 
 @lru_cache(maxsize=None)
-def contracts() -> dict[str, type]:
-    """Every contract of every module of this package, by qualified name."""
-    import data_contracts
+def module_contracts(module: str) -> dict[str, type]:
+    """The contracts defined in `data_contracts.<module>`, by qualified name (that module alone is
+    imported: a run loads the contracts of its own pipeline only)."""
     from data_contracts.common import Contract
 
-    out = {}
+    found = importlib.import_module(f"{__name__}.{module}")
+    return {f"{module}.{name}": obj for name, obj in vars(found).items()
+            if isinstance(obj, type) and issubclass(obj, Contract) and obj is not Contract
+            and obj.__module__ == found.__name__}
+
+
+def contracts() -> dict[str, type]:
+    """Every contract of every module of this package, by qualified name (listings and error messages)."""
+    import data_contracts
+
+    out: dict[str, type] = {}
     for m in pkgutil.iter_modules(data_contracts.__path__):
-        module = importlib.import_module(f"data_contracts.{m.name}")
-        for name, obj in vars(module).items():
-            if (isinstance(obj, type) and issubclass(obj, Contract) and obj is not Contract
-                    and obj.__module__ == module.__name__):
-                out[f"{m.name}.{name}"] = obj
+        out.update(module_contracts(m.name))
     return out
 
 
 def get_contract(name: str):
     """A contract by qualified name ("cicero.Dialogues"); extra modules may register with `register`."""
-    known = {**contracts(), **_EXTRA}
-    try:
-        return known[name]
-    except KeyError:
-        from csk.errors import CskError
+    if name in _EXTRA:
+        return _EXTRA[name]
+    module, _, _ = name.rpartition(".")
+    if module and importlib.util.find_spec(f"{__name__}.{module}") is not None:
+        found = module_contracts(module).get(name)
+        if found is not None:
+            return found
+    from csk.errors import CskError
 
-        raise CskError(f"unknown contract {name!r}; known: {', '.join(sorted(known))}") from None
+    raise CskError(f"unknown contract {name!r}; known: {', '.join(sorted({**contracts(), **_EXTRA}))}") from None
 
 
 _EXTRA: dict[str, type] = {}
@@ -46,10 +56,14 @@ def register(name: str, contract: type) -> None:
 
 
 def contract_name(contract: type) -> str:
-    """The qualified name of a contract class (the inverse of `get_contract`)."""
-    for name, obj in {**contracts(), **_EXTRA}.items():
+    """The qualified name of a contract class (the inverse of `get_contract`), read from its module
+    (no other contract module is imported)."""
+    for name, obj in _EXTRA.items():
         if obj is contract:
             return name
+    prefix = f"{__name__}."
+    if contract.__module__.startswith(prefix):
+        return f"{contract.__module__[len(prefix):]}.{contract.__qualname__}"
     return f"{contract.__module__}.{contract.__qualname__}"
 
 

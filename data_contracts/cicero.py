@@ -9,6 +9,18 @@ from pandera.typing import Series
 from data_contracts.common import Annotated, Contract, Provenance, RunStatistics
 from data_contracts.distractors import MultipleChoice
 
+# The five question texts of CICERO's release, by inference type: a format fact (the annotation stages
+# read them, the targets stage writes them), kept with the contracts so that a stage reading them
+# imports no other stage's code (annotation_tasks' key does not hash the embedder).
+QUESTIONS = {
+    "cause": "What is or could be the cause of target?",
+    "subsequent_event": "What subsequent event happens or could happen following the target?",
+    "prerequisite": "What is or could be the prerequisite of target?",
+    "motivation": "What is or could be the motivation of target?",
+    "reaction": "What is the possible emotional reaction of the listener in response to target?",
+}
+TYPE_OF_QUESTION = {q: t for t, q in QUESTIONS.items()}
+
 SOURCES = ["dailydialog", "mutual", "dream", "cicero"]
 
 

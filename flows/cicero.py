@@ -126,12 +126,11 @@ def rebuild_distractors(run: PipelineRun, release: str | None = None) -> None:
     if release:
         distractor_engine(run, run.stage(release_instances, release=release), None)
         return
-    latest = run.latest()
-    answers = latest.get("quality_check") or latest.get("annotations")
+    answers = run.from_latest(quality_check) or run.from_latest(annotations)
     if answers is None:
         raise CskError("the latest cicero run has no annotations artifact: run `csk run cicero` with "
                        "cicero.annotations.release set, or pass --release FILE")
-    distractor_engine(run, run.adopt(answers), run.adopt(latest["splits"]) if "splits" in latest else None)
+    distractor_engine(run, answers, run.from_latest(splits))
 
 
 # ------------------------------------------------------------------ CICERO's commands

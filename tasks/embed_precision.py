@@ -30,14 +30,11 @@ resolved rung into every embedding stage's key.
 
 from __future__ import annotations
 
-import copy
 import hashlib
-import inspect
 import json
 import os
 import statistics
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +43,7 @@ import numpy as np
 import typer
 
 from csk.precision import MIN_SPEEDUP, cache_dir, fingerprint_id, machine_material
+from tasks.encoder import int8_engine, quantize_int8  # noqa: F401  (the ladder's int8 rung)
 
 METHOD = 6  # how the ladder is measured (2: int8 per channel; 3: every thread too; 4: whole passes; 5: bf16 one thread; 6: generic ranking decisions); a new method measures again
 BARS = {"dedup_pairs": 0.995, "textrank_targets": 0.99, "candidate_verdicts": 0.995}
@@ -59,24 +57,26 @@ _DECISIONS: dict[tuple[str, str, str], dict] = {}  # (model sha256, device kind,
 
 
 # ------------------------------------------------------------------ the sample and its decisions
-def calibration() -> dict:
+# The cosine thresholds at which int8's decisions are compared with fp32's: the paper's near-duplicate
+# threshold (dedup's `threshold`) and the candidate filter's paraphrase bar (its `max_similarity`). Declared
+# here, not read from those stages: the ladder is shared code and knows no consumer (an edit to the
+# distractor engine must not recompute the embedder); tests/shared/test_embed_precision.py checks they
+# still equal those stages' defaults.
+THRESHOLDS = {"dedup_threshold": 0.87, "max_similarity": 0.9}
+
+
+def calibration(thresholds: dict[str, float] | None = None) -> dict:
     """The fixed calibration sample: dialogues (and a near-duplicate of each: its last utterance left
     out), and (choice, correct answer) pairs (and the answer against itself without its last word, a
-    near-paraphrase), with the thresholds of the stages whose decisions are compared."""
-    from tasks.dedup import dedup
-    from tasks.distractors.candidate_filter import candidate_filter
-
+    near-paraphrase), with the thresholds the decisions are compared at (default `THRESHOLDS`)."""
     raw = json.loads(CALIBRATION.read_text())
     dialogues = [list(map(str, d)) for d in raw["dialogues"]]
     variants = [d[:-1] for d in dialogues if len(d) >= 3]
     pairs = [tuple(map(str, p)) for p in raw["pairs"]]
     answers = list(dict.fromkeys(b for _, b in pairs))
     pairs += [(a, a.rsplit(" ", 1)[0]) for a in answers if " " in a]
-    default = lambda fn, name: inspect.signature(fn).parameters[name].default  # noqa: E731  (defaults written once)
     return {"dialogues": dialogues, "joined": [" ".join(d) for d in dialogues + variants], "pairs": pairs,
-            "dedup_threshold": default(dedup, "threshold"),
-            "max_similarity": default(candidate_filter, "max_similarity"),
-            "sha256": hashlib.sha256(CALIBRATION.read_bytes()).hexdigest()}
+            **THRESHOLDS, **(thresholds or {}), "sha256": hashlib.sha256(CALIBRATION.read_bytes()).hexdigest()}
 
 
 def texts_of(sample: dict) -> list[str]:
@@ -144,36 +144,13 @@ def choose(machine_precision: str, speedup: dict[str, float], agree: dict[str, d
 
 
 # ------------------------------------------------------------------ int8
-def int8_engine() -> str | None:
-    """The quantized engine dynamic int8 runs on here, or None where there is none."""
-    import torch
-
-    engines = [e for e in torch.backends.quantized.supported_engines if e != "none"]
-    current = torch.backends.quantized.engine
-    return current if current in engines else (engines[0] if engines else None)
-
-
-def quantize_int8(model):
-    """A copy of the model with its Linear layers dynamically quantized to int8 with PyTorch's own
-    quantization: weights per output channel (all-MiniLM-L6-v2 on the calibration sample: median cosine
-    to fp32 0.977 against 0.945 with one scale per tensor, at the same speed), activations per pass at
-    run time (so a row depends on its pass: `packing_check` then gives each text a pass of its own)."""
-    import torch
-    from torch.ao.quantization import per_channel_dynamic_qconfig
-
-    with warnings.catch_warnings():  # torch.ao.quantization announces its move to torchao
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.filterwarnings("ignore", message=".*quantize_per_(tensor|channel).*deprecated", category=UserWarning)
-        return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear: per_channel_dynamic_qconfig})
-
-
 # ------------------------------------------------------------------ measurement
 def speed_subset(lengths: np.ndarray, batch_tokens: int, texts: int = SPEED_TEXTS) -> list[int]:
     """Texts that fill whole packed passes (the fp32 plan's full passes, spread over the lengths): at
     scale nearly every pass is full, and a pass padded out with filler rows would charge the packed
     rungs for work a real run does not do (48 length-spread texts read int8 3.2x fp32 where the whole
     sample reads 1.0x)."""
-    from tasks.embed import plan_passes
+    from tasks.encoder import plan_passes
 
     by_shape: dict[int, list[np.ndarray]] = {}
     for rows, padded, sel in plan_passes(lengths, batch_tokens, 256):
@@ -197,7 +174,7 @@ def measure(model, device: str, machine_precision: str, rounds: int = ROUNDS) ->
     vectors give (no cache). `model`: the loaded sentence-transformers model."""
     import torch
 
-    from tasks.embed import BATCH_TOKENS, encode_pass, packing_check, plan_passes, token_lengths
+    from tasks.encoder import BATCH_TOKENS, encode_pass, packing_check, plan_passes, token_lengths
 
     rungs = ["fp32"] + (["bf16"] if machine_precision == "bf16" else [])
     if device == "cpu" and int8_engine():
@@ -344,11 +321,11 @@ def precision_command(device: str = typer.Option("auto", "--device", help="cpu, 
     from csk.models import model_identity, resolve_model
     from csk.precision import cache_path, decision
     from tasks import embed_precision
-    from tasks.embed import EmbedSpec, load_sentence_model
+    from tasks.encoder import DEFAULT_MODEL, load_sentence_model
 
     dev = compute.device(device)
     d = decision(dev, refresh=refresh)
-    model = model or EmbedSpec.model_fields["model"].default
+    model = model or DEFAULT_MODEL
     _, sha = model_identity(model, "--model")  # a CskError is reported by the command line, not raised
     ladder = embed_precision.decision(sha, dev, lambda: load_sentence_model(
         resolve_model(model, "sentence embedder", "--model"), dev), refresh=refresh)

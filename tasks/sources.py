@@ -10,7 +10,7 @@ from pydantic import Field
 
 from csk.errors import ConfigError
 from csk.runtime import StageOutput
-from readers import ReadResult
+from readers.base import ReadResult
 
 
 MAX_REJECTED_SHARE = 0.5

@@ -27,9 +27,9 @@ from csk import compute
 from csk.errors import InputError
 from csk.params import InputPath
 from csk.runtime import StageOutput
-from readers import read_cicero_release
+from readers.cicero import read_cicero_release
+from data_contracts.cicero import TYPE_OF_QUESTION
 from tasks.splits import split_in_name
-from tasks.cicero.targets import TYPE_OF_QUESTION
 from tasks.labeling import export_rows
 
 SOURCE_OF_PREFIX = {"daily-dialogue": "dailydialog", "dailydialog": "dailydialog", "mutual": "mutual",

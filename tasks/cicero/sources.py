@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from csk.params import InputFile, InputPath
 from csk.runtime import StageOutput
-from readers import read_cicero_dialogues, read_dailydialog, read_dream, read_mutual
+from readers.cicero import read_cicero_dialogues
+from readers.dailydialog import read_dailydialog
+from readers.dream import read_dream
+from readers.mutual import read_mutual
 from tasks.sources import MAX_REJECTED_SHARE, Share, read_sources
 
 READERS = {"dailydialog": read_dailydialog, "mutual": read_mutual, "dream": read_dream, "cicero": read_cicero_dialogues}

@@ -31,15 +31,8 @@ from csk.errors import ConfigError
 from csk.runtime import StageContext, StageOutput
 from tasks.embed import EmbedSpec, open_embedder
 from tasks.textrank import select_x1, textrank_batch
+from data_contracts.cicero import QUESTIONS, TYPE_OF_QUESTION  # noqa: F401  (the release's five questions)
 
-QUESTIONS = {
-    "cause": "What is or could be the cause of target?",
-    "subsequent_event": "What subsequent event happens or could happen following the target?",
-    "prerequisite": "What is or could be the prerequisite of target?",
-    "motivation": "What is or could be the motivation of target?",
-    "reaction": "What is the possible emotional reaction of the listener in response to target?",
-}
-TYPE_OF_QUESTION = {q: t for t, q in QUESTIONS.items()}
 # Handles tokenised releases too ("I 'm", "i 'll" in MuTual/DailyDialog).
 FIRST_PERSON = re.compile(r"\bi\s*(?:'\s*(?:m|d|ve|ll)|’\s*(?:m|d|ve|ll)|\s+(?:am|would|had|have|will))\b", re.I)
 

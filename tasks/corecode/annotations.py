@@ -30,7 +30,7 @@ from csk.errors import InputError
 from csk.params import InputPath
 from csk.runtime import StageOutput, to_parquet_bytes
 from data_contracts.corecode import DOMAIN_SYNONYMS, DOMAIN_ZH, ONTOLOGY, SETS
-from readers import read_corecode_annotations
+from readers.corecode import read_corecode_annotations
 from readers.base import load_json
 from tasks.labeling import ANNOTATION_COLUMNS, export_rows, is_export, light_kappa, observed_agreement
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from csk.params import InputFile, InputPath
 from csk.runtime import StageOutput
-from readers import read_corecode_dialogues, read_dulemon, read_naturalconv
+from readers.corecode import read_corecode_dialogues
+from readers.dulemon import read_dulemon
+from readers.naturalconv import read_naturalconv
 from tasks.sources import MAX_REJECTED_SHARE, Share, read_sources
 
 READERS = {"naturalconv": read_naturalconv, "dulemon": read_dulemon, "corecode": read_corecode_dialogues}

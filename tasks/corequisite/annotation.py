@@ -31,7 +31,7 @@ from csk import compute
 from csk.errors import InputError
 from csk.params import InputPath, unused
 from csk.runtime import StageOutput
-from readers import read_paco_gen, read_paco_nli
+from readers.paco import read_paco_gen, read_paco_nli
 from readers.base import csv_rows, require_file
 from tasks.labeling import ANNOTATION_COLUMNS, export_rows, is_export
 from tasks.splits import split_in_name

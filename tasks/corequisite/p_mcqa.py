@@ -31,7 +31,7 @@ import pandas as pd
 from csk import compute
 from csk.runtime import StageContext, StageOutput
 from tasks.corequisite.p_nli import RELEASE_SPLIT
-from tasks.distractors.adversarial import vector_lookup
+from tasks.embed import vector_lookup
 from tasks.embed import EmbedSpec
 
 SHUFFLED_QUESTION = {"enabling": "Which statement does this make possible?",

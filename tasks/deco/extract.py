@@ -237,7 +237,7 @@ def train_extractor(base: str | Path, out: str | Path, train: list[Path], *, neg
     """Fine-tune the extractor as ACCENT did (scripts/train_event_relation_extractor.sh: T5-base,
     50 epochs, batch 4, lr 5e-5, seed 42) on released DECO train files; "None" examples from
     ACCENT's none_sample CSV (context, response, relation, setting) when given, else drawn here."""
-    from readers import read_deco
+    from readers.deco import read_deco
 
     read = [read_deco(p, lenient=True) for p in train]  # a malformed sample is skipped and counted, not trained on
     samples = pd.concat([pd.DataFrame(r.rows) for r in read], ignore_index=True)

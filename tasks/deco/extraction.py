@@ -5,12 +5,12 @@ extractor's training pairs (`csk deco train-extractor`) and read its outputs bac
 
 from __future__ import annotations
 
-import re
 from typing import Iterable
 
 import pandas as pd
 
 from csk import compute
+from data_contracts.deco import TARGET  # noqa: F401  (the target format is the contract's)
 from readers.deco import RELATIONS, join_history, relation
 
 # ACCENT's released code (eventualization/few_shot_evt.py), in its relation order.
@@ -30,7 +30,6 @@ WHERE = {
 }
 assert tuple(WHERE) == RELATIONS
 NONE = "None"
-TARGET = re.compile(r"event1: (?P<head>.*?); event2: (?P<tail>.*)", re.DOTALL)
 
 
 def prompt(relation: str) -> str:

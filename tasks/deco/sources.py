@@ -15,7 +15,10 @@ from csk.compute import jsonl_bytes
 from csk.errors import ConfigError, InputError
 from csk.params import InputFile, InputPath
 from csk.runtime import StageOutput
-from readers import read_conture, read_dailydialog, read_deco, read_personachat, read_topicalchat
+from readers.dailydialog import read_dailydialog
+from readers.deco import read_conture, read_deco
+from readers.personachat import read_personachat
+from readers.topicalchat import read_topicalchat
 from readers.base import ReadResult, csv_rows, iter_json_lines, require_file
 from readers.deco import UTT, WINDOW, join_history
 from tasks.sources import MAX_REJECTED_SHARE, Share, stop_unless_readable, unreadable

@@ -34,7 +34,8 @@ from tasks.distractors.keys import group_order, instance_keys
 from tasks.distractors.placement import REWRITES, placement
 from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,
                                               TransformerMC, apply_preset)
-from tasks.embed import EmbedSpec, open_embedder
+from tasks.distractors.window import reading_windows
+from tasks.embed import EmbedSpec, vector_lookup
 from tasks.plots import hist_png, line_png
 
 
@@ -362,33 +363,6 @@ def _evidence_counts(data: pd.DataFrame, candidates: pd.DataFrame) -> dict[str, 
             }.get(g, f"the {g} generator's output (no check that it is wrong)")
             out[kind] = out.get(kind, 0) + 1
     return out
-
-
-def reading_windows(view: pd.DataFrame, choices: list[list[str]] | None, discriminator: str, *,
-                    model: str | None, embed: EmbedSpec | dict, max_length: int, ctx: StageContext | None,
-                    setting: str) -> tuple[list[str], dict]:
-    """Each item's context as one model reads it: its dialogue window (`window.contexts_for`) under that
-    model's tokenizer and budget, and how much of each dialogue the model saw (for the manifest). A
-    cross-encoder reads context and choice as one pair of `max_length` tokens (the item's longest choice
-    of `choices` is kept out of the context's budget); a linear probe's sentence embedder reads the
-    context alone, up to its own max_seq_length."""
-    from tasks.distractors.window import contexts_for
-
-    if discriminator == "linear-probe":
-        with open_embedder(embed, ctx) as emb:
-            tokenizer, length, choices = emb.model.tokenizer, int(emb.model.max_seq_length), None
-    else:
-        from transformers import AutoTokenizer
-
-        path = resolve_model(model, "multiple-choice encoder", setting)
-        tokenizer, length = AutoTokenizer.from_pretrained(str(path), local_files_only=True), max_length
-    return contexts_for(view, choices, tokenizer, length)
-
-
-def vector_lookup(texts: list[str], embed: EmbedSpec | dict, ctx: StageContext | None):
-    """text -> frozen sentence embedding, for the linear probes."""
-    with open_embedder(embed, ctx) as emb:
-        return emb.lookup(texts)
 
 
 @compute.trains  # fits discriminators: a fixed thread count, in its key

@@ -20,9 +20,8 @@ import pandas as pd
 
 from csk import compute
 from csk.runtime import StageContext, StageOutput
-from tasks.distractors.adversarial import vector_lookup
 from tasks.distractors.discriminators import ProbeFamily, probe_features
-from tasks.embed import EmbedSpec
+from tasks.embed import EmbedSpec, vector_lookup
 
 
 def predictability(family: ProbeFamily, active: np.ndarray, gold: np.ndarray, *, m: int, t: float,

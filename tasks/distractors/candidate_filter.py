@@ -104,7 +104,8 @@ def likely_correct_here(candidates: pd.DataFrame, instances: pd.DataFrame, spec:
     will be delayed" for a speaker held up at work). The judge is a linear probe on frozen embeddings
     trained to pick each item's gold among `negatives` answers of other dialogues of its split; it is
     cross-fitted over two halves of the groups, so no item is judged by a probe that saw its gold."""
-    from tasks.distractors.adversarial import reading_windows, vector_lookup
+    from tasks.distractors.window import reading_windows
+    from tasks.embed import vector_lookup
     from tasks.distractors.discriminators import LinearProbe
     from tasks.distractors.keys import group_order, instance_keys
 

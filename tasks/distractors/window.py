@@ -144,3 +144,25 @@ def contexts_for(view, choices: list[list[str]] | None, tokenizer, max_length: i
     out, seen = fit_contexts(view["question"].astype(str).tolist(), view["target"].tolist(), view["passage"].tolist(),
                              contexts, room, count)
     return out, {**coverage(seen), "max_length": max_length}
+
+
+def reading_windows(view, choices: list[list[str]] | None, discriminator: str, *, model: str | None, embed,
+                    max_length: int, ctx=None, setting: str) -> tuple[list[str], dict]:
+    """Each item's context as one model reads it (`contexts_for`) under that model's tokenizer and budget,
+    and how much of each dialogue the model saw (for the manifest). A cross-encoder (`model`, a
+    multiple-choice encoder directory) reads context and choice as one pair of `max_length` tokens (the
+    item's longest choice of `choices` is kept out of the context's budget); a linear probe's sentence
+    embedder (`embed`) reads the context alone, up to its own max_seq_length."""
+    if discriminator == "linear-probe":
+        from tasks.embed import open_embedder
+
+        with open_embedder(embed, ctx) as emb:
+            tokenizer, length, choices = emb.model.tokenizer, int(emb.model.max_seq_length), None
+    else:
+        from transformers import AutoTokenizer
+
+        from csk.models import resolve_model
+
+        path = resolve_model(model, "multiple-choice encoder", setting)
+        tokenizer, length = AutoTokenizer.from_pretrained(str(path), local_files_only=True), max_length
+    return contexts_for(view, choices, tokenizer, length)

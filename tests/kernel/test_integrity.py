@@ -69,10 +69,42 @@ def test_reuse_checks_sizes_and_sources_content(tmp_path):
     with pytest.raises(IntegrityError, match=r"rejected.parquet: \d+ bytes, the manifest recorded"):
         _run_both(store)
     b.ref.rejected_path.write_bytes(original)
+    assert _run_both(store)[1].reused  # the same bytes written back: re-hashed (other times), reused
+    # A flipped byte, same size: the file's times moved, so it is re-hashed and the run stops naming it.
     _flip(b.ref.data_path)
-    assert _run_both(store)[1].reused  # sizes only: reuse does not read the data
+    with pytest.raises(IntegrityError, match="length_filter.*data.parquet: sha256"):
+        _run_both(store)
     with pytest.raises(IntegrityError, match="length_filter.*data.parquet: sha256"):
         _run_both(Store(tmp_path, verify=True))
+
+
+def test_a_same_size_change_is_never_reused_and_an_untouched_artifact_is_not_hashed(tmp_path, monkeypatch):
+    """issue 50 item 5: size, mtime, ctime and inode are in the manifest; any difference re-hashes.
+    A flip with the modification time set back is still seen (a write moves the status-change time,
+    which cannot be set back); a file copied out and back (a new inode, same bytes) is re-hashed and
+    reused; an untouched artifact is reused without reading its bytes."""
+    from csk import artifacts
+
+    store = Store(tmp_path)
+    _, b = _run_both(store)
+    hashed = []
+    real = artifacts.sha256_file
+    monkeypatch.setattr(artifacts, "sha256_file", lambda p: hashed.append(str(p)) or real(p))
+    assert _run_both(store)[1].reused and not [h for h in hashed if "length_filter" in h]
+    for name in sorted(b.ref.manifest()["checksums"]):
+        f = b.ref.path + "/" + name
+        before = os.stat(f)
+        original = open(f, "rb").read()
+        _flip(__import__("pathlib").Path(f))
+        os.utime(f, ns=(before.st_atime_ns, before.st_mtime_ns))  # the modification time set back
+        assert os.path.getsize(f) == before.st_size
+        with pytest.raises(IntegrityError, match=f"length_filter.*{name}: sha256"):
+            _run_both(store)
+        tmp = f + ".copy"
+        open(tmp, "wb").write(original)
+        os.replace(tmp, f)  # the original bytes, a new inode
+        hashed.clear()
+        assert _run_both(store)[1].reused and any(h.endswith(name) for h in hashed)
 
 
 def test_a_stage_never_computes_from_a_damaged_input(tmp_path):

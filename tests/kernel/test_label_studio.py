@@ -340,3 +340,4 @@ def test_label_studio_round_trip_corecode(server, prefect_harness, tmp_path, con
     traced = _csk("lineage", "corecode", "annotations", "--row", marked["id"].iloc[0], "--store", store)
     assert "annotated by" in traced
     assert (shots / "corecode.knowledge.png").stat().st_size > 20_000
+

@@ -186,3 +186,25 @@ def test_a_distractor_most_of_its_annotators_tick_joins_the_correct_answers(tmp_
     marked = out.data.set_index("id")["correct_distractors"]
     assert list(marked["x1"]) == [1] and list(marked["x2"]) == []  # d2: one of three; x2's verdict rejected
     assert out.notes["agreement"]["rejected_annotations"] == 1 and "verdicts.parquet" in out.files
+
+
+def test_the_pulls_count_agrees_with_the_reader(tmp_path):
+    """`csk label pull` counts the export in the kernel (it imports no reader): the same annotations,
+    annotators and left-out ones the import stage's reader finds, skipped and empty ones included."""
+    import json
+
+    from csk.label_studio import export_summary
+    from readers.label_studio import read_label_studio_export
+    from tests.label_studio_export import choices, export
+
+    tasks = [{"data": {"row_id": f"r{i}", "dialogue": "A: hi"}} for i in range(3)]
+    answers = {0: [(1, [choices("ok", "yes")]), (2, [choices("ok", "no")])], 1: [(1, [])], 2: [(3, [choices("ok", "yes")])]}
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(export(tasks, answers, cancelled={(2, 3)})))
+    got = export_summary(path.read_bytes())
+    read = read_label_studio_export(path)
+    assert got == {"annotations": len(read.rows), "annotators": len({r["annotator"] for r in read.rows}),
+                   "left_out": len(read.rejected)} == {"annotations": 2, "annotators": 2, "left_out": 2}
+    real = read_label_studio_export(EXAMPLE)  # a real server's export
+    assert export_summary(EXAMPLE.read_bytes()) == {"annotations": len(real.rows), "left_out": len(real.rejected),
+                                                    "annotators": len({r["annotator"] for r in real.rows})}

@@ -150,7 +150,7 @@ def test_verify_against_names_machine_and_precision(tmp_path, monkeypatch):
     a, ref_a = _artifact(tmp_path, "a", monkeypatch, "bf16")
     b, ref_b = _artifact(tmp_path, "b", monkeypatch, "bf16")
     assert ref_a.key == ref_b.key
-    assert compare_stores(a, b) == (1, [])  # same key, same bytes
+    assert compare_stores(a, b) == (1, [], [])  # same key, same bytes
     # the same key computed on another machine, with different bytes (as a store copied from there would be)
     path = ref_b.path + "/manifest.json"
     m = json.loads(open(path).read())
@@ -159,8 +159,8 @@ def test_verify_against_names_machine_and_precision(tmp_path, monkeypatch):
                     "precision": {"cpu": {"precision": "fp32", "id": "x"}}}
     m["models"] = [{"name": "sentence-embedder", "precision": "fp32"}]
     open(path, "wb").write(manifest_bytes(m))
-    shared, lines = compare_stores(a, b)
-    assert shared == 1 and len(lines) == 1
+    shared, lines, damaged = compare_stores(a, b)
+    assert shared == 1 and len(lines) == 1 and not damaged
     assert "AMD EPYC 9B14" in lines[0] and "sentence-embedder ran in None vs fp32" in lines[0]
     assert "machine precision decision" in lines[0] and "avx512" in lines[0]
 
@@ -175,6 +175,36 @@ def test_same_machine_difference_is_called_nondeterminism(tmp_path, monkeypatch)
     m["data_sha256"] = "0" * 64
     open(path, "wb").write(manifest_bytes(m))
     assert "nondeterministic" in compare_stores(a, b)[1][0]
+
+
+def test_verify_against_fails_when_nothing_is_compared_and_names_damaged_manifests(tmp_path, monkeypatch):
+    """Two stores sharing no key prove nothing: exit 1, saying so. A damaged manifest on either side is
+    named (DAMAGED, its path) with exit 1, never a traceback."""
+    from typer.testing import CliRunner
+
+    from csk.cli import app
+
+    a, _ = _artifact(tmp_path, "a", monkeypatch, "bf16")
+    b, ref_b = _artifact(tmp_path, "b", monkeypatch, "bf16")
+    (tmp_path / "empty").mkdir()
+    runner = CliRunner()
+    ok = runner.invoke(app, ["verify", "--store", str(a.root), "--against", str(b.root)])
+    assert ok.exit_code == 0 and "1 keys in both stores, 0 with different bytes" in ok.output, ok.output
+    none = runner.invoke(app, ["verify", "--store", str(a.root), "--against", str(tmp_path / "empty")])
+    assert none.exit_code == 1 and "0 keys in both stores" in none.output and "share no key" in none.output
+    assert none.exception is None or isinstance(none.exception, SystemExit)
+    for side in (ref_b.path, _artifact_path(a)):
+        path = side + "/manifest.json"
+        original = open(path, "rb").read()
+        open(path, "wb").write(original[:-20])  # cut short: not JSON
+        bad = runner.invoke(app, ["verify", "--store", str(a.root), "--against", str(b.root)])
+        assert bad.exit_code == 1 and "DAMAGED" in bad.output and path in bad.output.replace("\n", ""), bad.output
+        assert isinstance(bad.exception, SystemExit) and "Traceback" not in bad.output
+        open(path, "wb").write(original)
+
+
+def _artifact_path(store) -> str:
+    return str(next(p for p in store.root.glob("t/*/*") if (p / "manifest.json").exists()))
 
 
 def test_a_cuda_setting_without_a_gpu_is_a_clear_error(monkeypatch):

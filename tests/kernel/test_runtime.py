@@ -262,10 +262,15 @@ def test_every_stage_runs_with_the_machines_thread_count_whatever_the_runner_set
     assert seen == [compute.training_threads()] * 2
     assert Stage(trained, contract="cicero.Dialogues").trains
     assert not Stage(passthrough, contract="cicero.Dialogues").trains
-    key = store.plan("cicero", Stage(passthrough, contract="cicero.Dialogues"), {}, [a.ref]).key
+    plain, model = Stage(passthrough, contract="cicero.Dialogues"), Stage(trained, contract="cicero.Dialogues")
+    keys = [store.plan("cicero", s, {}, [a.ref]).key for s in (plain, model)]
     real = compute.training_threads
-    compute.training_threads = lambda: real() + 1  # another machine's count: another key
+    compute.training_threads = lambda: real() + 1  # another machine's count
     try:
-        assert store.plan("cicero", Stage(passthrough, contract="cicero.Dialogues"), {}, [a.ref]).key != key
+        # a trained model depends on the count: another key; a stage running no threaded kernel does not
+        assert store.plan("cicero", model, {}, [a.ref]).key != keys[1]
+        assert store.plan("cicero", plain, {}, [a.ref]).key == keys[0]
     finally:
         compute.training_threads = real
+    assert store.plan("cicero", plain, {}, [a.ref]).threads["in_key"] is False
+    assert "trains" in store.plan("cicero", model, {}, [a.ref]).threads["why"]
