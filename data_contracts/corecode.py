@@ -1,4 +1,4 @@
-"""Contracts of the CORECODE pipeline's artifacts, and its annotation ontology (SEEDS 3.4).
+"""Contracts of the CORECODE pipeline's artifacts, and its annotation ontology (docs/method.md 3.4).
 
 The ontology is data the contracts check against: 3 dimensions, 9 domains, 36 public slots (the paper
 counts 37; the 37th is not public). Domains carry the paper's names (prerequisite, cause, consequence,

@@ -1,4 +1,4 @@
-"""Contracts of the DECO / ACCENT pipeline's artifacts (SEEDS 4)."""
+"""Contracts of the DECO / ACCENT pipeline's artifacts (docs/method.md 4)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class Samples(Provenance):
 
 
 class Filtered(Samples):
-    """Responses that pass SEEDS 4.2: at least 5 words, a sentence that is not a question, more than courtesy."""
+    """Responses that pass docs/method.md 4.2: at least 5 words, a sentence that is not a question, more than courtesy."""
 
     words: Series[int] = pa.Field(ge=1)
     statements: Series[object]

@@ -1,4 +1,4 @@
-"""CICERO (Ghosal et al. 2022): the construction steps of SEEDS.md section 1, in order.
+"""CICERO (Ghosal et al. 2022): the construction steps of docs/method.md section 1, in order.
 
 `csk run cicero` runs `cicero`; `csk cicero rebuild-distractors` runs `rebuild_distractors`
 (the distractor engine alone, on the latest run's instances or on a released file).
@@ -110,7 +110,7 @@ def cicero(run: PipelineRun) -> None:
 
 
 def distractor_engine(run: PipelineRun, answers, split) -> None:
-    """SEEDS 1.6: counterfactual pool -> candidate filter -> adversarial filtering -> (AF-Lite) ->
+    """docs/method.md 1.6: counterfactual pool -> candidate filter -> adversarial filtering -> (AF-Lite) ->
     human verification -> MCQ files, and the distractor-quality measurement."""
     items = run.stage(instances, annotations=answers, splits=split)
     kept, verified = choose_distractors(run, items)

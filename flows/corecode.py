@@ -1,4 +1,4 @@
-"""CORECODE (Shi et al. 2024): the construction steps of SEEDS.md section 3.
+"""CORECODE (Shi et al. 2024): the construction steps of docs/method.md section 3.
 
 Chinese dyadic dialogues -> concepts (jieba POS) -> ConceptNet one-hop screening -> knowledge
 annotations checked against the ontology -> splits by dialogue -> six tasks -> perturbations of the

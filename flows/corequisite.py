@@ -1,4 +1,4 @@
-"""CoreQuisite, published as PaCo (Qasemi et al. 2022): the construction steps of SEEDS.md section 2.
+"""CoreQuisite, published as PaCo (Qasemi et al. 2022): the construction steps of docs/method.md section 2.
 
 ConceptNet edges -> fact sentences -> crowd questions and answers -> answer rules and experts'
 labels -> splits by fact -> P-NLI, P-G, and P-MCQA (negative sampling, then AF-Lite).

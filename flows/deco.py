@@ -1,4 +1,4 @@
-"""DECO and ACCENT (Ghazarian et al. 2023): the construction steps of SEEDS.md section 4.
+"""DECO and ACCENT (Ghazarian et al. 2023): the construction steps of docs/method.md section 4.
 
 histories (windows of <= 4 utterances) + responses -> response filter -> 300 samples split
 200/100 -> 12 extraction tasks per sample -> event-relation tuples (extractor or human) ->

@@ -1,4 +1,4 @@
-"""Near-duplicate removal over normalised embeddings (CICERO SEEDS 1.2: cosine >= 0.87).
+"""Near-duplicate removal over normalised embeddings (CICERO docs/method.md 1.2: cosine >= 0.87).
 
 The N x N similarity matrix is never materialised. Exact path: blocked products of the
 upper triangle in bf16 (AMX/tensor cores) to find candidate pairs within a safety margin of

@@ -1,1 +1,1 @@
-"""CICERO construction steps (SEEDS.md section 1)."""
+"""CICERO construction steps (docs/method.md section 1)."""

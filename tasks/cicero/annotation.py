@@ -1,4 +1,4 @@
-"""The human-annotation round trip (SEEDS 1.4): export tasks, import answers.
+"""The human-annotation round trip (docs/method.md 1.4): export tasks, import answers.
 
 Export: one row per (dialogue, target, question) with the exact question string, also as
 CSV and JSON Lines for an annotation tool.

@@ -1,4 +1,4 @@
-"""CICERO's human steps as Label Studio projects (SEEDS 1.4, section 3.3 of the paper).
+"""CICERO's human steps as Label Studio projects (docs/method.md 1.4, section 3.3 of the paper).
 
 * `answers`: one answer per (dialogue, target, question): the annotator reads the dialogue with the
   target utterance marked and writes one answer (the `annotation_tasks` rows; read back by

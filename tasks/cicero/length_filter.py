@@ -1,4 +1,4 @@
-"""CICERO's length filter (SEEDS 1.1).
+"""CICERO's length filter (docs/method.md 1.1).
 
 Words are whitespace tokens of the utterance text without its speaker tag: the released
 CICERO dialogues obey exactly these bounds counted that way (minimum average 6.0).
@@ -40,7 +40,7 @@ def length_rule(n_utt: int, n_words: int, **bounds) -> str | None:
 
 def length_filter(dialogues: pd.DataFrame, *, min_utterances: int = 5, max_utterances: int = 15,
                   min_avg_words: float = 6.0, max_total_words: int = 275) -> StageOutput:
-    """Keep dialogues within the paper's length bounds (SEEDS 1.1).
+    """Keep dialogues within the paper's length bounds (docs/method.md 1.1).
 
     Args:
         min_utterances: fewest utterances a dialogue may have

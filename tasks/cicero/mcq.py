@@ -1,4 +1,4 @@
-"""CICERO's MCQ tasks (SEEDS 1.7): 2.1 single answer (instances with one correct answer) and 2.2
+"""CICERO's MCQ tasks (docs/method.md 1.7): 2.1 single answer (instances with one correct answer) and 2.2
 all answers, per split, in the release's JSON Lines keys; the Parquet uses snake_case names.
 
 An instance with published choices keeps every released correct answer where it was published and

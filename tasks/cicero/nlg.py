@@ -1,4 +1,4 @@
-"""CICERO's generative tasks (SEEDS 1.7), per split, with inputs as the authors' data preparation
+"""CICERO's generative tasks (docs/method.md 1.7), per split, with inputs as the authors' data preparation
 writes them (`tasks.cicero.experiments.nlg_input`): the question, `target: ...`, for the chained
 tasks the other event (`subsequent event: ...` / `cause: ...`) before the context, then
 `context: ` + the utterances joined by ` <utt> `, the fields joined by the literal ` \n `. The

@@ -1,4 +1,4 @@
-"""Dialogue-level train/validation/test splits (SEEDS 1.4: 60:20:20 of instances, by dialogue)."""
+"""Dialogue-level train/validation/test splits (docs/method.md 1.4: 60:20:20 of instances, by dialogue)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Run statistics compared with the paper's figures (SEEDS 1.3-1.4), as a table and a plot."""
+"""Run statistics compared with the paper's figures (docs/method.md 1.3-1.4), as a table and a plot."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CICERO target selection and inference-type assignment (SEEDS 1.3).
+"""CICERO target selection and inference-type assignment (docs/method.md 1.3).
 
 Per dialogue, with a random generator seeded by (seed, dialogue id) so a dialogue's targets do
 not depend on which other dialogues are in the run:
@@ -80,7 +80,7 @@ def targets(dialogues: pd.DataFrame, *, seed: int = 0, embed: EmbedSpec = EmbedS
             damping: float = 0.85, longest: int = 1,
             p_subsequent: float = 0.8, p_cause_and_prerequisite: float = 0.6, p_cause_only: float = 0.28,
             p_prerequisite_only: float = 0.12, ctx: StageContext | None = None) -> StageOutput:
-    """Target utterances and their inference types, per dialogue (SEEDS 1.3).
+    """Target utterances and their inference types, per dialogue (docs/method.md 1.3).
 
     Args:
         seed: seed of the per-dialogue random draws

@@ -1,1 +1,1 @@
-"""CORECODE (Shi et al. 2024): the construction steps of SEEDS.md section 3."""
+"""CORECODE (Shi et al. 2024): the construction steps of docs/method.md section 3."""

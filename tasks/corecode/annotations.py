@@ -1,4 +1,4 @@
-"""SEEDS 3.4: import the knowledge annotations and check each against the ontology and its dialogue.
+"""docs/method.md 3.4: import the knowledge annotations and check each against the ontology and its dialogue.
 Each rule states one check and returns a (reason_code, reason) or None; a record failing any is
 rejected with the first failure.
 

@@ -1,4 +1,4 @@
-"""SEEDS 3.5-3.6: CORECODE's six tasks built from the checked annotations, in the release's layout
+"""docs/method.md 3.5-3.6: CORECODE's six tasks built from the checked annotations, in the release's layout
 (`{easy,hard}/{generation,multiple_choice,span_extraction}/{split}/Task_Name.jsonl`, each line `id`,
 `dialogue` as "A: ..." lines, `question`, options "(a)", "(b)", ..., `answer`: ["(a)", text] for a
 multiple-choice item, a string otherwise; nothing else), and the robustness perturbations of the
@@ -272,7 +272,7 @@ def event_causal_inference(annotations: pd.DataFrame, splits: pd.DataFrame) -> S
     return build(annotations, splits, causal_items, 0)
 
 
-# ---------------------------------------------------------------- perturbations (SEEDS 3.6)
+# ---------------------------------------------------------------- perturbations (docs/method.md 3.6)
 def perturb(row: dict, kind: str, seed: int) -> dict:
     """One MCQ item with its options re-indexed (a, b, c -> 1, 2, 3), shuffled (a seeded order other
     than the original), or both; the answer label follows its text."""

@@ -1,4 +1,4 @@
-"""SEEDS 3.2 (first half): candidate concepts of every utterance are its nouns, verbs and adjectives,
+"""docs/method.md 3.2 (first half): candidate concepts of every utterance are its nouns, verbs and adjectives,
 found by part-of-speech tagging with jieba's posseg (its dictionary ships with it: offline)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""CORECODE's human step as a Label Studio project (SEEDS 3.4): annotators read a screened dialogue and
+"""CORECODE's human step as a Label Studio project (docs/method.md 3.4): annotators read a screened dialogue and
 mark its commonsense knowledge items.
 
 * `knowledge`: one task per screened dialogue (the `screening` rows), shown as plain text, one "A: ..."

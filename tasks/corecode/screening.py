@@ -1,4 +1,4 @@
-"""SEEDS 3.2: one-hop ConceptNet screening. A match is a triple (e1, r, e2) with e1 a concept of
+"""docs/method.md 3.2: one-hop ConceptNet screening. A match is a triple (e1, r, e2) with e1 a concept of
 utterance i and e2 a concept of utterance i+1; a dialogue is kept with more than three matches.
 
 Look-ups are batched: every distinct concept of a shard is looked up once (a few SQL queries of

@@ -1,4 +1,4 @@
-"""SEEDS 3.1: CORECODE's source dialogues, NaturalConv and DuLeMon, in their release layouts (and the
+"""docs/method.md 3.1: CORECODE's source dialogues, NaturalConv and DuLeMon, in their release layouts (and the
 dialogues of CORECODE's released task files, to screen exactly those)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Splits by dialogue: every annotation of a dialogue in one split. The released CORECODE splits are
-per annotation and leak dialogues between train, dev and test (SEEDS 3, checked); this rebuild does not."""
+per annotation and leak dialogues between train, dev and test (docs/method.md 3, checked); this rebuild does not."""
 
 from __future__ import annotations
 

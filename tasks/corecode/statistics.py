@@ -1,4 +1,4 @@
-"""CORECODE run statistics comparable to the paper's Table 1 (SEEDS 3.4): dialogues, turns, characters
+"""CORECODE run statistics comparable to the paper's Table 1 (docs/method.md 3.4): dialogues, turns, characters
 and jieba words per dialogue (mean, min, max), annotations per dimension and conflict phrases, per set,
 with the published figures; which unit the paper's "tokens" matches best; what still differs from the
 release; a table and a plot."""

@@ -1,1 +1,1 @@
-"""CoreQuisite (PaCo): preconditions of commonsense facts (SEEDS.md section 2)."""
+"""CoreQuisite (PaCo): preconditions of commonsense facts (docs/method.md section 2)."""

@@ -1,4 +1,4 @@
-"""SEEDS 2.3, the crowd round trip. Export: per fact, "What makes this possible?" and "What makes this
+"""docs/method.md 2.3, the crowd round trip. Export: per fact, "What makes this possible?" and "What makes this
 impossible?", three answers each, with the option to say the fact does not make sense. Import: a
 plain answers table (`task_id,worker_id,answer,does_not_make_sense`) or Label Studio's JSON export of
 the `preconditions` labeling step (tasks/corequisite/labeling.py), and/or a PaCo release

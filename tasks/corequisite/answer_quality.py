@@ -1,4 +1,4 @@
-"""SEEDS 2.3: the automated answer rules, then the experts' labels.
+"""docs/method.md 2.3: the automated answer rules, then the experts' labels.
 
 Rules (the annotators' instructions; each switchable, each one's verdict recorded per answer):
 * `negatives`: the answer uses negative language (a spaCy `neg` dependency or a word of

@@ -1,4 +1,4 @@
-"""SEEDS 2.1: a seeded uniform sample of English ConceptNet edges, a quota per relation."""
+"""docs/method.md 2.1: a seeded uniform sample of English ConceptNet edges, a quota per relation."""
 
 from __future__ import annotations
 

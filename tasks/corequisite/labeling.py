@@ -1,4 +1,4 @@
-"""CoreQuisite's (PaCo's) human steps as Label Studio projects (SEEDS 2.3).
+"""CoreQuisite's (PaCo's) human steps as Label Studio projects (docs/method.md 2.3).
 
 * `preconditions` (crowd): one task per (fact, question) of `annotation_tasks`: the statement, the
   question ("What makes this possible?" / "What makes this impossible?"), three answer boxes and the

@@ -1,4 +1,4 @@
-"""SEEDS 2.2: each edge becomes a fact sentence. Every template of the edge's relation is filled
+"""docs/method.md 2.2: each edge becomes a fact sentence. Every template of the edge's relation is filled
 with the edge's concepts; a template with one [MASK] is first filled by the masked LM (its top
 word); each candidate is scored and the best one is the fact. Every candidate stays in the
 artifact with its score.
@@ -33,7 +33,7 @@ from csk.runtime import StageContext, StageOutput
 
 log = logging.getLogger("csk")
 
-# The release's forms (SEEDS 2.2; checked against the released statements by tests/corequisite/test_corequisite.py).
+# The release's forms (docs/method.md 2.2; checked against the released statements by tests/corequisite/test_corequisite.py).
 TEMPLATES = {
     "UsedFor": ["{S} is typically used [MASK] {O}.", "{S} are typically used [MASK] {O}.",
                 "{S} can typically be used [MASK] {O}.", "You can typically use {s} [MASK] {O}."],

@@ -1,4 +1,4 @@
-"""SEEDS 2.4, P-MCQA: multiple-choice instances, then AF-Lite (the generic engine's `aflite` stage),
+"""docs/method.md 2.4, P-MCQA: multiple-choice instances, then AF-Lite (the generic engine's `aflite` stage),
 then the task files.
 
 Instances (`variants`), every one built inside one split so no text crosses splits:

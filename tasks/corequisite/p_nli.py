@@ -1,4 +1,4 @@
-"""SEEDS 2.4, P-NLI and P-G in the released CSV layouts, and Parquet: P-NLI one file per split named
+"""docs/method.md 2.4, P-NLI and P-G in the released CSV layouts, and Parquet: P-NLI one file per split named
 as released (`PaCo_nli_train.csv`, `PaCo_nli_eval.csv` for dev, `PaCo_nli_test.csv`), P-G one file
 (`PaCo_Gen.csv`, as released; per split on request)."""
 

@@ -1,4 +1,4 @@
-"""SEEDS 2.5: splits by edge (fact), never by instance: no fact in two splits. Answers of a release file
+"""docs/method.md 2.5: splits by edge (fact), never by instance: no fact in two splits. Answers of a release file
 that names its split (`PaCo_nli_train.csv`) keep it, with their facts; the other facts fill the shares left."""
 
 from __future__ import annotations

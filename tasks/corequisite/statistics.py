@@ -1,4 +1,4 @@
-"""CoreQuisite run statistics against the paper's figures (SEEDS 2): facts per relation, answers flagged
+"""CoreQuisite run statistics against the paper's figures (docs/method.md 2): facts per relation, answers flagged
 and kept, polarity balance (the paper: 2.7K / 2.7K), the experts' label shares, instances per task and
 split (P-MCQA beside the paper's ~40K), label balance, AF-Lite's removals; what still differs from the
 release; a table and a plot."""

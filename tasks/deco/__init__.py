@@ -1,1 +1,1 @@
-"""DECO / ACCENT (Ghazarian et al. 2023): SEEDS.md section 4."""
+"""DECO / ACCENT (Ghazarian et al. 2023): docs/method.md section 4."""

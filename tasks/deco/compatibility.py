@@ -1,4 +1,4 @@
-"""SEEDS 4.6: ACCENT's compatibility test. For each tuple a COMET model generates tails for
+"""docs/method.md 4.6: ACCENT's compatibility test. For each tuple a COMET model generates tails for
 "{head} {relation} [GEN]" (beam 10, 10 outputs); the tuple's score is the highest cosine between its
 tail and a generated tail (Sentence-BERT; ACCENT: paraphrase-MiniLM-L6-v2), floored at 0; a
 response scores the mean of its tuples, 0.5 when no tuple was extracted.

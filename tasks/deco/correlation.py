@@ -1,4 +1,4 @@
-"""SEEDS 4 (ACCENT's evaluation): how the automatic scores agree with the human ratings. Pearson and
+"""docs/method.md 4 (ACCENT's evaluation): how the automatic scores agree with the human ratings. Pearson and
 Spearman (scipy) of the compatibility scores with `event_cs` (and `general_cs`), per split and over
 all rated samples, each with a percentile bootstrap confidence interval (scipy.stats.bootstrap,
 pairs resampled together), as a table and a scatter plot."""

@@ -1,7 +1,7 @@
-"""SEEDS 4.4-4.5: the extraction tasks (12 relations per sample) and the event-relation extractor
+"""docs/method.md 4.4-4.5: the extraction tasks (12 relations per sample) and the event-relation extractor
 that turns them into tuples (ACCENT's T5, fine-tuned with `csk deco train-extractor`).
 
-SEEDS 4.4's tuple validation: `extract` writes every tuple with the history and response it was read
+docs/method.md 4.4's tuple validation: `extract` writes every tuple with the history and response it was read
 from (`validation_sheet.jsonl`, the `tuple_validation` labeling step's rows: tasks/deco/labeling.py).
 Three validators accept or reject each tuple in Label Studio; their export comes back through the
 `validations` setting and a tuple is kept when a majority of its validators accepted it (the others are

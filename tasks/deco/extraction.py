@@ -1,4 +1,4 @@
-"""ACCENT's event-relation extraction as text to text (SEEDS 4.5): one prompt per relation, the
+"""ACCENT's event-relation extraction as text to text (docs/method.md 4.5): one prompt per relation, the
 input `prompt + history (each slot followed by </UTT>) + response`, the target
 `event1: {head}; event2: {tail}` or `None`. The same functions build the extraction tasks, the
 extractor's training pairs (`csk deco train-extractor`) and read its outputs back."""

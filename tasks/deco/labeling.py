@@ -1,4 +1,4 @@
-"""DECO's human steps as Label Studio projects (SEEDS 4.4, ACCENT section 4).
+"""DECO's human steps as Label Studio projects (docs/method.md 4.4, ACCENT section 4).
 
 * `ratings`: three raters read each sampled response (ConTurE's turns left out) after its history (the turns with their speakers, the
   response marked) and rate its event commonsense and its overall commonsense, 1-5 (the `sample` rows; read

@@ -1,4 +1,4 @@
-"""SEEDS 4.2: a response is kept when it has at least 5 words, at least one sentence that is not a
+"""docs/method.md 4.2: a response is kept when it has at least 5 words, at least one sentence that is not a
 question, and says more than a courtesy ("It's been nice chatting with you.").
 
 Sentences come from spaCy's parser (en_core_web_sm 3.8.0, offline); a sentence is a question when

@@ -1,8 +1,8 @@
-"""SEEDS 4.3: a seeded selection of N samples split train / test, with the dev slice of train
+"""docs/method.md 4.3: a seeded selection of N samples split train / test, with the dev slice of train
 (DECO: 300 = 200 train + 100 test; the released train marks 40 as dev). Samples read from a
 release keep the split they were released in.
 
-SEEDS 4.4's ratings: a released sample carries its raters' ratings (`event_cs_raw`, `general_cs_raw`)
+docs/method.md 4.4's ratings: a released sample carries its raters' ratings (`event_cs_raw`, `general_cs_raw`)
 and their means (`event_cs`, `general_cs`). Ratings collected in Label Studio (the `ratings` labeling
 step, tasks/deco/labeling.py: three raters per sample) come back through the `ratings` setting: each
 rater's two ratings become the sample's raw lists, in the order rated, and their means its scores, as

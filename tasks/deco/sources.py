@@ -1,4 +1,4 @@
-"""SEEDS 4.1: DECO's samples, a history of at most 4 consecutive utterances and a response to it.
+"""docs/method.md 4.1: DECO's samples, a history of at most 4 consecutive utterances and a response to it.
 
 Histories are windows over DailyDialog, PersonaChat and Topical-Chat dialogues in their release
 layouts; responses come from dialogue systems or people outside the pipeline and are imported from

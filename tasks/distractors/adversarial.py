@@ -1,4 +1,4 @@
-"""Adversarial filtering (SEEDS 1.6c, Zellers et al. 2018) over the filtered candidate pools.
+"""Adversarial filtering (docs/method.md 1.6c, Zellers et al. 2018) over the filtered candidate pools.
 
 Every instance starts with its gold answer and `n_distractors` random candidates. Each
 iteration holds out one fold of the dialogues (cycles of 1 / held_out folds, each cycle a fresh

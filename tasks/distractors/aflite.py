@@ -1,4 +1,4 @@
-"""AF-Lite (SEEDS 2.6; Sakaguchi et al. 2020, Le Bras et al. 2020).
+"""AF-Lite (docs/method.md 2.6; Sakaguchi et al. 2020, Le Bras et al. 2020).
 
 Frozen embeddings of every instance; repeat: train `m` linear classifiers, each on a random
 subset of size `t`, and record each instance's predictions when it was held out;

@@ -1,4 +1,4 @@
-"""Candidate filter (SEEDS 1.6b): keep an alternative only if it is not a paraphrase of the gold
+"""Candidate filter (docs/method.md 1.6b): keep an alternative only if it is not a paraphrase of the gold
 (cosine < 0.9) AND an NLI model says it contradicts the gold.
 
 NLI: any transformers sequence-classification directory; the contradiction label id is read

@@ -2,7 +2,7 @@
 
 The English rules (antonym lexicon, auxiliaries, inflect articles, spaCy NER) do not apply to
 Chinese. These rules make CORECODE-style conflict phrases, "a minimal edit of one or two words"
-(SEEDS 3.4), with jieba's part-of-speech tagger (its dictionary ships with it: offline):
+(docs/method.md 3.4), with jieba's part-of-speech tagger (its dictionary ships with it: offline):
 * `zh_swap`: a content word of the answer (noun, verb, adjective: jieba flags n*, v*, a*)
   replaced by a word of the same part of speech from the dialogue (the passage) that the answer
   does not already use: the answer now says something the dialogue did not;

@@ -1,4 +1,4 @@
-"""Counterfactual candidate pools (SEEDS 1.6a): alternatives to every gold answer.
+"""Counterfactual candidate pools (docs/method.md 1.6a): alternatives to every gold answer.
 
 Generators run in the configured order; the first gives all its candidates and each next one
 fills the pools still below `min_pool` ("where a generator cannot produce enough, the next fills

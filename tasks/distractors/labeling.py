@@ -1,4 +1,4 @@
-"""The distractor engine's human step as a Label Studio project (SEEDS 1.6d): people read each item (the
+"""The distractor engine's human step as a Label Studio project (docs/method.md 1.6d): people read each item (the
 dialogue with its target marked, the question, every correct answer) and tick every final distractor that
 could be a correct answer ("speculatively correct"); read back by `verification.verdicts`, where a
 distractor more than half of its annotators ticked joins the correct answers."""

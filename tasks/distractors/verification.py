@@ -1,4 +1,4 @@
-"""Human verification round trip (SEEDS 1.6d) and the seeded shuffle of the final choices.
+"""Human verification round trip (docs/method.md 1.6d) and the seeded shuffle of the final choices.
 
 `verification` writes the marking sheet (one line per final distractor: is it speculatively
 correct?) and, when a verdict file is configured, applies the verdicts: distractors marked

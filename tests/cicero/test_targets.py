@@ -1,4 +1,4 @@
-"""Target selection rules of SEEDS 1.3."""
+"""Target selection rules of docs/method.md 1.3."""
 
 from __future__ import annotations
 

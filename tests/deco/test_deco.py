@@ -208,7 +208,7 @@ def test_every_released_tuple_is_a_target_the_parser_reads_back(real):
         for head, _rel, tail in list(row["tuples_single"]) + list(row["tuples_pair"]):
             assert parse_output(target(head, tail)) == (head.strip(), tail.strip())
             n += 1
-    assert n == 307  # SEEDS 4.4: 307 train tuples
+    assert n == 307  # docs/method.md 4.4: 307 train tuples
 
 
 def test_none_negatives_three_single_two_pair_without_the_relation(real):
