@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's stage code on the GPU machine (../shared/GPU.md: Python 3.12, torch, transformers,
+# The project's stage code on the GPU machine (Python 3.12, torch, transformers,
 # tokenizers, numpy, pandas, pyarrow there; pydantic & co, docstring-parser and our typing-extensions not,
 # and no registry). The cp312 manylinux wheels of what is missing travel in gpu_wheels/ (ignored by git,
 # named in `carry`); they are installed into a scratch folder there, put first on PYTHONPATH.
