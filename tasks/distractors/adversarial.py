@@ -160,13 +160,14 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     # rewrites for every slot, so nearly every item is filled (the manifest counts texts above max_reuse).
     if max_reuse or max_rewrites:
         for iid, st in state.items():
-            for cid in list(st["unused"]):
-                if len(st["distractors"]) >= st["k"]:
-                    break
-                if fits(iid, cid, st["distractors"], reuse=2 * max_reuse, rewrites_cap=0):
-                    st["distractors"].append(cid)
-                    st["unused"].remove(cid)
-                    hold(iid, cid, +1)
+            for cap in (max_rewrites, 0):  # popular texts first, more rewrites only where still short
+                for cid in list(st["unused"]):
+                    if len(st["distractors"]) >= st["k"]:
+                        break
+                    if fits(iid, cid, st["distractors"], reuse=2 * max_reuse, rewrites_cap=cap):
+                        st["distractors"].append(cid)
+                        st["unused"].remove(cid)
+                        hold(iid, cid, +1)
             st["initial"] = list(st["distractors"])
     by_id = view.set_index("id")
     groups = group_order(view)

@@ -524,9 +524,10 @@ def counterfactuals(instances: pd.DataFrame, *,
         lexical_rules: the rule kinds the lexical generator chains: by default only those that make the
             rewrite contradict the answer (antonym, negation, quantity); role_swap and entity_swap rewrite
             who did something, which is as often as not just as true (a name for a name)
-        grounded_rules: the grounded generator's rules (tasks/distractors/grounded.py): a correct answer's
-            place, time or people changed for the dialogue's own; swap_event, swap_object and swap_attribute
-            (one word for another of the dialogue) only when named: they often make a sentence nobody writes
+        grounded_rules: the grounded generator's rules (tasks/distractors/grounded.py): by default who did
+            what to whom flipped (role_flip); a place or time changed for the dialogue's own (swap_place,
+            swap_time) and one word for another of the dialogue (swap_event, swap_object, swap_attribute)
+            only when named: readers found them broken English as often as not
         grounded_per_rule: most rewrites per rule and word of an answer (the dialogue's words nearest the
             target first)
         retrieval_foreign: also offer retrieved answers that name a thing (a noun) this dialogue and its

@@ -40,7 +40,8 @@ FIXED_PHRASES = tuple(sorted({
     "face to face", "side by side", "up and down", "back and forth", "here and there", "now and then",
     "every now and then", "give up", "pick up", "look forward to", "get along", "so far", "had better",
     "would rather", "thank you", "you're welcome", "excuse me", "long time no see", "make up one's mind",
-    "make a living", "keep in touch", "in front of", "in spite of", "on the other hand",
+    "make a living", "keep in touch", "in front of", "in spite of", "on the other hand", "fall in love",
+    "falls in love", "falling in love", "fell in love", "fallen in love",
 }, key=lambda p: (-len(p), p)))  # (dates such as "last night" are the entity swap's to exchange, not fixed)
 CHECKS = ("broken_answer", "misspelt", "fixed_phrase", "number_agreement", "part_of_speech", "article", "role_collapse")
 # The people an answer talks about: a rewrite that leaves one where the answer had two ("The speaker

@@ -30,24 +30,24 @@ from typing import Callable, Iterable
 # "kind" is a sort, "present" a gift, "well" an adverb, "light" a lamp); and pairs whose words take other
 # complements ("invites him to go" -> "ignores him to go", "near the market" -> "far the market", "arrived
 # at London" -> "left at London", "curious to know" -> "indifferent to know") or read oddly as opposites
-# ("finds a car" -> "loses a car", "gains experience" -> "loses experience"): two blind readers marked them.
+# ("finds a car" -> "loses a car", "gains experience" -> "loses experience", "new to the city" -> "old to
+# the city", "agree that" -> "refuse that", "ask for" -> "answer for"): two blind readers marked them.
 _PAIRS = """
 happy sad; happily sadly; pleased annoyed; glad sorry; excited bored; calm angry; relaxed nervous;
-love hate; loves hates; loved hated; like dislike; likes dislikes; liked disliked; agree refuse; agrees refuses;
-agreed refused; accept reject; accepts rejects; accepted rejected; win lose; wins loses; won lost;
+love hate; loves hates; loved hated; like dislike; likes dislikes; liked disliked; accept reject; accepts rejects; accepted rejected; win lose; wins loses; won lost;
 buy sell; buys sells; bought sold; give take; gives takes; gave took; open close; opens closes; opened closed;
 start finish; starts finishes; started finished; begin end;
 come go; comes goes; came went; enter exit; remember forget; remembers forgets; remembered forgot;
 pass fail; passes fails; passed failed; succeed fail; succeeds fails; succeeded failed; stay leave; stays leaves; stayed left; increase decrease; increases decreases; rise fall;
 early late; earlier later; before after; first last; always never; often rarely; more less; most least;
 many few; much little; big small; large small; long short; tall short; high low; heavy light; hot cold;
-warm cool; fast slow; quickly slowly; new old; young old; rich poor; cheap expensive; easy difficult;
+warm cool; fast slow; quickly slowly; young old; rich poor; cheap expensive; easy difficult;
 hard easy; good bad; better worse; best worst; right wrong; true false; safe dangerous; healthy sick;
 clean dirty; full empty; busy free; quiet noisy; day night; morning evening; strong weak;
 friendly rude; polite rude; honest dishonest; careful careless; possible impossible;
 interested uninterested; satisfied dissatisfied; comfortable uncomfortable; lucky unlucky; together alone;
 inside outside; above below; borrow lend; teach learn;
-ask answer; asks answers; asked answered; push pull; laugh cry; laughs cries; laughed cried; smile frown;
+push pull; laugh cry; laughs cries; laughed cried; smile frown;
 wake sleep; awake asleep; allow forbid; allows forbids; allowed forbade;
 save spend; saves spends; saved spent; wins loses; husband wife;
 boyfriend girlfriend; brother sister; father mother; son daughter; uncle aunt; king queen; boy girl;

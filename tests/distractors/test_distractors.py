@@ -304,8 +304,10 @@ def test_af_replaces_trivially_separable_distractors_and_accuracy_falls():
     from tasks.distractors.adversarial import adversarial_filter
 
     inst, cands = _af_data()
+    # the loop's swap rule on the fast discriminator; the chance test off (chance_alpha 1): a fold of 12
+    # items is too few for it at 1% (tests/distractors/test_in_place.py tests it)
     out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, max_iterations=20, window=20,
-                             discriminator="linear-probe",  # the loop's rule, on the fast discriminator
+                             discriminator="linear-probe", chance_alpha=1.0,
                              swap_rule="max", max_reuse=0)  # the four junk sentences are every instance's
     history = out.notes["history"]
     junk_left = sum(r == "junk" for rules in out.data["distractor_rules"] for r in rules)
@@ -470,7 +472,7 @@ def test_paper_rule_swaps_in_only_candidates_above_the_gold_and_the_replaced_one
     pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in cands.groupby("instance_id", sort=False)}
     TableScorer.seeds = []
     state, history = af_loop(items, pools, lambda seed: TableScorer(seed, table), n_distractors=4,
-                             max_iterations=40, swap_rule="paper", min_held_out=2)
+                             max_iterations=40, swap_rule="paper", min_held_out=2, chance_alpha=1.0)  # the rule alone
     rule = dict(zip(cands["id"], cands["rule"]))
     for st in state.values():
         if st["held_out_rounds"]:  # every junk distractor (below the gold) went, for a hard one
@@ -527,11 +529,14 @@ def test_af_caps_rewrites_of_the_gold_and_reuse_of_one_text():
     state, _ = af_loop(items, pools, lambda seed: TableScorer(seed), n_distractors=4, max_iterations=3,
                        max_rewrites=2, max_reuse=5, generator_of=gen)
     text = dict(zip(cands["id"], cands["candidate"]))
-    for st in state.values():
-        assert sum(gen[c] == "lexical" for c in st["distractors"]) <= 2
     held = pd.Series([text[c] for st in state.values() for c in st["distractors"]]).value_counts()
     junk = held[held.index.isin(cands.loc[cands["rule"] == "junk", "candidate"])]
     assert junk.max() <= 2 * 5  # max_reuse, and twice that for an item that could not be filled otherwise
+    for st in state.values():
+        # more than max_rewrites rewrites only in an item that could not be filled otherwise: every other
+        # candidate it has is a text already held twice max_reuse times
+        if sum(gen[c] == "lexical" for c in st["distractors"]) > 2:
+            assert all(held.get(text[c], 0) >= 2 * 5 for c in st["unused"] if gen[c] != "lexical")
 
 
 def test_hellaswag_swap_rule():
@@ -745,8 +750,9 @@ def test_dialogue_generator_offers_answers_of_the_same_dialogue_about_other_targ
     assert [t for _, t in pools["a4"]] == ["Tom missed the bus.", "The bus was late.", "Ann feels relieved."]
     assert pools["b1"] == []
     no_target = view.drop(columns="target")  # without targets: never an answer to the item's own question
-    assert [t for _, t in dialogue_pools(no_target)["a3"]] == ["Tom missed the bus.", "The bus was late.",
-                                                                 "Ann called Tom."]
+    # every correct answer of the other item, not only its gold (a1's second correct answer, then a2's)
+    assert [t for _, t in dialogue_pools(no_target)["a3"]] == ["Tom missed the bus.", "Ann called Tom.",
+                                                                 "The bus was late."]
     assert [t for _, t in dialogue_pools(no_target)["a1"]] == ["Ann feels relieved."]
 
 
@@ -777,10 +783,12 @@ def test_dialogue_generator_offers_only_answers_on_the_other_side_of_the_target_
     pools = {k: [t for _, t in v] for k, v in dialogue_pools(view, time=QUESTION_TIME).items()}
     # c2 (a cause of turn 2): the subsequent events of turns 2 and 4 lie after it; s0 (after turn 0) may be
     # its cause, c0 and c4 are causes themselves
-    assert pools["c2"] == ["A gets to work on time."]  # s2 is about c2's own target
-    assert pools["s2"] == ["The alarm did not ring."]  # causes at or before turn 2 (c2: its own target)
-    assert pools["c0"] == ["The taxi arrives.", "A gets to work on time."]
-    assert pools["s4"] == ["The alarm did not ring.", "A needed a ride."]
+    # the same target asked about the other side of time comes first (s2's subsequent event is no cause of
+    # its own target), then the other targets' answers under the rule
+    assert pools["c2"] == ["The taxi arrives.", "A gets to work on time."]
+    assert pools["s2"] == ["A needed a ride.", "The alarm did not ring."]  # causes at or before turn 2
+    assert pools["c0"] == ["A looks for another way to work.", "The taxi arrives.", "A gets to work on time."]
+    assert pools["s4"] == ["A called early.", "The alarm did not ring.", "A needed a ride."]
     # without the rule (question_time = {}): every other target's answer
     assert len(dialogue_pools(view, time={})["c2"]) == 4
 

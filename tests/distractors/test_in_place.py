@@ -60,12 +60,14 @@ def test_grounded_rewrites_take_places_and_times_from_the_dialogue_never_a_corre
     answer = "The speaker meets the listener at the cafe on Friday."
     grounded.parse([grounded.TAG.sub("", u) for u in passage] + [answer])
     words = grounded.dialogue_words(passage, "I would rather meet at the cafe on Friday .")
-    out = dict(grounded.rewrites(answer, words, grounded.lemmas([answer]), rules=grounded.FLUENT))
+    rules = ("swap_place", "swap_time", "role_flip")
+    out = dict(grounded.rewrites(answer, words, grounded.lemmas([answer]), rules=rules))
     texts = set(out.values())
     assert "The speaker meets the listener at the library on Friday." in texts
     assert "The speaker meets the listener at the cafe on Monday." in texts
     assert "The listener meets the speaker at the cafe on Friday." in texts
-    assert all(r.split(":")[0] in grounded.FLUENT for r in out)
+    assert all(r.split(":")[0] in rules for r in out)
+    assert {r.split(":")[0] for r in grounded.rewrites(answer, words, grounded.lemmas([answer]))} == {"role_flip"}
     # a word any correct answer uses is never brought in
     assert not any("cafe" in r.split("->")[-1] for r in out)
 
