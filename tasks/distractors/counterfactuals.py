@@ -89,7 +89,6 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
     """The rule-based rewrites of every gold answer; with `fluency`, each checked by
     `tasks.distractors.fluency` (its rule appended to `checked`) and a failing one left out (appended
     to `rejected` with its reason)."""
-    from tasks.distractors import fluency as fl
 
     from tasks.distractors import chinese
 
@@ -126,21 +125,7 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
             pool = [pool[i] for i in sorted(rng.choice(len(pool), bound, replace=False))]
         found[inst.id] = pool
     if fluency:  # the parser checks are English: Chinese rewrites are not checked (the manifest says so)
-        english = {i: p for i, p in found.items() if i not in zh}
-        known = dialogue_words(view)
-        parsed = fl.parse([a for i in english for a in answers[i]] + [t for pool in english.values() for _, t in pool])
-        for iid, pool in english.items():
-            kept = []
-            for rule, text in pool:
-                if checked is not None:
-                    checked.append(rule)
-                problem = fl.check(base[(iid, text)], text, parsed, known[iid])
-                if problem is None:
-                    kept.append((rule, text))
-                elif rejected is not None:
-                    rejected.append({"instance_id": iid, "gold": base[(iid, text)], "candidate": text, "rule": rule,
-                                     "check": problem[0], "reason": problem[1]})
-            found[iid] = kept
+        found.update(fluent(view, {i: p for i, p in found.items() if i not in zh}, base, "lexical", checked, rejected))
     out: Pool = {}
     for iid, pool in found.items():
         if len(pool) > max_per_answer:
@@ -192,7 +177,6 @@ def grounded_pools(view: pd.DataFrame, *, rules: tuple[str, ...], per_rule: int,
     """Every correct answer rewritten with things of its own dialogue (`tasks.distractors.grounded`): a
     place for another place of the dialogue, a time for another, who did what to whom flipped; English
     only. With `fluency`, each rewrite is checked as the lexical ones are and a failing one left out."""
-    from tasks.distractors import fluency as fl
     from tasks.distractors import grounded
 
     zh = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
@@ -211,20 +195,32 @@ def grounded_pools(view: pd.DataFrame, *, rules: tuple[str, ...], per_rule: int,
                     base[(inst.id, text)] = answer
                     out[inst.id].append((rule, text))
     if fluency and base:
-        known = dialogue_words(view)
-        parsed = fl.parse(list({a for a in base.values()}) + [t for _, t in base])
-        for iid in list(out):
-            kept = []
-            for rule, text in out[iid]:
-                if checked is not None:
-                    checked.append(rule)
-                problem = fl.check(base[(iid, text)], text, parsed, known[iid])
-                if problem is None:
-                    kept.append((rule, text))
-                elif rejected is not None:
-                    rejected.append({"instance_id": iid, "gold": base[(iid, text)], "candidate": text, "rule": rule,
-                                     "check": problem[0], "reason": problem[1], "generator": "grounded"})
-            out[iid] = kept
+        out = fluent(view, out, base, "grounded", checked, rejected)
+    return out
+
+
+def fluent(view: pd.DataFrame, pools: Pool, base: dict[tuple[str, str], str], generator: str,
+           checked: list[str] | None, rejected: list[dict] | None) -> Pool:
+    """The rewrites of each pool that pass the parser's checks against the answer they rewrite
+    (`base[(instance, rewrite)]`, `fluency.check`); each checked rule appended to `checked`, each failing
+    rewrite to `rejected` with its check and reason."""
+    from tasks.distractors import fluency as fl
+
+    known = dialogue_words(view)
+    parsed = fl.parse([base[(i, t)] for i, pool in pools.items() for _, t in pool] +
+                      [t for pool in pools.values() for _, t in pool])
+    out: Pool = {}
+    for iid, pool in pools.items():
+        out[iid] = []
+        for rule, text in pool:
+            if checked is not None:
+                checked.append(rule)
+            problem = fl.check(base[(iid, text)], text, parsed, known[iid])
+            if problem is None:
+                out[iid].append((rule, text))
+            elif rejected is not None:
+                rejected.append({"instance_id": iid, "gold": base[(iid, text)], "candidate": text, "rule": rule,
+                                 "check": problem[0], "reason": problem[1], "generator": generator})
     return out
 
 
