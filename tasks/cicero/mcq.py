@@ -33,7 +33,7 @@ def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, splits: pd.DataFrame 
         published = [str(c) for c in a["choices"]]
         published_correct = sorted({int(k) for k in a["correct_answers"]})
         slots = [k for k in range(len(published)) if k not in published_correct]
-        if published:  # published choices: their slots refilled (none where every choice is correct: as published)
+        if slots or len(published) >= 2:  # a published choice set: its slots refilled (none: all correct, as published)
             if len(r.distractors) < len(slots):
                 rejected.append({"id": r.id, "reason_code": "too_few_candidates",
                                  "reason": f"{len(r.distractors)} distractor(s) left after the filters, "

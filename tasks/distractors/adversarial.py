@@ -44,10 +44,11 @@ def hellaswag_swaps(pairwise_accuracy: float) -> int:
 
 
 def slots_of(inst, default: int) -> int:
-    """Distractors an instance needs: its published distractor slots where it has published choices (0
-    where every published choice is correct: it comes back as published), else `default`."""
+    """Distractors an instance needs: its published distractor slots where it has a published choice set
+    (two or more choices; 0 where every one is correct: it comes back as published), else `default` (an
+    answer alone, as a first Label Studio answer is, is no choice set)."""
     published = getattr(inst, "choices", None)
-    if published is not None and len(published):
+    if published is not None and len(published) >= 2:
         return int(inst.n_distractors)
     return int(getattr(inst, "n_distractors", 0) or default)
 
