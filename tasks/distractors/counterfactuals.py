@@ -280,7 +280,9 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
 
     An answer naming a thing (a noun lemma) that neither this dialogue nor its correct answers name is
     about another conversation: a careful reader dismisses it at a glance. It is left out (counted in
-    `left_out[instance]`) unless `foreign`, when it comes after every other."""
+    `left_out[instance]`) unless `foreign`, when it comes after every other. An item whose passage is no
+    dialogue (one text: a SWAG or HellaSwag context, a PaCo statement) has no conversation to be out of
+    place in: there such answers come after every other, as with `foreign`."""
     split = view["split"].astype(str).tolist() if "split" in view.columns else ["all"] * len(view)
     with open_embedder(embed, ctx) as emb:
         vectors = emb.lookup(view["gold"].tolist() + view["question"].tolist())
@@ -333,7 +335,7 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                             how = "retrieval" if questions[b] == questions[a] else "retrieval:other_question"
                             if here is None or nouns([adapted]) <= here:
                                 taken.append((f"{how}:{ids[b]}", adapted))
-                            elif not foreign_allowed:
+                            elif not (foreign_allowed or len(_listed(passages[a])) < 2):
                                 dropped[iid] = dropped.get(iid, 0) + 1
                             else:
                                 foreign.append((f"{how}:foreign:{ids[b]}", adapted))
