@@ -166,14 +166,14 @@ def _empty_artifact(store, pipeline: str, stage: str, contract: str):
     """An artifact of `stage` with no rows, written as the runtime writes one (contract columns and dtypes)."""
     import hashlib
 
-    from csk.artifacts import manifest_bytes, to_parquet_bytes
+    from csk.artifacts import to_parquet_bytes
     from data_contracts import conform_empty
 
     data = to_parquet_bytes(conform_empty(pd.DataFrame(), contract))
     key = hashlib.sha256(f"{stage}/{contract}".encode()).hexdigest()[:24]
     manifest = {"pipeline": pipeline, "stage": stage, "key": key, "contract": contract, "inputs": [],
                 "rows": {"in": 0, "out": 0, "rejected": 0}, "data_sha256": hashlib.sha256(data).hexdigest()}
-    return store._commit(pipeline, stage, key, {"data.parquet": data, "manifest.json": manifest_bytes(manifest)})
+    return store._commit(pipeline, stage, key, {"data.parquet": data}, manifest)
 
 
 @pytest.mark.parametrize("pipeline,stage,inputs", STAGE_CASES)
