@@ -36,7 +36,8 @@ from tasks import seq2seq
 from tasks.distractors.keys import instance_keys
 from tasks.distractors.grounded import FLUENT as GROUNDED_FLUENT
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
-from tasks.distractors.placement import GENERIC_NOUNS, IN_PLACE, TIERS, tier
+from tasks.distractors.grounding import GENERIC_NOUNS
+from tasks.distractors.placement import IN_PLACE, TIERS, tier
 from tasks.english import PIPELINE, entities, nouns
 from tasks.embed import EmbedSpec, open_embedder
 

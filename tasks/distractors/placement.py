@@ -30,16 +30,3 @@ def placement(generator: str | None, rule: str | None) -> int:
 def tier(generator: str | None, rule: str | None) -> str:
     return TIERS[placement(generator, rule)]
 
-
-# Nouns any dialogue's answer may use without naming a thing of another conversation (CICERO's answers
-# speak of "the speaker" and "the listener").
-GENERIC_NOUNS = frozenset({"speaker", "listener", "person", "people", "thing", "something", "time", "way",
-                           "day", "lot", "kind", "bit", "one", "other", "others", "man", "woman", "friend"})
-
-
-def foreign_nouns(candidate: str, here: list[str]) -> frozenset[str]:
-    """The things (spaCy noun lemmas) a candidate names that none of the texts `here` (its dialogue and
-    correct answers) names, generic nouns aside: what makes a reader place it in another conversation."""
-    from tasks.english import nouns
-
-    return nouns([candidate]) - nouns(here) - GENERIC_NOUNS

@@ -143,7 +143,7 @@ def grounding_figures(view: pd.DataFrame, final, final_correct, published, publi
     """The share of rebuilt and of published distractors that name a thing (a noun lemma) neither the
     item's dialogue nor its correct answers name (`placement.foreign_nouns`), and the rebuilt ones' share
     per generator (the generator of the candidate with that text, for that instance)."""
-    from tasks.distractors.placement import foreign_nouns
+    from tasks.distractors.grounding import foreign_nouns
     from tasks.english import nouns
 
     passages = [[str(u) for u in p] if p is not None else [] for p in view["passage"]] if "passage" in view.columns \

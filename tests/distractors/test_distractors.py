@@ -180,7 +180,7 @@ def test_retrieval_fills_pools_from_other_dialogues_with_names_adapted():
     items = _items(_instances(12, 1))
     # these dialogues speak of ten topics: an answer of another topic's dialogue names a foreign thing, left
     # out by default (counted); only answers of the same topic's dialogue are retrieved; offered last when allowed
-    from tasks.distractors.placement import foreign_nouns
+    from tasks.distractors.grounding import foreign_nouns
 
     strict = counterfactuals(items, generators=["lexical", "retrieval"], min_pool=8, embed=EMBED)
     here = {i: list(p) + [g] for i, p, g in zip(items["id"], items["passage"], items["gold"])}

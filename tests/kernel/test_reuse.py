@@ -28,8 +28,10 @@ def _edit(tmp_path, monkeypatch, module: str) -> None:
 
 
 # tasks/english.py (spaCy) is imported inside functions by these stages' modules, and by no other
-CAN_RUN_ENGLISH = ["cicero/counterfactuals", "corequisite/answer_quality", "corequisite/answer_rules",
-                   "corequisite/lexicalize", "deco/response_filter", "distractors/counterfactuals"]
+# (distractor_quality: its grounding figure names the nouns a distractor brings from another conversation)
+CAN_RUN_ENGLISH = ["cicero/counterfactuals", "cicero/distractor_quality", "corequisite/answer_quality",
+                   "corequisite/answer_rules", "corequisite/lexicalize", "deco/response_filter",
+                   "distractors/counterfactuals", "distractors/distractor_quality"]
 # jieba: CORECODE's tagging stages, and the distractor engine's counterfactuals (its Chinese rules)
 CAN_RUN_JIEBA = ["cicero/counterfactuals", "corecode/annotations", "corecode/concepts", "corecode/statistics",
                  "distractors/counterfactuals"]
