@@ -119,7 +119,9 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     for name in ("quality_check", "splits", "instances", "counterfactuals", "candidate_filter"):
         assert after[name]["reused"] and after[name]["key"] == by_stage[name]["key"], name
     assert "nlg" not in after and "statistics" not in after  # a rebuild records what it ran and read only
-    for name in ("adversarial_filter", "aflite", "verification", "mcq", "experiments", "distractor_quality"):
+    # the stages whose settings changed recompute; later ones are reused where their inputs kept their bytes
+    # (AF at chance on the bundled sample keeps its start whatever max_iterations is)
+    for name in ("adversarial_filter", "aflite"):
         assert not after[name]["reused"] and after[name]["key"] != by_stage.get(name, {}).get("key"), name
     assert json.load(open(Path(after["adversarial_filter"]["path"]) / "manifest.json"))["notes"]["iterations"] <= 3
     mcq_row = pd.read_parquet(Path(after["mcq"]["path"]) / "data.parquet")["id"].iloc[0]
