@@ -10,7 +10,10 @@ and out of place, near-copy sets and the mean difficulty, then the two readers' 
 
 Every draw is fresh: without --seed a seed is drawn from the operating system and recorded in the key
 and printed; --exclude DIR ... leaves out the items of earlier draws (a default is chosen on one draw and
-confirmed on another, never on the items it was tuned on). At least 60 items (--n).
+confirmed on another, never on the items it was tuned on): the items their keys name, or, where a key was
+stripped of the released text (bench/results keeps only dialogue ids and the seed), the items its seed
+replays, checked against the ids it kept (give such draws in the order they were made). At least 60
+items (--n).
 
     python bench/blind_reading.py make --published RELEASE.jsonl --rebuilt REBUILT.jsonl --out DIR [--exclude OLD_DIR]
     python bench/blind_reading.py score --key DIR/key.json --verdicts DIR/reader1.jsonl DIR/reader2.jsonl
@@ -40,6 +43,28 @@ def _correct(rec: dict) -> set[int]:
 MIN_ITEMS = 60
 
 
+def key(r: dict) -> tuple:
+    """An item of a CICERO file: (ID, Target, Question)."""
+    return (r.get("ID"), r.get("Target"), r.get("Question"))
+
+
+def _replay(entries: list[dict], pub: list[dict], seen: set, where: str) -> set:
+    """The items of an earlier draw whose key kept only the dialogue ids (the released text stripped, as
+    bench/results holds them): its seed replays the draw over the published file minus the draws before it
+    (give --exclude in the order they were made), checked against the ids it recorded."""
+    seeds = {e.get("seed") for e in entries}
+    if len(seeds) != 1 or None in seeds:
+        raise SystemExit(f"{where}/key.json: neither the items' keys nor one seed to replay the draw with")
+    candidates = [r for r in pub if key(r) not in seen]
+    drawn = random.Random(seeds.pop()).sample(range(len(candidates)), min(len(entries), len(candidates)))
+    got = [candidates[p].get("ID") for p in drawn]
+    want = [e.get("id") for e in sorted(entries, key=lambda e: e["item"])]
+    if got != want:
+        raise SystemExit(f"{where}/key.json: replaying its seed over {len(candidates)} items does not give the ids "
+                         "it recorded: another published file, or --exclude in another order than the draws were made")
+    return {key(candidates[p]) for p in drawn}
+
+
 def make(published: str, rebuilt: str, out: str, n: int = MIN_ITEMS, seed: int | None = None,
          exclude: list[str] = ()) -> None:
     if n < MIN_ITEMS:
@@ -48,14 +73,12 @@ def make(published: str, rebuilt: str, out: str, n: int = MIN_ITEMS, seed: int |
         import secrets
 
         seed = secrets.randbits(31)  # a fresh draw every time; recorded in the key
-    seen = set()
-    for old in exclude:
-        seen |= {tuple(e["match"]) for e in json.loads((Path(old) / "key.json").read_text(encoding="utf-8"))
-                 if "match" in e}
     pub, reb = _records(published), _records(rebuilt)
-    # the rebuilt file keeps the records it rebuilt, in the input's order: matched by (ID, Target, Question)
-    def key(r):
-        return (r.get("ID"), r.get("Target"), r.get("Question"))
+    seen: set = set()
+    for old in exclude:
+        entries = json.loads((Path(old) / "key.json").read_text(encoding="utf-8"))
+        seen |= ({tuple(e["match"]) for e in entries} if all("match" in e for e in entries)
+                 else _replay(entries, pub, seen, old))
     index = {}
     for r in reb:
         index.setdefault(key(r), []).append(r)

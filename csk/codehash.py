@@ -115,10 +115,10 @@ def _parents(name: str) -> list[str]:
 
 
 @lru_cache(maxsize=None)
-def closure(roots: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(project modules, third-party top-level modules) reachable from `roots` through imports."""
-    seen: set[str] = set()
-    third: set[str] = set()
+def _walk(roots: tuple[str, ...]) -> dict[str, frozenset[str]]:
+    """Every project module reachable from `roots` through imports, with the third-party top-level
+    modules it imports itself (a kernel module: those it imports on import only)."""
+    seen: dict[str, frozenset[str]] = {}
     todo = list(roots)
     while todo:
         name = todo.pop()
@@ -128,17 +128,51 @@ def closure(roots: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
             continue
         if module_file(name) is None:  # `from pkg import name`: a name, not a submodule
             continue
-        seen.add(name)
         todo += [p for p in _parents(name) if p not in seen]  # importing a.b runs a/__init__.py
         _, anywhere, on_import = _parsed(name)
         todo += sorted(m for m in anywhere if _is_project(m))
         kernel = name.split(".")[0] == "csk"
-        for m in (on_import if kernel else anywhere):
-            top = m.split(".")[0]
-            if not _is_project(m) and top not in sys.stdlib_module_names and top != "__future__" \
-                    and top not in NOT_COMPUTE:
-                third.add(top)
-    return tuple(sorted(seen)), tuple(sorted(third))
+        seen[name] = frozenset(top for top in (m.split(".")[0] for m in (on_import if kernel else anywhere)
+                                               if not _is_project(m))
+                               if top not in sys.stdlib_module_names and top != "__future__" and top not in NOT_COMPUTE)
+    return seen
+
+
+@lru_cache(maxsize=None)
+def closure(roots: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(project modules, third-party top-level modules) reachable from `roots` through imports."""
+    walked = _walk(roots)
+    return tuple(sorted(walked)), tuple(sorted(set().union(*walked.values())))
+
+
+@lru_cache(maxsize=None)
+def one_thread_module(name: str) -> str | None:
+    """The module's `THREAD_COUNT_FREE` statement (a top-level string: why its bytes do not depend on the
+    intra-op thread count whatever it imports, e.g. every float kernel it runs is on one thread), or None."""
+    raw = _parsed(name)[0]
+    if b"THREAD_COUNT_FREE" not in raw:
+        return None
+    for n in ast.parse(raw).body:
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == "THREAD_COUNT_FREE" for t in targets) and \
+                isinstance(n.value, ast.Constant) and isinstance(n.value.value, str):
+            return n.value.value
+    return None
+
+
+def thread_count_free_reasons(roots: tuple[str, ...], packages: tuple[str, ...]) -> list[str]:
+    """"module: why" for each module reachable from `roots` that imports one of `packages` and says its
+    bytes are free of the thread count (`one_thread_module`)."""
+    return [f"{name}: {one_thread_module(name)}" for name, tops in sorted(_walk(roots).items())
+            if tops & set(packages) and one_thread_module(name)]
+
+
+@lru_cache(maxsize=None)
+def threaded_third_party(roots: tuple[str, ...]) -> tuple[str, ...]:
+    """The third-party modules the code reachable from `roots` imports, leaving out those imported by a
+    module that runs its kernels on one thread (`one_thread_module`)."""
+    walked = _walk(roots)
+    return tuple(sorted(set().union(*(tops for name, tops in walked.items() if not one_thread_module(name)))))
 
 
 def code_hash(roots: tuple[str, ...]) -> str:
@@ -207,7 +241,7 @@ def packages(roots: tuple[str, ...]) -> dict[str, str]:
 
 def forget() -> None:
     """Read the sources and installed versions again (tests that edit a module or fake a version)."""
-    for f in (module_file, _parsed, closure, packages, _distributions_of_module, _requirements, _version):
+    for f in (module_file, _parsed, _walk, closure, one_thread_module, threaded_third_party, packages, _distributions_of_module, _requirements, _version):
         getattr(f, "cache_clear", lambda: None)()  # (a test may have put a plain function in one's place)
 
 
@@ -222,10 +256,12 @@ def stage_code_hash(fn: Callable, contract_module: str | None = None) -> str:
     return code_hash(tuple(m for m in (module.__name__, contract_module) if m))
 
 
-def stage_third_party(fn: Callable, contract_module: str | None = None) -> tuple[str, ...]:
-    """The third-party top-level modules the stage's code imports (as `closure` counts them)."""
+def stage_third_party(fn: Callable, contract_module: str | None = None, threaded: bool = False) -> tuple[str, ...]:
+    """The third-party top-level modules the stage's code imports (as `closure` counts them); `threaded`:
+    leaving out those of modules that run their kernels on one thread (`threaded_third_party`)."""
     module = inspect.getmodule(fn)
-    return closure(tuple(m for m in (module and module.__name__, contract_module) if m))[1]
+    roots = tuple(m for m in (module and module.__name__, contract_module) if m)
+    return threaded_third_party(roots) if threaded else closure(roots)[1]
 
 
 def stage_packages(fn: Callable, contract_module: str | None = None) -> dict[str, str]:

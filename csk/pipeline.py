@@ -137,8 +137,19 @@ class Stage:
 
         if self.trains:
             return "it trains a model (gradients summed in an order the thread count decides)"
-        hit = sorted(set(stage_third_party(*self._roots())) & set(THREADED))
+        hit = sorted(set(stage_third_party(*self._roots(), threaded=True)) & set(THREADED))
         return f"its code can run {', '.join(hit)} (float reductions per thread)" if hit else None
+
+    @property
+    def thread_count_free(self) -> str:
+        """Why its bytes are the same on any thread count (when `threads_matter` is None)."""
+        from csk.codehash import thread_count_free_reasons
+        from csk.compute import THREADED
+
+        module = self.fn.__module__
+        reasons = thread_count_free_reasons(tuple(m for m in (module, self.contract.__module__) if m), THREADED)
+        return ("its threaded kernels are free of the count (" + "; ".join(reasons) + ")" if reasons else
+                "no threaded float kernel in its code: the same bytes on any thread count")
 
     def _roots(self) -> tuple[Callable, str]:
         return self.fn, self.contract.__module__

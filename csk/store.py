@@ -242,7 +242,7 @@ class Store:
         if why:
             material["threads"] = count
         threads = {"count": count, "in_key": bool(why),
-                   "why": why or "no threaded float kernel in its code: the same bytes on any thread count"}
+                   "why": why or stage.thread_count_free}
         key = hashlib.sha256(canonical_json(material).encode()).hexdigest()[:24]
         return Plan(pipeline, stage, model, params_json, list(inputs), input_hashes, files, models, key, resolved,
                     names, threads)

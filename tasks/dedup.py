@@ -22,6 +22,16 @@ from csk.shards import map_shards, shard_rows
 
 # bf16 keeps 8 mantissa bits: for unit vectors the dot-product error stays well below this.
 BF16_MARGIN = 0.02
+# The pairs depend on the vectors alone, not on the thread count: the fp32 screen's sums may run in any order
+# (a BLAS splits them by its threads), so it keeps pairs within twice the worst-case rounding of a d-term sum
+# of unit vectors (Higham's gamma_d, about d * 2^-24), and `_rescore` decides in its own fixed order; the faiss
+# path trains and searches on one OpenMP thread.
+THREAD_COUNT_FREE = "the screens keep a rounding margin and the fixed-order re-score decides; faiss on one thread"
+
+
+def fp32_margin(d: int) -> float:
+    """A bound on |screen - re-score| for unit vectors of dimension d summed in any order (2 gamma_d)."""
+    return 2.02 * d * 2.0 ** -24
 
 
 def exact_pairs(x: np.ndarray, threshold: float, block_size: int = 2048, col_block: int = 8192,
@@ -61,7 +71,7 @@ def screen_tiles(blocks: pd.DataFrame, *, x: np.ndarray, threshold: float, col_b
     xt = torch.from_numpy(np.array(x, dtype=np.float32))  # a copy: shards read a read-only memory map
     xs = xt.to(torch.bfloat16) if screen_bf16 else xt
     xs_t = xs.T.contiguous()
-    cut = threshold - (BF16_MARGIN if screen_bf16 else 0.0)
+    cut = threshold - (BF16_MARGIN if screen_bf16 else fp32_margin(x.shape[1]))
     height = int((blocks["r1"] - blocks["r0"]).max()) if len(blocks) else 0
     tile = torch.empty(height, col_block, dtype=xs.dtype)
     rows, cols = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
@@ -93,13 +103,18 @@ def approximate_pairs(x: np.ndarray, threshold: float, nlist: int = 0, nprobe: i
     x = np.ascontiguousarray(x, dtype=np.float32)
     n, d = x.shape
     nlist = ivf_lists(n, nlist)
-    quantizer = faiss.IndexFlatIP(d)
-    index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
-    index.cp.seed = seed
-    index.train(x)
-    index.add(x)
-    index.nprobe = min(nprobe, nlist)
-    lims, _, ids = index.range_search(x, float(threshold))
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)  # the coarse assignment's BLAS sums in an order its threads decide: one thread
+    try:
+        quantizer = faiss.IndexFlatIP(d)
+        index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
+        index.cp.seed = seed
+        index.train(x)
+        index.add(x)
+        index.nprobe = min(nprobe, nlist)
+        lims, _, ids = index.range_search(x, float(threshold - fp32_margin(d)))
+    finally:
+        faiss.omp_set_num_threads(threads)
     counts = np.diff(lims.astype(np.int64))
     i = np.repeat(np.arange(n, dtype=np.int64), counts)
     j = ids.astype(np.int64)

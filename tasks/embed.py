@@ -13,6 +13,9 @@ sample; bf16 autocast only where this machine's one decision takes it (`csk.prec
 length-spread probe of the stage's own texts agrees with fp32 to cosine >= `min_agreement`; else
 fp32. The decision and its figures go into the manifest.
 
+Every pass runs on one intra-op thread (`tasks.encoder.encode_passes`), so the vectors, the cache and
+the stages that embed are the same bytes on any thread count.
+
 Use it as a context manager: `with open_embedder(spec, ctx) as emb: vectors = emb.encode(texts)`.
 """
 
@@ -29,13 +32,15 @@ import numpy as np
 import pandas as pd
 
 from csk import compute
+
+THREAD_COUNT_FREE = "its forward passes run in tasks.encoder.encode_passes, one intra-op thread each"
 from csk.models import model_identity, resolve_model
 from csk.errors import ConfigError
 from csk.params import Device, ModelDir, Params, Resolved
 from csk.progress import progress
 from csk.runtime import StageContext, StageOutput
 from csk.shards import map_shards
-from tasks.encoder import (BATCH_TOKENS, DEFAULT_MODEL, PAD_MULTIPLE, encode_pass, load_sentence_model,  # noqa: F401  (the embedder's API)
+from tasks.encoder import (BATCH_TOKENS, DEFAULT_MODEL, PAD_MULTIPLE, encode_pass, encode_passes, load_sentence_model,  # noqa: F401  (the embedder's API)
                            packing_check, pass_shape, plan_passes, token_lengths)
 
 PROBE_SIZE = 32
@@ -91,11 +96,10 @@ def text_key(text: str) -> bytes:
 def encode_shard(frame: pd.DataFrame, *, model: str, device: str, precision: str) -> pd.DataFrame:
     """Whole passes of the plan, on a worker (the model loaded once per worker process)."""
     st = load_sentence_model(Path(model), device, precision)
-    parts = [encode_pass(st, group["text"].astype(str).tolist(), int(group["rows"].iat[0]),
-                         int(group["padded"].iat[0]), precision, device)
-             for _, group in frame.groupby("pass", sort=False)]
-    vectors = np.concatenate(parts) if parts else np.zeros((0, st.get_embedding_dimension()), np.float32)
-    return pd.DataFrame({"embedding": list(vectors)})
+    texts = frame["text"].astype(str).tolist()
+    passes = [(int(g["rows"].iat[0]), int(g["padded"].iat[0]), np.flatnonzero(frame["pass"].to_numpy() == k))
+              for k, g in frame.groupby("pass", sort=False)]
+    return pd.DataFrame({"embedding": list(encode_passes(st, texts, passes, precision, device))})
 
 
 
@@ -149,13 +153,8 @@ class Embedder:
 
     # -- raw encoding
     def _encode_raw(self, texts: list[str], precision: str, bar=None) -> np.ndarray:
-        out = np.zeros((len(texts), self.model.get_embedding_dimension()), np.float32)
-        for rows, padded, idx in self.plan(texts, precision):
-            out[idx] = encode_pass(self.model_for(precision), [texts[i] for i in idx], rows, padded, precision,
-                                   self.device)
-            if bar is not None:
-                bar.update(len(idx))
-        return out
+        return encode_passes(self.model_for(precision), texts, self.plan(texts, precision), precision, self.device,
+                             bar)
 
     def _encode_chunks(self, texts: list[str]) -> np.ndarray:
         """Encode in the passes of `plan_passes`, with a progress bar labelled with the stage. On a Dask

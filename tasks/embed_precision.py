@@ -45,6 +45,10 @@ import typer
 from csk.precision import MIN_SPEEDUP, cache_dir, fingerprint_id, machine_material
 from tasks.encoder import int8_engine, quantize_int8  # noqa: F401  (the ladder's int8 rung)
 
+# What the ladder measures (on any thread count) reaches a stage only as the rung it decides, and that rung
+# is in the stage's key (`Resolved`): the stage's bytes depend on it, not on the count it was timed with.
+THREAD_COUNT_FREE = "its only output is the precision rung, resolved into the key"
+
 METHOD = 6  # how the ladder is measured (2: int8 per channel; 3: every thread too; 4: whole passes; 5: bf16 one thread; 6: generic ranking decisions); a new method measures again
 BARS = {"dedup_pairs": 0.995, "textrank_targets": 0.99, "candidate_verdicts": 0.995}
 """least share of decisions identical to fp32 for int8 to be taken (issue 28)"""

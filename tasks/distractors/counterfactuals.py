@@ -144,7 +144,9 @@ def dialogue_words(view: pd.DataFrame) -> dict[str, frozenset[str]]:
 
 def spelled(found: Pool, view: pd.DataFrame, generator: str, rejected: list[dict], checked: list[str]) -> Pool:
     """Human-written candidates (answers of this or other dialogues) without a misspelt word
-    (`fluency.misspellings`); the others rejected with the word."""
+    (`fluency.misspellings`) or a subject and verb that disagree (`fluency.agreement_problems`: "The
+    speaker show the pictures"; draw C's readers marked 7 of 24 such answers broken); the others rejected
+    with the word."""
     from tasks.distractors import fluency as fl
 
     zh = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
@@ -160,10 +162,12 @@ def spelled(found: Pool, view: pd.DataFrame, generator: str, rejected: list[dict
         for rule, text in pool:
             checked.append(generator)
             typos = fl.misspellings(parsed[text], known[iid])
-            if typos:
+            slips = [] if typos else fl.agreement_problems(parsed[text])
+            if typos or slips:
+                check, reason = (("misspelt", f"'{typos[0]}' is no English word (a typo)") if typos else
+                                 ("number_agreement", f"{slips[0]} (a slip of the writer)"))
                 rejected.append({"instance_id": iid, "gold": gold[iid], "candidate": text, "rule": rule,
-                                 "check": "misspelt", "reason": f"'{typos[0]}' is no English word (a typo)",
-                                 "generator": generator})
+                                 "check": check, "reason": reason, "generator": generator})
             else:
                 out[iid].append((rule, text))
     return out
@@ -393,9 +397,10 @@ def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | 
     reader judged such answers correct). Elsewhere answers about a target fewer than `min_gap` utterances
     away are left out. In dialogue order of the other items (their ids), deterministic.
 
-    The same target asked about the other side of time comes first (`dialogue:opposite_time`): what
-    caused or motivated a turn offered as what follows it, and the reverse. Every correct answer of the
-    other item is offered, not only its first."""
+    The same target asked about the other side of time comes after them (`dialogue:opposite_time`): what
+    caused or motivated a turn offered as what follows it, and the reverse; a reader finds those still
+    true more often (`placement.preference`). Every correct answer of the other item is offered, not only
+    its first."""
     ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
     about = (view["target"] if "target" in view.columns and view["target"].astype(str).str.strip().any()
              else view["question"]).astype(str).str.strip().str.lower().tolist()
@@ -446,7 +451,7 @@ def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | 
                 if text and text.lower() not in seen:
                     seen.add(text.lower())
                     bucket.append((f"{how}:{ids[b]}", text))
-        out[iid] = same + other
+        out[iid] = other + same
     return out
 
 

@@ -82,6 +82,21 @@ def _plural_subject(tok) -> bool | None:
     return None
 
 
+# Nouns English also agrees in the plural ("the police arrive", "the couple are").
+COLLECTIVE = frozenset({"police", "family", "staff", "team", "couple", "crew", "government", "class", "audience",
+                        "committee", "public", "pair", "majority", "group", "band", "company", "cattle", "management"})
+SUBJUNCTIVE_HEADS = frozenset({"suggest", "insist", "demand", "recommend", "require", "propose", "request", "ask",
+                               "urge", "advise", "prefer"})
+
+
+def _finite(verb) -> bool:
+    """A present-tense verb of its own clause, no auxiliary before it, and not the subjunctive of a
+    that-clause after "suggest", "insist" ... ("she suggests that the speaker go")."""
+    if any(c.dep_ in ("aux", "auxpass") for c in verb.children) or verb.dep_ == "xcomp":
+        return False
+    return not (verb.dep_ == "ccomp" and verb.head.lemma_ in SUBJUNCTIVE_HEADS)
+
+
 def agreement_problems(doc) -> list[str]:
     """Number disagreements the parser sees in one parsed text."""
     out = []
@@ -105,7 +120,9 @@ def agreement_problems(doc) -> list[str]:
             v = verb.lower_
             if plural and (v in SINGULAR_VERBS or verb.tag_ == "VBZ"):
                 out.append(f"'{tok.text} ... {verb.text}': a plural subject with a singular verb")
-            elif not plural and (v in ("are", "were") or (verb.tag_ == "VBP" and v in PLURAL_VERBS)):
+            elif not plural and (v in ("are", "were") or (verb.tag_ == "VBP" and (
+                    v in PLURAL_VERBS or (verb.i == tok.head.i and tok.pos_ in ("NOUN", "PROPN") and tok.lower_ not in COLLECTIVE
+                     and _finite(verb))))):
                 out.append(f"'{tok.text} ... {verb.text}': a singular subject with a plural verb")
         if tok.dep_ == "expl" and tok.lower_ == "there" and tok.head.lemma_ == "be":
             be = tok.head

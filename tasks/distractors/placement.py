@@ -4,8 +4,8 @@ A careful reader dismisses an answer about another conversation at a glance, and
 correct answer, or an answer its own dialogue's annotators wrote, as in place. Tiers, nearest first:
 * 0 `rewrite`: a correct answer of the item rewritten (lexical, grounded) or a generator's output for
   this item (t5, file);
-* 1 `dialogue`: an answer written for the same dialogue (the same target asked about the other side of
-  time, or another target);
+* 1 `dialogue`: an answer written for the same dialogue (about another target; then the same target asked
+  about the other side of time, which a reader more often finds still true: `preference`);
 * 2 `retrieved`: an answer written for another dialogue that names only things this one names;
 * 3 `foreign`: one that names a thing this dialogue and its correct answers do not (offered only when
   `counterfactuals.retrieval_foreign` allows it).
@@ -30,3 +30,10 @@ def placement(generator: str | None, rule: str | None) -> int:
 def tier(generator: str | None, rule: str | None) -> str:
     return TIERS[placement(generator, rule)]
 
+
+
+def preference(generator: str | None, rule: str | None) -> int:
+    """The order AF starts an item and swaps in by (lower first): the tier, and within `dialogue` the answers
+    about other targets before those of the same target asked about the other side of time (a motivation
+    offered as what follows often still holds: draw C's readers judged 7 of 44 of them correct)."""
+    return 2 * placement(generator, rule) + (":opposite_time:" in str(rule or ""))

@@ -124,3 +124,32 @@ def test_human_written_candidates_with_a_typo_are_rejected():
     assert "The speakr likes the diner." not in set(out.data["candidate"])
     rej = out.rejected[out.rejected["reason_code"] == "fluency_misspelt"]
     assert list(rej["candidate"]) == ["The speakr likes the diner."] and "speakr" in rej["reason"].iloc[0]
+
+
+@pytest.mark.parametrize("text, broken", [
+    ("The speaker show the pictures to the listener.", True),   # a writer's slip draw C's readers marked
+    ("The man who lives next door play the piano.", True),
+    ("The speaker shows the pictures to the listener.", False),
+    ("The speaker and the listener go to the park.", False),    # coordinated: plural
+    ("The listener suggested that the speaker go home.", False),  # a subjunctive after "suggest"
+    ("The police arrive at the scene.", False),                 # a collective noun
+    ("The speaker might go home.", False),                      # after a modal
+])
+def test_a_singular_subject_with_a_plural_verb(text, broken):
+    assert bool(fluency.agreement_problems(fluency.parse([text])[text])) is broken
+
+
+def test_human_written_candidates_whose_subject_and_verb_disagree_are_rejected():
+    from tasks.distractors.counterfactuals import counterfactuals
+
+    passage = ["A: Shall we eat out ?", "B: Yes , at the diner ."]
+    instances = pd.DataFrame({
+        "id": ["i1", "i2"], "group_id": ["d1", "d1"],
+        "question": ["What is the cause of target?", "What subsequent event happens following the target?"],
+        "target": ["Shall we eat out ?", "Yes , at the diner ."], "passage": [passage, passage],
+        "gold": ["The speaker is hungry.", "The speaker enjoy the diner."],
+        "choices": [[], []], "correct_answers": [[], []]})
+    out = counterfactuals(instances, generators=["dialogue"], min_pool=4)
+    assert "The speaker enjoy the diner." not in set(out.data["candidate"])
+    rej = out.rejected[out.rejected["reason_code"] == "fluency_number_agreement"]
+    assert list(rej["candidate"]) == ["The speaker enjoy the diner."] and "speaker ... enjoy" in rej["reason"].iloc[0]

@@ -72,27 +72,35 @@ def test_grounded_rewrites_take_places_and_times_from_the_dialogue_never_a_corre
     assert not any("cafe" in r.split("->")[-1] for r in out)
 
 
-def test_the_same_target_asked_about_the_other_side_of_time_comes_first():
+def test_the_same_target_asked_about_the_other_side_of_time_comes_after_other_targets_answers():
     from tasks.distractors.counterfactuals import QUESTION_TIME, dialogue_pools
+    from tasks.distractors.placement import preference
 
     passage = ["A: I lost my keys .", "B: Look in your bag .", "A: Found them !"]
     view = pd.DataFrame({
-        "id": ["c", "s", "t"], "group_id": ["D"] * 3,
+        "id": ["c", "s", "t", "u"], "group_id": ["D"] * 4,
         "question": ["What is the cause of target?", "What subsequent event happens following the target?",
-                     "What is the cause of target?"],
-        "target": ["Look in your bag .", "Look in your bag .", "Found them !"],
-        "passage": [passage] * 3,
-        "gold": ["The speaker lost the keys.", "The speaker finds the keys in the bag.", "The bag was searched."],
+                     "What is the cause of target?", "What subsequent event happens following the target?"],
+        "target": ["Look in your bag .", "Look in your bag .", "Found them !", "Found them !"],
+        "passage": [passage] * 4,
+        "gold": ["The speaker lost the keys.", "The speaker finds the keys in the bag.", "The bag was searched.",
+                 "The speaker is relieved."],
         "choices": [["The speaker lost the keys.", "The keys were stolen.", "x"],
-                    ["The speaker finds the keys in the bag.", "y"], ["The bag was searched.", "z"]],
-        "correct_answers": [[0, 1], [0], [0]]})
+                    ["The speaker finds the keys in the bag.", "y"], ["The bag was searched.", "z"],
+                    ["The speaker is relieved.", "w"]],
+        "correct_answers": [[0, 1], [0], [0], [0]]})
     pools = dialogue_pools(view, time=QUESTION_TIME)
-    # the subsequent-event item is offered both causes of its own target first (every correct answer)
+    # the subsequent-event item is offered both causes of its own target (every correct answer)
     assert pools["s"][:2] == [("dialogue:opposite_time:c", "The speaker lost the keys."),
                               ("dialogue:opposite_time:c", "The keys were stolen.")]
-    # a cause is never offered another cause of the same target, nor one of a later turn (time order)
+    # a cause is never offered another cause of the same target, nor one of a later turn (time order); what
+    # follows a later turn comes before what follows this very turn (a reader finds the latter still true
+    # more often), and AF starts and swaps in by that order
     assert all(t != "The bag was searched." for _, t in pools["c"])
-    assert pools["c"][0] == ("dialogue:opposite_time:s", "The speaker finds the keys in the bag.")
+    assert pools["c"] == [("dialogue:other_question:u", "The speaker is relieved."),
+                          ("dialogue:opposite_time:s", "The speaker finds the keys in the bag.")]
+    assert preference("dialogue", pools["c"][0][0]) < preference("dialogue", pools["c"][1][0]) \
+        < preference("retrieval", "retrieval:x")
 
 
 def _chance_items(n: int = 60):
