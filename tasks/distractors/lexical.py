@@ -175,7 +175,7 @@ def negation_rewrites(text: str) -> list[tuple[str, str]]:
             nm = re.match(r"\s+not\b\s*", after)
             if nm:  # "is not" -> "is"
                 return [("negation:remove", _some(text[:m.end()] + " " + after[nm.end():], m.start()))]
-            if w in ("has", "have", "had") and not _PARTICIPLE.match(after):
+            if w in ("has", "have", "had") and not _participle_follows(after):
                 # "have" as the main verb takes do-support: "has a meeting" -> "does not have a meeting"
                 do = {"has": "does", "have": "do", "had": "did"}[w]
                 return [("negation:add", text[:m.start()] + _match_case(do, m.group()) + " not have" + after)]
@@ -186,6 +186,22 @@ def negation_rewrites(text: str) -> list[tuple[str, str]]:
 # After "has" / "have" / "had": a past participle (an auxiliary) or anything else (the main verb).
 _PARTICIPLE = re.compile(r"\s+(?:just\s+|already\s+|never\s+|not\s+|always\s+|been\b|[a-z]+(?:ed|en|wn|ne|ught|ept|ound|ade|id|ot|un|ung|ood|ept|eft|ent|elt|ost|aid|old|ard)\b)",
                          re.I)
+
+
+def _participle_follows(after: str) -> bool:
+    """Is the word after "has" / "have" / "had" a past participle (the perfect's auxiliary, no do-support)?
+    The suffix pattern, and lemminflect's lexicon for the irregular ones ("had put", "has cut", "had read";
+    a blind reader found "did not have put")."""
+    if _PARTICIPLE.match(after):
+        return True
+    m = re.match(r"\s+([a-z]+)\b", after, re.I)
+    if m is None:
+        return False
+    from lemminflect import getAllInflections, getAllLemmas
+
+    word = m.group(1).lower()
+    return any(word in getAllInflections(lemma, upos="VERB").get("VBN", ())
+               for lemma in getAllLemmas(word, upos="VERB").get("VERB", ()))
 
 
 def _some(text: str, start: int) -> str:

@@ -108,6 +108,10 @@ def test_negation_of_have_as_the_main_verb_and_any_after_a_removed_negation():
     assert negation_rewrites("Julie has confidence in her plan.")[0][1] == "Julie does not have confidence in her plan."
     assert negation_rewrites("The speaker has finished the work.")[0][1] == "The speaker has not finished the work."
     assert negation_rewrites("She had not received any news.")[0][1] == "She had received some news."
+    # an irregular participle after "had" is the perfect, not "have" the main verb (a reader found "did not have put")
+    assert negation_rewrites("The listener had put the candles on the cake.")[0][1] == \
+        "The listener had not put the candles on the cake."
+    assert negation_rewrites("The speaker had lunch with her.")[0][1] == "The speaker did not have lunch with her."
 
 
 def test_human_written_candidates_with_a_typo_are_rejected():

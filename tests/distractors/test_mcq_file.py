@@ -176,6 +176,7 @@ def test_too_few_candidates_is_a_rejection_not_a_short_item(tmp_path):
 
 
 
+@pytest.mark.slow  # two whole rebuilds of the bundled CICERO file (about a minute); test_rebuild_each_preset runs one
 def test_one_file_one_verdict_through_either_command(tmp_path):
     """The CICERO flow's release reader and the generic preset name one record differently (ids, groups);
     the engine draws by content, so both give the same pools and the same adversarial choices."""

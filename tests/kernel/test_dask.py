@@ -56,6 +56,7 @@ def _shard_work(tmp: Path, db: Path) -> dict:
             "screened": screened.data[["id", "matches", "evidence"]].to_json(), "notes": screened.notes}
 
 
+@pytest.mark.slow  # a LocalCluster and every sharded kernel (30 s), as the whole CICERO-on-Dask test (slow too)
 def test_sharded_kernels_on_a_cluster_equal_the_local_runner(prefect_harness, tmp_path, caplog):
     from csk import conceptnet as cn
     from tests.conftest import SAMPLE

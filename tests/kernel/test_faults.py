@@ -54,6 +54,7 @@ def test_a_dask_worker_killed_mid_shard(prefect_harness, tmp_path):
     assert "worker killed" in results[0].detail
 
 
+@pytest.mark.slow  # two whole DECO runs at once (45 s); the killed-run trial stays in the default suite
 def test_two_runs_on_one_store_at_once(prefect_harness, tmp_path):
     """Two `csk run deco` on one store at the same moment: both finish, every stage is computed once
     (the other run waits on the key's lock and reuses it), and the store verifies clean."""

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -28,6 +30,7 @@ def _read(fd: int, until: str, timeout: float) -> str:
     return out
 
 
+@pytest.mark.slow  # a CICERO run started and stopped (35 s); the kill -9 trial stays in the default suite
 def test_ctrl_c_stops_a_run_cancels_it_and_cleans_up(tmp_path, config_copy):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
