@@ -33,7 +33,6 @@ import pandas as pd
 
 from csk import compute
 
-THREAD_COUNT_FREE = "its forward passes run in tasks.encoder.encode_passes, one intra-op thread each"
 from csk.models import model_identity, resolve_model
 from csk.errors import ConfigError
 from csk.params import Device, ModelDir, Params, Resolved
@@ -43,6 +42,7 @@ from csk.shards import map_shards
 from tasks.encoder import (BATCH_TOKENS, DEFAULT_MODEL, PAD_MULTIPLE, encode_pass, encode_passes, load_sentence_model,  # noqa: F401  (the embedder's API)
                            packing_check, pass_shape, plan_passes, token_lengths)
 
+THREAD_COUNT_FREE = "its forward passes run in tasks.encoder.encode_passes, one intra-op thread each"
 PROBE_SIZE = 32
 
 
