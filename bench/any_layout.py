@@ -20,7 +20,6 @@ import argparse
 import csv
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -65,16 +64,6 @@ def columns_layout(records: list[dict], out: Path) -> tuple[Path, str]:
 LAYOUTS = {"question": question_layout, "columns": columns_layout}
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def run(layout: str, records: list[dict], work: Path, extra: list[str]) -> dict:
     out = work / layout
     out.mkdir(parents=True, exist_ok=True)
@@ -113,6 +102,8 @@ def main() -> None:
     ap.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS))
     ap.add_argument("--set", action="append", default=[], help="passed to csk distractors rebuild --set")
     args = ap.parse_args()
+    from csk.precision import cpu_model
+
     records = _records(args.input)
     extra = [x for s in args.set for x in ("--set", s)]
     print(f"CPU: {cpu_model()}, {os.cpu_count()} CPUs; input {args.input.name}: {len(records)} items")

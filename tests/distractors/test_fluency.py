@@ -114,7 +114,11 @@ def test_negation_of_have_as_the_main_verb_and_any_after_a_removed_negation():
     assert negation_rewrites("The speaker had lunch with her.")[0][1] == "The speaker did not have lunch with her."
 
 
-def test_human_written_candidates_with_a_typo_are_rejected():
+@pytest.mark.parametrize("answer, check, word", [
+    ("The speakr likes the diner.", "misspelt", "speakr"),              # a typo
+    ("The speaker enjoy the diner.", "number_agreement", "speaker ... enjoy"),  # a writer's slip of agreement
+])
+def test_human_written_candidates_that_are_broken_english_are_rejected(answer, check, word):
     from tasks.distractors.counterfactuals import counterfactuals
 
     passage = ["A: Shall we eat out ?", "B: Yes , at the diner ."]
@@ -122,12 +126,12 @@ def test_human_written_candidates_with_a_typo_are_rejected():
         "id": ["i1", "i2"], "group_id": ["d1", "d1"],
         "question": ["What is the cause of target?", "What subsequent event happens following the target?"],
         "target": ["Shall we eat out ?", "Yes , at the diner ."], "passage": [passage, passage],
-        "gold": ["The speaker is hungry.", "The speakr likes the diner."],
+        "gold": ["The speaker is hungry.", answer],
         "choices": [[], []], "correct_answers": [[], []]})
     out = counterfactuals(instances, generators=["dialogue"], min_pool=4)
-    assert "The speakr likes the diner." not in set(out.data["candidate"])
-    rej = out.rejected[out.rejected["reason_code"] == "fluency_misspelt"]
-    assert list(rej["candidate"]) == ["The speakr likes the diner."] and "speakr" in rej["reason"].iloc[0]
+    assert answer not in set(out.data["candidate"])
+    rej = out.rejected[out.rejected["reason_code"] == f"fluency_{check}"]
+    assert list(rej["candidate"]) == [answer] and word in rej["reason"].iloc[0]
 
 
 @pytest.mark.parametrize("text, broken", [
@@ -141,19 +145,3 @@ def test_human_written_candidates_with_a_typo_are_rejected():
 ])
 def test_a_singular_subject_with_a_plural_verb(text, broken):
     assert bool(fluency.agreement_problems(fluency.parse([text])[text])) is broken
-
-
-def test_human_written_candidates_whose_subject_and_verb_disagree_are_rejected():
-    from tasks.distractors.counterfactuals import counterfactuals
-
-    passage = ["A: Shall we eat out ?", "B: Yes , at the diner ."]
-    instances = pd.DataFrame({
-        "id": ["i1", "i2"], "group_id": ["d1", "d1"],
-        "question": ["What is the cause of target?", "What subsequent event happens following the target?"],
-        "target": ["Shall we eat out ?", "Yes , at the diner ."], "passage": [passage, passage],
-        "gold": ["The speaker is hungry.", "The speaker enjoy the diner."],
-        "choices": [[], []], "correct_answers": [[], []]})
-    out = counterfactuals(instances, generators=["dialogue"], min_pool=4)
-    assert "The speaker enjoy the diner." not in set(out.data["candidate"])
-    rej = out.rejected[out.rejected["reason_code"] == "fluency_number_agreement"]
-    assert list(rej["candidate"]) == ["The speaker enjoy the diner."] and "speaker ... enjoy" in rej["reason"].iloc[0]
