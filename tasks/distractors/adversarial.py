@@ -31,7 +31,7 @@ from csk.models import resolve_model
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.keys import group_order, instance_keys
-from tasks.distractors.placement import REWRITES, preference
+from tasks.distractors.placement import REWRITES, in_place, preference
 from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,
                                               TransformerMC, apply_preset)
 from tasks.distractors.window import reading_windows
@@ -100,8 +100,9 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     and swapped in) and the per-round history.
 
     A swap brings in only a candidate that the round's discriminator scores above the gold AND above the
-    distractor it replaces. `max_rewrites`: at most this many distractors of an instance come from the
-    `lexical` generator (rewrites of its own gold: more would make the gold the centre of its choices);
+    distractor it replaces. `max_rewrites`: at most this many distractors of an instance are rewrites of its
+    own correct answers (more would make the gold the centre of its choices); the start takes one more
+    before any answer written for another dialogue, and swaps keep the cap;
     `max_reuse`: one text is a distractor of at most this many instances of a split (retrieved answers
     recur otherwise); 0: no limit. `generator_of` maps a candidate id to its generator, `placement_of` to its
     `preference` (the tier, then the riskier dialogue answers; default: from its generator).
@@ -149,27 +150,29 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
         order = sorted((pool[i] for i in rng.permutation(len(pool))),
                        key=lambda c: placement_of.get(c, 0))
         k = slots_of(inst, n_distractors) if own else n_distractors
-        chosen: list[str] = []
-        for cid in order:
-            if len(chosen) < k and fits(inst.id, cid, chosen):
-                chosen.append(cid)
-                hold(inst.id, cid, +1)
-        state[inst.id] = {"distractors": chosen, "unused": [c for c in order if c not in chosen], "swaps": 0,
-                          "initial": list(chosen), "held_out_rounds": [], "swap_rounds": [], "k": k}
-    # An item whose candidates are all popular texts (answers that many items retrieve), or all rewrites of
-    # its own answers, would go unfilled: a second pass lets it reach twice max_reuse and max_rewrites
-    # rewrites for every slot, so nearly every item is filled (the manifest counts texts above max_reuse).
-    if max_reuse or max_rewrites:
+        state[inst.id] = {"distractors": [], "unused": order, "swaps": 0, "initial": [], "held_out_rounds": [],
+                          "swap_rounds": [], "k": k}
+    # The start is filled in passes, each over every item in turn: in-place candidates within the caps; a
+    # second rewrite of the item's own answers before any answer written for another dialogue (draws D and E:
+    # readers found 33-70% of the retrieved answers out of place, 6-20% of the rewrites wrong in some way);
+    # then retrieved answers; then, where an item is still short, popular texts up to twice max_reuse and
+    # rewrites for every slot (the manifest counts texts above max_reuse).
+    passes = [(max_reuse, max_rewrites, True)] + ([(max_reuse, max_rewrites + 1, True)] if max_rewrites else []) + \
+        [(max_reuse, max_rewrites, False)] + \
+        ([(2 * max_reuse, max_rewrites, False), (2 * max_reuse, 0, False)] if max_reuse or max_rewrites else [])
+    for reuse, rewrites_cap, in_place_only in passes:
         for iid, st in state.items():
-            for cap in (max_rewrites, 0):  # popular texts first, more rewrites only where still short
-                for cid in list(st["unused"]):
-                    if len(st["distractors"]) >= st["k"]:
-                        break
-                    if fits(iid, cid, st["distractors"], reuse=2 * max_reuse, rewrites_cap=cap):
-                        st["distractors"].append(cid)
-                        st["unused"].remove(cid)
-                        hold(iid, cid, +1)
-            st["initial"] = list(st["distractors"])
+            for cid in list(st["unused"]):
+                if len(st["distractors"]) >= st["k"]:
+                    break
+                if in_place_only and not in_place(placement_of.get(cid, 0)):
+                    continue
+                if fits(iid, cid, st["distractors"], reuse=reuse, rewrites_cap=rewrites_cap):
+                    st["distractors"].append(cid)
+                    st["unused"].remove(cid)
+                    hold(iid, cid, +1)
+    for st in state.values():
+        st["initial"] = list(st["distractors"])
     by_id = view.set_index("id")
     groups = group_order(view)
     history: list[dict] = []
@@ -410,8 +413,9 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
             (on a small file: their in-place start); 1: no test
         max_rewrites: most distractors of one instance that are rewrites of its own correct answers (the
             lexical and grounded generators'): more make near-copy sets (two blind readers found 96 of 120
-            rebuilt sets near-copies at 2), a giveaway; an item that could not be filled otherwise takes
-            more; 0: no limit
+            rebuilt sets near-copies at 2), a giveaway; the start takes one more before an answer written
+            for another dialogue (readers found those out of place far more often), and an item that could
+            not be filled otherwise takes more; 0: no limit
         max_reuse: most instances of one split that may hold the same text as a distractor (a retrieved
             answer that fits many dialogues recurs otherwise); an item that could not be filled otherwise may
             take a text up to twice this often (the manifest counts such texts); 0: no limit

@@ -124,6 +124,11 @@ def agreement_problems(doc) -> list[str]:
                     v in PLURAL_VERBS or (verb.i == tok.head.i and tok.pos_ in ("NOUN", "PROPN") and tok.lower_ not in COLLECTIVE
                      and _finite(verb))))):
                 out.append(f"'{tok.text} ... {verb.text}': a singular subject with a plural verb")
+        # a modal or do-support before an inflected verb ("would shows", "did not went")
+        if tok.dep_ == "aux" and (tok.tag_ == "MD" or tok.lower_ in ("do", "does", "did")) and \
+                tok.head.tag_ in ("VBZ", "VBD") and tok.head.i > tok.i:
+            out.append(f"'{tok.text} ... {tok.head.text}': a {'modal' if tok.tag_ == 'MD' else 'do'} before an "
+                       "inflected verb")
         if tok.dep_ == "expl" and tok.lower_ == "there" and tok.head.lemma_ == "be":
             be = tok.head
             attr = next((c for c in be.children if c.dep_ in ("attr", "nsubj") and c.pos_ in ("NOUN", "PROPN")), None)

@@ -37,3 +37,8 @@ def preference(generator: str | None, rule: str | None) -> int:
     about other targets before those of the same target asked about the other side of time (a motivation
     offered as what follows often still holds: draw C's readers judged 7 of 44 of them correct)."""
     return 2 * placement(generator, rule) + (":opposite_time:" in str(rule or ""))
+
+
+def in_place(preference_value: int) -> bool:
+    """Is a candidate of this `preference` written in place (a rewrite or this dialogue's answer)?"""
+    return TIERS[preference_value // 2] in IN_PLACE

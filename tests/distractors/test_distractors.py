@@ -539,6 +539,31 @@ def test_af_caps_rewrites_of_the_gold_and_reuse_of_one_text():
             assert all(held.get(text[c], 0) >= 2 * 5 for c in st["unused"] if gen[c] != "lexical")
 
 
+def test_the_start_takes_a_second_rewrite_before_an_answer_of_another_dialogue():
+    """Readers found answers written for other dialogues out of place far more often than rewrites: with
+    max_rewrites 1 an item short of this dialogue's answers starts with two rewrites, not a retrieved answer;
+    with this dialogue's answer at hand it starts with one rewrite and that answer."""
+    from tasks.distractors.adversarial import af_loop
+
+    inst, _ = _af_data()
+    items = _items(inst).head(12)
+    pools, gen, rules = {}, {}, {}
+    for k, iid in enumerate(items["id"]):
+        own = [(f"{iid}/r{j}", f"rewrite {j} of {iid}", "lexical", "antonym") for j in range(2)]
+        other = [(f"{iid}/x", f"answer of another dialogue {k}", "retrieval", "retrieval:o")]
+        here = [(f"{iid}/d", f"this dialogue's answer {k}", "dialogue", "dialogue:i")] if k % 2 else []
+        pools[iid] = [(c, t) for c, t, _, _ in own + other + here]
+        gen.update({c: g for c, _, g, _ in own + other + here})
+        rules.update({c: r for c, _, _, r in own + other + here})
+    from tasks.distractors.placement import preference
+
+    state, _ = af_loop(items, pools, lambda seed: TableScorer(seed), n_distractors=2, max_iterations=1,
+                       max_rewrites=1, generator_of=gen, placement_of={c: preference(gen[c], rules[c]) for c in gen})
+    for k, iid in enumerate(items["id"]):
+        start = sorted(gen[c] for c in state[iid]["initial"])
+        assert start == (["dialogue", "lexical"] if k % 2 else ["lexical", "lexical"]), (iid, start)
+
+
 def test_hellaswag_swap_rule():
     from tasks.distractors.adversarial import hellaswag_swaps
 

@@ -142,6 +142,9 @@ def test_human_written_candidates_that_are_broken_english_are_rejected(answer, c
     ("The listener suggested that the speaker go home.", False),  # a subjunctive after "suggest"
     ("The police arrive at the scene.", False),                 # a collective noun
     ("The speaker might go home.", False),                      # after a modal
+    ("The speaker would shows the photographs.", True),         # a modal before an inflected verb (draw E)
+    ("The speaker did not went home.", True),
+    ("The speaker did not go home.", False),
 ])
 def test_a_singular_subject_with_a_plural_verb(text, broken):
     assert bool(fluency.agreement_problems(fluency.parse([text])[text])) is broken
