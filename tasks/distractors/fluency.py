@@ -34,7 +34,7 @@ FIXED_PHRASES = tuple(sorted({
     "at least", "at most", "at all", "at first", "at last", "at once", "at the same time", "at the moment",
     "all right", "all the same", "after all", "first of all", "in the end", "in the long run", "in a hurry",
     "of course", "by the way", "no longer", "no doubt", "no way", "more or less", "sooner or later", "once more",
-    "once again", "right away", "right now", "for good", "for sure", "for free", "in general", "in time",
+    "once again", "never again", "right away", "right now", "for good", "for sure", "for free", "in general", "in time",
     "on time", "on purpose", "up to date", "out of date", "make sure", "take care", "take place", "never mind",
     "good night", "good morning", "good evening", "good luck", "how come", "little by little", "day by day",
     "face to face", "side by side", "up and down", "back and forth", "here and there", "now and then",

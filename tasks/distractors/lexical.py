@@ -172,6 +172,8 @@ def negation_rewrites(text: str) -> list[tuple[str, str]]:
             return [("negation:remove", _some(_replace_span(text, m.start(), m.end(),
                                                            _match_case(NEGATED[w], m.group())), m.start()))]
         if w in AUXILIARIES:
+            if re.search(r"\bto\s+$", text[:m.start()], re.I):
+                continue  # an infinitive ("to have her lunch"): no do-support, and "not to" changes the sense
             nm = re.match(r"\s+not\b\s*", after)
             if nm:  # "is not" -> "is"
                 return [("negation:remove", _some(text[:m.end()] + " " + after[nm.end():], m.start()))]

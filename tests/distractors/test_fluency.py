@@ -112,6 +112,9 @@ def test_negation_of_have_as_the_main_verb_and_any_after_a_removed_negation():
     assert negation_rewrites("The listener had put the candles on the cake.")[0][1] == \
         "The listener had not put the candles on the cake."
     assert negation_rewrites("The speaker had lunch with her.")[0][1] == "The speaker did not have lunch with her."
+    # an infinitive is left alone ("to do not have her lunch" was read as broken)
+    assert negation_rewrites("She went home to have her lunch.") == []
+    assert problem("He never again called her.", "He always again called her.")[0] == "fixed_phrase"
 
 
 @pytest.mark.parametrize("answer, check, word", [
