@@ -156,10 +156,13 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     # second rewrite of the item's own answers before any answer written for another dialogue (draws D and E:
     # readers found 33-70% of the retrieved answers out of place, 6-20% of the rewrites wrong in some way);
     # then retrieved answers; then, where an item is still short, popular texts up to twice max_reuse and
-    # rewrites for every slot (the manifest counts texts above max_reuse).
+    # rewrites for every slot, and last a popular text however often it is held already, rather than an item
+    # left out (a small file's few fitting answers: 2 of 161 MuTual items in a CSV layout; the manifest
+    # counts texts above max_reuse).
     passes = [(max_reuse, max_rewrites, True)] + ([(max_reuse, max_rewrites + 1, True)] if max_rewrites else []) + \
         [(max_reuse, max_rewrites, False)] + \
-        ([(2 * max_reuse, max_rewrites, False), (2 * max_reuse, 0, False)] if max_reuse or max_rewrites else [])
+        ([(2 * max_reuse, max_rewrites, False), (2 * max_reuse, 0, False)] if max_reuse or max_rewrites else []) + \
+        ([(0, 0, False)] if max_reuse else [])  # last: a text any number of times rather than an item left out
     for reuse, rewrites_cap, in_place_only in passes:
         for iid, st in state.items():
             for cid in list(st["unused"]):
@@ -418,7 +421,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
             not be filled otherwise takes more; 0: no limit
         max_reuse: most instances of one split that may hold the same text as a distractor (a retrieved
             answer that fits many dialogues recurs otherwise); an item that could not be filled otherwise may
-            take a text up to twice this often (the manifest counts such texts); 0: no limit
+            take a text up to twice this often, and as a last resort however often (the manifest counts such
+            texts); 0: no limit
         epochs: transformer fine-tuning epochs per iteration
         lr: transformer learning rate; unset: 1e-5 for the full model (the paper's), 5e-5 for the cached one
         batch_size: transformer batch size
@@ -497,11 +501,9 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
     rows, capped = [], []
     for inst in view.itertuples():
         st = state[inst.id]
-        if not st["distractors"]:  # every candidate it had was held back by max_rewrites / max_reuse
+        if not st["distractors"]:  # the start's last pass lifts both caps: only an empty pool gets here
             capped.append({"id": inst.id, "reason_code": "no_admissible_candidate",
-                           "reason": f"all {len(st['unused'])} candidate(s) of its pool are rewrites of its gold "
-                                     f"beyond max_rewrites = {max_rewrites} or texts other items of its split "
-                                     f"already hold {2 * max_reuse} times (twice max_reuse = {max_reuse})"})
+                           "reason": f"none of its {len(st['unused'])} candidate(s) could be taken"})
             continue
         rows.append({"id": inst.id, "group_id": inst.group_id, "gold": inst.gold,
                      "distractor_ids": st["distractors"], "distractors": [text[c] for c in st["distractors"]],

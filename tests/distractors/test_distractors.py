@@ -564,6 +564,20 @@ def test_the_start_takes_a_second_rewrite_before_an_answer_of_another_dialogue()
         assert start == (["dialogue", "lexical"] if k % 2 else ["lexical", "lexical"]), (iid, start)
 
 
+def test_an_item_whose_only_candidate_is_a_popular_text_still_gets_it():
+    """Rather than an item left out, the last pass of the start lets a text exceed twice max_reuse (the
+    manifest counts such texts): a small file's few fitting answers."""
+    from tasks.distractors.adversarial import af_loop
+
+    inst, _ = _af_data()
+    items = _items(inst).head(8)
+    pools = {iid: [(f"{iid}/p", "The one answer that fits every item.")] for iid in items["id"]}
+    gen = {c: "retrieval" for p in pools.values() for c, _ in p}
+    state, _ = af_loop(items, pools, lambda seed: TableScorer(seed), n_distractors=1, max_iterations=1,
+                       max_reuse=1, generator_of=gen)
+    assert all(len(st["distractors"]) == 1 for st in state.values())
+
+
 def test_hellaswag_swap_rule():
     from tasks.distractors.adversarial import hellaswag_swaps
 
