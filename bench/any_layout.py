@@ -80,17 +80,17 @@ def run(layout: str, records: list[dict], work: Path, extra: list[str]) -> dict:
         return {"layout": layout, "error": (proc.stdout + proc.stderr)[-3000:], "wall_s": round(wall, 1)}
     import pandas as pd
 
-    rebuilt_dir = next((store / "distractors" / "rebuilt_file").glob("*/"))
-    rebuilt = pd.read_parquet(rebuilt_dir / "data.parquet")
+    # this run's artifacts (a store used before holds others): the latest run record names them
+    latest = {s["stage"]: Path(s["path"]) for s in
+              json.loads((store / "distractors" / "_runs" / "latest.json").read_text())["stages"]}
+    rebuilt = pd.read_parquet(latest["rebuilt_file"] / "data.parquet")
     same = int((rebuilt["choices"].map(len) == rebuilt["published_choices"].map(len)).sum())
     reasons: Counter = Counter()
     for stage in ("mcq_file", "adversarial_filter", "verification", "rebuilt_file"):
-        for d in (store / "distractors" / stage).glob("*/"):
-            rej = d / "rejected.parquet"
-            if rej.exists():
-                frame = pd.read_parquet(rej)
-                if "instance_id" in frame.columns or stage != "counterfactuals":
-                    reasons.update(frame.get("reason_code", frame.get("reason", pd.Series(dtype=str))).astype(str))
+        rej = latest[stage] / "rejected.parquet" if stage in latest else None
+        if rej is not None and rej.exists():
+            frame = pd.read_parquet(rej)
+            reasons.update(frame.get("reason_code", frame.get("reason", pd.Series(dtype=str))).astype(str))
     return {"layout": layout, "items": len(records), "rebuilt": len(rebuilt), "with_published_choices": same,
             "share": round(same / max(len(records), 1), 4), "rejected": dict(reasons), "wall_s": round(wall, 1)}
 
