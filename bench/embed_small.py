@@ -6,7 +6,7 @@ machine has it cached, measured once per machine and model); the baseline is the
 model, fp32, the machine's threads, after the model is loaded. Printed: each side's seconds, the ratio
 (goal <= 2x), and the stage's own breakdown from its manifest.
 
-    python bench/embed_small.py [--sample ../shared/real-samples/cicero/cicero_v2_val_sample.jsonl] [--repeats 3]
+    python bench/embed_small.py [--sample $CSK_REAL_SAMPLES/cicero/cicero_v2_val_sample.jsonl] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import pandas as pd  # noqa: E402
 from csk.compute import host_record  # noqa: E402
 
 PIPELINE = "cicero"  # whose embed settings (pipelines.toml) both sides use
-SAMPLE = ROOT.parent / "shared" / "real-samples" / "cicero" / "cicero_v2_val_sample.jsonl"
 
 
 def dialogues(path: Path) -> pd.DataFrame:
@@ -49,7 +48,7 @@ def dialogues(path: Path) -> pd.DataFrame:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sample", default=str(SAMPLE))
+    ap.add_argument("--sample", default=None, help="a CICERO v2 file (default: the real sample under $CSK_REAL_SAMPLES)")
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
     from sentence_transformers import SentenceTransformer
@@ -59,8 +58,11 @@ def main() -> None:
     from csk.store import Store
     from tasks.embed import dialogue_text
 
+    from bench.real import need, real_file
+
     print("machine:", json.dumps(host_record()))
-    dlg = dialogues(Path(a.sample))
+    dlg = dialogues(need(Path(a.sample) if a.sample else real_file("cicero", "cicero_v2_val_sample.jsonl"),
+                         "--sample"))
     texts = [dialogue_text(t) for t in dlg["turns"]]
     # the stage and the baseline use the same model: the one pipelines.toml configures (an installed package
     # or a local directory, resolved offline)

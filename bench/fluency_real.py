@@ -2,7 +2,7 @@
 real CICERO release file, checked by `tasks.distractors.fluency`, with the share of each rule's rewrites
 each check rejects; with --examples a few rejected rewrites per check, for review on the screen.
 
-    python bench/fluency_real.py [--release ../shared/real-samples/cicero/cicero_v2_val_sample.jsonl]
+    python bench/fluency_real.py [--release $CSK_REAL_SAMPLES/cicero/cicero_v2_val_sample.jsonl]
 """
 
 from __future__ import annotations
@@ -20,12 +20,15 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--release", type=Path,
-                    default=ROOT.parent / "shared" / "real-samples" / "cicero" / "cicero_v2_val_sample.jsonl")
+    ap.add_argument("--release", type=Path, default=None,
+                    help="a CICERO v2 file (default: the real sample under $CSK_REAL_SAMPLES)")
     ap.add_argument("--max-per-answer", type=int, default=24)
     ap.add_argument("--examples", action="store_true", help="also print a few rejected rewrites per check (real "
                     "text: for review on the screen, not for bench/results/)")
     args = ap.parse_args()
+    from bench.real import need, real_file
+
+    args.release = need(args.release or real_file("cicero", "cicero_v2_val_sample.jsonl"), "--release")
     from readers import read_cicero_release
     from tasks.distractors.counterfactuals import counterfactuals
 

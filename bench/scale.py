@@ -32,7 +32,7 @@ Sections (each prints as it ends and is saved to --out, so a long run keeps what
   the iteration time at CICERO's scale, 14 iterations projected) and T5-large generation throughput.
   Skipped, and said so, without a CUDA device.
 
-Real samples (`CSK_REAL_SAMPLES`, else ../shared/real-samples) seed the corpus; without them the
+Real samples (`CSK_REAL_SAMPLES`) seed the corpus; without them the
 bundled sample is used. Only the numbers are written; no text from the samples is kept.
 """
 
@@ -137,7 +137,7 @@ def sample_dialogues() -> dict[str, list[list[str]]]:
     """Utterance lists per source from the real samples (else the bundled sample)."""
     from readers import read_dailydialog, read_dream, read_mutual
 
-    real = Path(os.environ.get("CSK_REAL_SAMPLES", ROOT.parent / "shared" / "real-samples"))
+    real = Path(os.environ.get("CSK_REAL_SAMPLES", ROOT / "no-real-samples"))
     if (real / "dailydialog").exists():
         found = {"dailydialog": read_dailydialog(real / "dailydialog" / "dialogues_sample.txt", lenient=True),
                  "mutual": read_mutual(real / "mutual", lenient=True),
@@ -568,7 +568,7 @@ def candidate_texts(n: int) -> list[str]:
     """Answer-like texts from the real CICERO sample (answers and choices), varied, n of them."""
     from readers import read_cicero_release
 
-    real = Path(os.environ.get("CSK_REAL_SAMPLES", ROOT.parent / "shared" / "real-samples"))
+    real = Path(os.environ.get("CSK_REAL_SAMPLES", ROOT / "no-real-samples"))
     path = real / "cicero" / "cicero_v2_val_sample.jsonl"
     if path.exists():
         rows = read_cicero_release(path, lenient=True).rows
@@ -635,7 +635,7 @@ def real_pools_section(work: Path) -> dict:
     from tasks.distractors.candidate_filter import candidate_filter, correct_texts
     from tasks.embed import load_sentence_model
 
-    real = Path(os.environ.get("CSK_REAL_SAMPLES", ROOT.parent / "shared" / "real-samples"))
+    real = Path(os.environ.get("CSK_REAL_SAMPLES", ROOT / "no-real-samples"))
     release = real / "cicero" / "cicero_v2_val_sample.jsonl"
     if not release.exists():
         say("== candidate filter on real pools: not run (no real CICERO sample)")
