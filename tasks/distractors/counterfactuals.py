@@ -144,9 +144,10 @@ def dialogue_words(view: pd.DataFrame) -> dict[str, frozenset[str]]:
 
 def spelled(found: Pool, view: pd.DataFrame, generator: str, rejected: list[dict], checked: list[str]) -> Pool:
     """Human-written candidates (answers of this or other dialogues) without a misspelt word
-    (`fluency.misspellings`) or a subject and verb that disagree (`fluency.agreement_problems`: "The
-    speaker show the pictures"; draw C's readers marked 7 of 24 such answers broken); the others rejected
-    with the word."""
+    (`fluency.misspellings`), a subject and verb that disagree (`fluency.agreement_problems`: "The
+    speaker show the pictures"; draw C's readers marked 7 of 24 such answers broken) or a construction
+    English does not have (`fluency.construction_problems`: "The clerk given us the keys", the
+    writers' slips draws D-F's readers marked); the others rejected with the words."""
     from tasks.distractors import fluency as fl
 
     zh = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
@@ -163,9 +164,11 @@ def spelled(found: Pool, view: pd.DataFrame, generator: str, rejected: list[dict
             checked.append(generator)
             typos = fl.misspellings(parsed[text], known[iid])
             slips = [] if typos else fl.agreement_problems(parsed[text])
-            if typos or slips:
+            odd = [] if typos or slips else fl.construction_problems(parsed[text])
+            if typos or slips or odd:
                 check, reason = (("misspelt", f"'{typos[0]}' is no English word (a typo)") if typos else
-                                 ("number_agreement", f"{slips[0]} (a slip of the writer)"))
+                                 ("number_agreement", f"{slips[0]} (a slip of the writer)") if slips else
+                                 ("construction", f"{odd[0]} (a slip of the writer)"))
                 rejected.append({"instance_id": iid, "gold": gold[iid], "candidate": text, "rule": rule,
                                  "check": check, "reason": reason, "generator": generator})
             else:

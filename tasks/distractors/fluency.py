@@ -17,6 +17,11 @@ checks, each a rule with its reason:
   or a misspelt word: `misspellings`): its rewrites read as broken English (two blind readers marked them);
 * `misspelt`: a human-written candidate (this dialogue's or another's answer) with a word English does not
   have (not a function word, unknown to lemminflect's lexicon, not a word of the dialogue);
+* `construction` (spaCy's parser, `construction_problems`): a construction English does not have: a
+  participle as a clause's only verb ("the clerk given us"), an article before an adjective with no noun,
+  two determiners in a row, a that-clause with a to-infinitive or a question's word order, a
+  to-infinitive after a verb that takes "-ing", a name or a month in lower case, one of the two people as
+  both subject and object of one verb;
 * `part_of_speech` (spaCy's tagger): a word replaced one for one is read as another part of speech in the
   rewrite ("all the help" -> "all the hinder": a verb where a noun was);
 * `role_collapse`: two people of the answer became one ("the speaker ... the listener's" -> "the
@@ -43,7 +48,8 @@ FIXED_PHRASES = tuple(sorted({
     "make a living", "keep in touch", "in front of", "in spite of", "on the other hand", "fall in love",
     "falls in love", "falling in love", "fell in love", "fallen in love",
 }, key=lambda p: (-len(p), p)))  # (dates such as "last night" are the entity swap's to exchange, not fixed)
-CHECKS = ("broken_answer", "misspelt", "fixed_phrase", "number_agreement", "part_of_speech", "article", "role_collapse")
+CHECKS = ("broken_answer", "misspelt", "fixed_phrase", "number_agreement", "construction", "part_of_speech", "article",
+          "role_collapse")
 # The people an answer talks about: a rewrite that leaves one where the answer had two ("The speaker
 # agrees with the listener's decision" -> "The speaker agrees with the speaker's decision") is nonsense.
 ROLE_NOUNS = re.compile(r"(?<![\w'’])(speaker|listener|man|woman|boy|girl|husband|wife|customer|clerk|doctor|patient)"
@@ -142,6 +148,95 @@ def agreement_problems(doc) -> list[str]:
     return out
 
 
+# Verbs whose complement is a gerund, never a to-infinitive ("denied coming", not "denied to come"); and
+# verbs whose "to" is a preposition ("resorted to following", "looks forward to seeing"). Written for this
+# project from English grammars' lists, the verbs that cannot also take an object before "to".
+GERUND_VERBS = frozenset({"deny", "enjoy", "avoid", "finish", "mind", "quit", "risk", "postpone", "delay",
+                          "resist", "practise", "practice", "dislike", "detest", "suggest", "recommend", "consider",
+                          "keep", "miss", "imagine", "regret"})
+PREPOSITION_TO = frozenset({"resort", "object", "accustom", "devote", "dedicate", "commit", "confess"})
+DETERMINERS = frozenset({"a", "an", "the", "some", "another", "this", "these", "those", "my", "your", "its", "our",
+                         "their", "any", "each", "every"})
+ARTICLES = frozenset({"a", "an", "the", "another"})
+TITLES = frozenset({"mr", "mrs", "ms", "miss", "dr", "mr.", "mrs.", "ms.", "dr.", "prof", "prof."})
+# Month and day names English always capitalises (May, March and August are also common words).
+CALENDAR = frozenset({"january", "february", "april", "june", "july", "september", "october", "november",
+                      "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"})
+TWO_PEOPLE = frozenset({"speaker", "listener"})
+
+
+def _lemmas(word: str) -> dict:
+    from lemminflect import getAllLemmas
+
+    return getAllLemmas(word)
+
+
+def _participle_only(tok) -> bool:
+    """A past participle that is not also the past tense ("given", "taken", "gone"; not "played")."""
+    from lemminflect import getInflection
+
+    if not tok.text.islower() or tok.lower_ == tok.lemma_:  # "become", "come": also the present tense
+        return False
+    participles = getInflection(tok.lemma_, tag="VBN") or ()
+    pasts = getInflection(tok.lemma_, tag="VBD") or ()
+    return tok.lower_ in participles and tok.lower_ not in pasts
+
+
+def construction_problems(doc) -> list[str]:
+    """Constructions English does not have, read off one parsed text: writers' slips of the release's
+    answers that two blind readers marked broken (draws D-F), and what a word-for-word rewrite can make
+    of a correct answer. Each is a rule of English grammar, not a list of sentences:
+    a past participle as a clause's only verb ("The clerk given us the keys"); an article before an
+    adjective with no noun ("was a worried about"); two determiners in a row ("some another time"); a
+    that-clause with a to-infinitive ("asks that the waiter to bring") or with a question's word order
+    ("asked that why did she"); a to-infinitive after a verb that takes a gerund ("denied to pay",
+    "resorted to call"); a name or a month in lower case ("Mrs. jones", "a june wedding"); and one of the
+    two people as both the doer and the one done to ("the listener thanks the listener")."""
+    out = []
+    toks = list(doc)
+    for k, tok in enumerate(toks):
+        children = list(tok.children)
+        deps = {c.dep_ for c in children}
+        # a clause of its own (not "had his wallet stolen", where the participle is what happened to it)
+        if "nsubj" in deps and not deps & {"aux", "auxpass"} and tok.pos_ in ("VERB", "AUX") and \
+                tok.dep_ in ("ROOT", "conj", "relcl", "advcl") and _participle_only(tok):
+            out.append(f"'{tok.text}': a past participle with no auxiliary (a clause needs 'has {tok.text}' or "
+                       "its past tense)")
+        if tok.lower_ in ("a", "an") and tok.dep_ == "det" and tok.head.tag_ in ("JJ", "VBN") and \
+                tok.head.dep_ in ("acomp", "attr", "ROOT") and "NOUN" not in _lemmas(tok.head.lower_):
+            # ("a local", "a senior": adjectives English also has as nouns)
+            out.append(f"'{tok.text} {tok.head.text}': an article before an adjective with no noun")
+        nxt = toks[k + 1] if k + 1 < len(toks) else None
+        if nxt is not None and tok.lower_ in DETERMINERS and tok.tag_ in ("DT", "PRP$") and nxt.lower_ in ARTICLES \
+                and nxt.tag_ == "DT" and not (tok.lower_ == "the" and nxt.lower_ == "another"):
+            out.append(f"'{tok.text} {nxt.text}': two determiners in a row")
+        if tok.dep_ == "mark" and tok.lower_ == "that":
+            clause = tok.head
+            if any(c.dep_ == "aux" and c.tag_ == "TO" for c in clause.children) and "nsubj" in {c.dep_ for c in clause.children}:
+                out.append(f"'that ... to {clause.text}': a that-clause with a to-infinitive")
+            if nxt is not None and nxt.tag_ in ("WRB", "WP") and k + 3 < len(toks) and \
+                    toks[k + 2].tag_ in ("VBD", "VBZ", "VBP", "MD") and toks[k + 3].dep_ == "nsubj":
+                out.append(f"'that {nxt.text} {toks[k + 2].text} {toks[k + 3].text}': a question's word order after 'that'")
+        if tok.dep_ == "xcomp" and tok.tag_ == "VB" and any(c.dep_ == "aux" and c.tag_ == "TO" for c in children):
+            head = tok.head
+            objects = any(c.dep_ in ("dobj", "dative") and c.i < tok.i for c in head.children)
+            if not objects and (head.lemma_ in GERUND_VERBS or head.lemma_ in PREPOSITION_TO or (
+                    head.lemma_ == "look" and any(c.lower_ == "forward" for c in head.children))):
+                out.append(f"'{head.text} to {tok.text}': '{head.lemma_}' takes '-ing', not a to-infinitive")
+        if tok.text.islower() and tok.is_alpha and (tok.lower_ in CALENDAR or (
+                tok.tag_ == "NNP" and k > 0 and (toks[k - 1].lower_ in TITLES or (
+                    toks[k - 1].tag_ == "NNP" and toks[k - 1].text.istitle() and toks[k - 1].dep_ == "compound")))):
+            out.append(f"'{tok.text}': a name in lower case")
+        if deps >= {"nsubj", "dobj"}:  # (the tagger may read the verb as a noun: "thanks")
+            subj = {c.lower_ for c in children if c.dep_ == "nsubj"} & TWO_PEOPLE
+            obj = {c.lower_ for c in children if c.dep_ == "dobj"} & TWO_PEOPLE
+            if subj & obj:
+                who = next(iter(subj & obj))
+                out.append(f"'the {who} ... the {who}': one person as both the subject and the object of "
+                           f"'{tok.lemma_}'")
+    return out
+
+
 def article_problems(text: str) -> list[str]:
     """Indefinite articles before a word that takes the other one."""
     out = []
@@ -210,7 +305,7 @@ def check(original: str, rewrite: str, parsed: dict, known: frozenset[str] = fro
     """(check, reason) of the first fluency problem the rewrite introduced, None when it has none.
     `parsed`: text -> spaCy Doc of both texts (parse in batches with `parse`); `known`: the dialogue's
     lower-cased words (not typos however rare)."""
-    problems = agreement_problems(parsed[original])
+    problems = agreement_problems(parsed[original]) + construction_problems(parsed[original])
     typos = misspellings(parsed[original], known)
     if problems or typos:  # a rewrite of a broken answer is a broken distractor (two readers marked them so)
         return "broken_answer", f"the answer it rewrites is itself broken English ({(problems or typos)[0]})"
@@ -222,6 +317,9 @@ def check(original: str, rewrite: str, parsed: dict, known: frozenset[str] = fro
     new = _new(agreement_problems(parsed[original]), agreement_problems(parsed[rewrite]))
     if new:
         return "number_agreement", new[0]
+    new = construction_problems(parsed[rewrite])  # the original has none (a broken answer was left out above)
+    if new:
+        return "construction", new[0]
     changed = pos_changes(parsed[original], parsed[rewrite])
     if changed:
         return "part_of_speech", changed[0]

@@ -129,6 +129,8 @@ def antonym_rewrites(text: str, lookup: Callable[[str], Iterable[str]] | None = 
     out = []
     for m in _words(text):
         w = m.group().lower()
+        if m.start() > 0 and m.group()[:1].isupper():
+            continue  # a name or a title inside the sentence ("Miss Brown" is no "Catch Brown")
         options = []
         if w in ANTONYMS:
             options.append((ANTONYMS[w], "antonym:lexicon"))

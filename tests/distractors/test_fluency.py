@@ -151,3 +151,41 @@ def test_human_written_candidates_that_are_broken_english_are_rejected(answer, c
 ])
 def test_a_singular_subject_with_a_plural_verb(text, broken):
     assert bool(fluency.agreement_problems(fluency.parse([text])[text])) is broken
+
+
+@pytest.mark.parametrize("text, broken", [
+    ("The clerk given us the keys at noon.", "participle"),          # a participle as the only verb
+    ("The clerk has given us the keys at noon.", None),
+    ("The tourist had his wallet stolen on the bus.", None),         # what happened to the wallet
+    ("Her knees become sore when she runs.", None),                  # "become": also the present tense
+    ("The waiter was a worried about the bill.", "adjective with no noun"),
+    ("The waiter was a local.", None),                               # "local" is also a noun
+    ("They will meet some another time.", "two determiners"),
+    ("They will meet another time.", None),
+    ("The guest asks that the waiter to bring water.", "to-infinitive"),
+    ("The guest asks that the waiter bring water.", None),
+    ("The teacher asked that why did she leave early.", "word order"),
+    ("The teacher asked why she left early.", None),
+    ("The driver denied to pay the fine.", "takes '-ing'"),
+    ("The driver resorted to call the police.", "takes '-ing'"),
+    ("The driver denied paying the fine.", None),
+    ("The driver wanted to pay the fine.", None),
+    ("The nurse told the patient to wait.", None),                   # an object before "to"
+    ("Mrs. jones booked the hall.", "lower case"),
+    ("They planned a june wedding.", "lower case"),
+    ("Mrs. Jones booked the hall in June.", None),
+    ("The listener thanks the listener for the gift.", "subject and the object"),
+    ("The listener thanks the speaker for the gift.", None),
+])
+def test_constructions_english_does_not_have(text, broken):
+    found = fluency.construction_problems(fluency.parse([text])[text])
+    assert (broken is None and not found) or (broken is not None and found and broken in found[0]), found
+
+
+def test_a_rewrite_that_makes_a_broken_construction_is_caught_and_names_are_not_rewritten():
+    from tasks.distractors.lexical import antonym_rewrites
+
+    assert problem("The clerk has given us the keys.", "The clerk given us the keys.")[0] == "construction"
+    assert problem("The driver refused to pay the fine.", "The driver denied to pay the fine.")[0] == "construction"
+    assert all("Catch" not in t for _, t in antonym_rewrites("They booked a lesson with Miss Brown."))
+    assert any("Catch" in t for _, t in antonym_rewrites("Miss the bus and you walk."))  # the verb, first word
