@@ -432,7 +432,7 @@ def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "
                 say(f"{'':<20} annotated by {a['annotator']} (Label Studio annotation {a.get('annotation_id')}, "
                     f"task {a.get('ls_task_id')} made from row {a.get('task_id', '?')}; created {a.get('created_at')}, "
                     f"lead time {a.get('lead_time')} s)")
-            for who in ("checkers", "validators", "raters", "labellers"):
+            for who in ("checkers", "validators", "raters", "labellers", "writers"):
                 if step.get(who):
                     say(f"{'':<20} {who}: {', '.join(step[who])}")
             if "record" in step:

@@ -154,7 +154,7 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
             step["evidence"] = _evidence(current, row["evidence"])
         if row.get("annotator") not in (None, ""):  # a row made from a Label Studio annotation: who, when
             step["annotation"] = {k: row.get(k) for k in ANNOTATION_FIELDS if row.get(k) is not None}
-        for k in ("checkers", "validators", "raters", "labellers"):  # the people who voted on it
+        for k in ("checkers", "validators", "raters", "labellers", "writers"):  # the people who voted on it
             if row.get(k) is not None and len(row[k]):
                 step[k] = [str(v) for v in row[k]]
         steps.append(step)

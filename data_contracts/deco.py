@@ -74,13 +74,15 @@ class Filtered(Samples):
 
 class Sampled(Filtered):
     """The selected samples, each in train or test; dev marks the dev slice of train. Ratings read from
-    Label Studio (deco.sample.ratings) name their raters and annotations, one per raw rating."""
+    Label Studio (deco.sample.ratings) name their raters and annotations, one per raw rating; tuples written
+    in Label Studio (deco.sample.tuples) their writers."""
 
     split: Series[str] = pa.Field(isin=SPLITS)
     dev: Series[bool]
     selection: Series[str] = pa.Field(isin=["released", "sampled"])
     raters: Optional[Series[object]]  # Label Studio's annotator ids, in the order of the *_raw ratings
     rating_annotation_ids: Optional[Series[object]]
+    writers: Optional[Series[object]]  # who wrote the sample's tuples in Label Studio (deco.sample.tuples)
 
     @pa.dataframe_check(name="dev_is_part_of_train")
     def dev_in_train(cls, df):

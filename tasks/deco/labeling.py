@@ -4,6 +4,13 @@
   response marked) and rate its event commonsense and its overall commonsense, 1-5 (the `sample` rows; read
   back by `sample.ratings`: the raters' ratings become the sample's `event_cs_raw` / `general_cs_raw`, their
   means `event_cs` / `general_cs`, as the release carries them);
+* `tuples`: people write the event-relation tuples (docs/method.md 4.4: "people also wrote event-relation
+  tuples"): one task per sampled response and relation (12 per response) shows the history and response
+  and the relation in words; the annotator writes event1 and event2 (PersonX is who does event1,
+  PersonY someone else) and says where they come from (single: both from the response; pair: event1
+  from the turn before it), or chooses none when the conversation has no such pair (read back by
+  `sample.tuples`: the written tuples become the sample's `tuples_single` / `tuples_pair`, as the release
+  carries them, and go on to the extractor's targets and to `tuple_validation`);
 * `tuple_validation`: three validators accept or reject each event-relation tuple (head, relation, tail),
   shown with the history and response it was read from and the relation in words (the `extract` stage's
   `validation_sheet.jsonl`: every tuple, whatever the validators said; read back by `extract.validations`,
@@ -19,9 +26,9 @@ import pandas as pd
 from csk.label_studio import LabelingStep
 from readers.deco import relation as spelt
 from tasks.deco.extract import ACCEPT, REJECT, extract
-from tasks.deco.extraction import WHERE
+from tasks.deco.extraction import RELATIONS, WHERE
 from tasks.deco.sample import sample
-from tasks.labeling import DIALOGUE, box, dialogue_html
+from tasks.labeling import DIALOGUE, SHOWN, box, dialogue_html
 
 SPEAKERS = ("A", "B")  # DECO's histories name no speakers: the turns alternate, the response is B's
 
@@ -52,6 +59,22 @@ TUPLE_CONFIG = f"""<View>
   </Choices>
 </View>"""
 
+WRITING_CONFIG = f"""<View>
+  <Header value="Read the conversation. The response is its last turn, marked."/>
+{DIALOGUE}
+{box("Response", "response")}
+{box("Relation: event1 — relation — event2", "meaning", SHOWN)}
+  <Header value="Write event1 and event2 so that the relation holds in this conversation, each a short sentence (PersonX does event1; PersonY is someone else), and say where they come from; choose none, the boxes empty, if the conversation has no such pair." size="5"/>
+  <TextArea name="event1" toName="dialogue" rows="1" maxSubmissions="1" showSubmitButton="false" placeholder="event1, e.g. PersonX asks PersonY out"/>
+  <TextArea name="event2" toName="dialogue" rows="1" maxSubmissions="1" showSubmitButton="false" placeholder="event2"/>
+  <Header value="Where the events come from" size="6"/>
+  <Choices name="setting" toName="dialogue" choice="single-radio" showInline="true" required="true">
+    <Choice value="single" hint="both events from the response"/>
+    <Choice value="pair" hint="event1 from the turn before the response, event2 from the response"/>
+    <Choice value="none" hint="the conversation has no such pair of events"/>
+  </Choices>
+</View>"""
+
 WHERE_FROM = {"single": "Both events are taken from the response.",
               "pair": "event1 is taken from the conversation before the response, event2 from the response."}
 WHERE_MODEL = "Read by the event-relation extractor from the conversation and the response."
@@ -77,6 +100,21 @@ def deco_samples(samples: pd.DataFrame) -> pd.DataFrame:
     return samples[samples["corpus"] != "ConTurE"]
 
 
+def writing_rows(samples: pd.DataFrame) -> pd.DataFrame:
+    """One row per DECO sample and relation (`SAMPLE#RELATION`): a tuple is written for one relation at
+    a time, as the extractor reads one."""
+    rows = deco_samples(samples)
+    return pd.DataFrame([{**r, "id": f"{r['id']}#{rel}", "sample_id": r["id"], "relation": rel}
+                         for r in rows.to_dict("records") for rel in RELATIONS],
+                        columns=[*rows.columns, "sample_id", "relation"])
+
+
+def _writing_task(row: dict) -> dict:
+    rel = str(row["relation"])
+    return {"dialogue_html": conversation(list(row["history"]), row["response"]), "response": row["response"],
+            "relation": rel, "meaning": f"{rel}: {WHERE[rel]}", "sample_id": str(row["sample_id"])}
+
+
 def _rating_task(row: dict) -> dict:
     return {"dialogue_html": conversation(list(row["history"]), row["response"]), "response": row["response"],
             "split": row["split"], "system": row["system"] if isinstance(row["system"], str) else ""}
@@ -99,6 +137,14 @@ STEPS = (
                               "events (why people do things, what follows, how they react, what happens "
                               "before or after)? Overall commonsense: does the response make sense as a whole? "
                               "Three people rate every response; the score is their mean."),
+    LabelingStep("tuples", stage=sample, config=WRITING_CONFIG, data=_writing_task, imports=(sample, "tuples"),
+                 rows=writing_rows,
+                 instructions="Read the conversation and its marked last turn (the response). Each task names one "
+                              "relation between two events and says what it means. Write event1 and event2 as "
+                              "short sentences about the people of the conversation (PersonX does event1, PersonY "
+                              "is someone else) so that the relation holds, and choose single when both events "
+                              "are in the response, pair when event1 is in the turn before it. Choose none, the "
+                              "boxes left empty, when the conversation has no such pair of events."),
     LabelingStep("tuple_validation", stage=extract, config=TUPLE_CONFIG, data=_tuple_task,
                  imports=(extract, "validations"), annotators=3, source="validation_sheet.jsonl",
                  instructions=f"Each task shows a conversation and an event-relation tuple read from it: event1 — "

@@ -9,7 +9,16 @@ rater's two ratings become the sample's raw lists, in the order rated, and their
 the release carries them, so the agreement and correlation stages read them unchanged; the sample keeps
 who rated (`raters`, `rating_annotation_ids`), every annotation goes to `ratings.parquet` with its
 lineage, the raters' agreement into the manifest (`agreement`), rejected annotations into
-`rejected_annotations.parquet`."""
+`rejected_annotations.parquet`.
+
+docs/method.md 4.4's tuples: people wrote the event-relation tuples. Tuples written in Label Studio (the
+`tuples` labeling step: one task per response and relation) come back through the `tuples` setting: a
+sample written on carries the written tuples in place of what it carried, `single` ones in
+`tuples_single`, `pair` ones in `tuples_pair`, in relation order, as the release carries them, so the
+extraction tasks, the extractor's training targets and the tuple validation read them unchanged; the
+sample names its writers (`writers`); every answer (a tuple, or none for a relation) goes to
+`written_tuples.parquet` with its lineage, rejected answers (one event of two, no setting) to
+`rejected_tuples.parquet` with the reason."""
 
 from __future__ import annotations
 
@@ -25,9 +34,9 @@ from csk import compute
 from csk.errors import ConfigError, InputError
 from csk.params import InputPath
 from csk.runtime import StageOutput, to_parquet_bytes
-from readers.deco import join_history
+from readers.deco import RELATIONS, join_history
 from tasks.deco.agreement import inter_annotator
-from tasks.labeling import export_rows, is_export, pairwise_spearman
+from tasks.labeling import export_rows, is_export, one, pairwise_spearman
 
 RATINGS = ("event_cs", "general_cs")  # the ratings step's two Rating controls (1-5), as the release names them
 
@@ -151,9 +160,74 @@ def apply_ratings(data: pd.DataFrame, path: str) -> tuple[pd.DataFrame, dict, di
     return data, agreement, files
 
 
+SETTINGS = ("single", "pair")  # the tuples step's choice: both events from the response, or event1 from the turn before
+NONE = "none"  # its third: the conversation has no such pair of events
+
+
+def label_studio_tuples(path: str, known: set[str]) -> tuple[pd.DataFrame, list[dict]]:
+    """(answers, rejected) of the tuples project's export: one row per annotation of a task
+    `SAMPLE#RELATION` with the tuple written (`event1`, `event2`, `setting`), or none (setting `none`,
+    the boxes empty), and its lineage. One event of two, events beside `none`, or no setting at all is
+    rejected with the reason."""
+    tasks = {f"{sid}#{rel}" for sid in known for rel in RELATIONS}
+    rows, rejected = export_rows(path, tasks)
+    out = []
+    for r in rows:
+        lineage = {k: v for k, v in r.items() if k != "values"}
+        sid, rel = r["row_id"].rsplit("#", 1)
+        head, tail = (str(one(r["values"], k, "") or "").strip() for k in ("event1", "event2"))
+        setting = one(r["values"], "setting")
+        if setting == NONE and (head or tail):
+            rejected.append({**lineage, "reason_code": "events_with_none",
+                             "reason": f"writer {r['annotator']} chose none for {rel} but wrote an event: which holds?"})
+        elif setting != NONE and bool(head) != bool(tail):
+            rejected.append({**lineage, "reason_code": "half_tuple",
+                             "reason": f"writer {r['annotator']} wrote event{1 if head else 2} of {rel} but not "
+                                       f"event{2 if head else 1}: a tuple needs both"})
+        elif setting not in (*SETTINGS, NONE):
+            rejected.append({**lineage, "reason_code": "no_setting",
+                             "reason": f"writer {r['annotator']} answered {rel} without choosing single, pair or none "
+                                       f"({setting!r})"})
+        else:
+            out.append({**lineage, "sample_id": sid, "relation": rel, "event1": head or None, "event2": tail or None,
+                        "setting": setting if head else None})
+    table = pd.DataFrame(out, columns=["row_id", "sample_id", "relation", "event1", "event2", "setting", "annotator",
+                                       "annotation_id", "ls_task_id", "created_at", "updated_at", "lead_time",
+                                       "source_file", "source_record", "source_locator", "id"])
+    order = {rel: k for k, rel in enumerate(RELATIONS)}
+    table = table.assign(_order=table["relation"].map(order)).sort_values(
+        ["sample_id", "_order", "annotation_id"], kind="stable").drop(columns="_order")
+    return table.reset_index(drop=True), rejected
+
+
+def apply_tuples(data: pd.DataFrame, path: str) -> tuple[pd.DataFrame, dict, dict[str, bytes]]:
+    """The samples with the tuples of Label Studio's export in place of what they carried (a sample no one
+    wrote on keeps its released tuples, or none): (samples, notes, files)."""
+    if not is_export(path):
+        raise InputError(str(path), None, "deco.sample.tuples expects Label Studio's JSON export of the tuples "
+                         "labeling step (`csk label pull deco tuples`), a JSON list of tasks with their annotations")
+    table, bad = label_studio_tuples(path, set(data["id"]))
+    by = {i: g for i, g in table.groupby("sample_id", sort=False)}
+    data = data.copy()
+    for setting in SETTINGS:
+        data[f"tuples_{setting}"] = [
+            [[h, rel, t] for h, rel, t, s in zip(by[i]["event1"], by[i]["relation"], by[i]["event2"], by[i]["setting"])
+             if s == setting] if i in by else list(v) for i, v in zip(data["id"], data[f"tuples_{setting}"])]
+    data["writers"] = [sorted(set(by[i]["annotator"].astype(str))) if i in by else [] for i in data["id"]]
+    written = table[table["event1"].notna()]
+    notes = {"writers": int(table["annotator"].nunique()), "answers": len(table), "tuples": len(written),
+             "none_answers": int(table["event1"].isna().sum()), "samples_written": len(by),
+             "tuples_by_relation": written["relation"].value_counts().reindex(list(RELATIONS), fill_value=0).to_dict(),
+             "rejected_answers": len(bad)}
+    files = {"written_tuples.parquet": to_parquet_bytes(table.astype({"annotation_id": "Int64", "ls_task_id": "Int64"}))}
+    if bad:
+        files["rejected_tuples.parquet"] = to_parquet_bytes(pd.DataFrame(bad).astype({"reason": str}))
+    return data, notes, files
+
+
 def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 40,
            quota: dict[str, dict[str, Annotated[int, Field(ge=0)]]] | None = None, seed: int = 0,
-           ratings: InputPath = None) -> StageOutput:
+           ratings: InputPath = None, tuples: InputPath = None) -> StageOutput:
     """Selected samples with `split` (train / test) and `dev`; the others rejected as not_sampled.
 
     Args:
@@ -166,6 +240,9 @@ def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 
         ratings: Label Studio's JSON export of the ratings labeling step (`csk label pull deco ratings`): each
             rater's event_cs and general_cs (1-5) of the samples, which replace their released ratings (the
             means become event_cs / general_cs); unset: the released ratings, none for built samples
+        tuples: Label Studio's JSON export of the tuples labeling step (`csk label pull deco tuples`): the
+            event-relation tuples people wrote, which replace the tuples of the samples written on; unset:
+            the released tuples, none for built samples
     """
     if not 0 <= dev <= train <= n:
         raise ConfigError(f"deco.sample: need 0 <= dev <= train <= n, got dev={dev}, train={train}, n={n}")
@@ -196,6 +273,10 @@ def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 
     agreement, files = {}, {}
     if ratings:
         data, agreement, files = apply_ratings(data, ratings)
+    written = {}
+    if tuples:
+        data, written, more = apply_tuples(data, tuples)
+        files = {**files, **more}
     counts = data.groupby(["split", "dev"]).size()
     return StageOutput(
         data=data, files={**{f"deco_{split}.json": release_json(rows) for split, rows in data.groupby("split")},
@@ -210,4 +291,5 @@ def sample(samples: pd.DataFrame, *, n: int = 300, train: int = 200, dev: int = 
                                                  for c in quota}} if quota else {}),
                **({"short_of_quota": short} if short else {}),
                "splits": {f"{s}{' (dev)' if d else ''}": int(c) for (s, d), c in counts.items()},
-               **({"ratings": str(ratings), "agreement": agreement} if ratings else {})})
+               **({"ratings": str(ratings), "agreement": agreement} if ratings else {}),
+               **({"tuples": str(tuples), "written": written} if tuples else {})})

@@ -306,3 +306,70 @@ def test_the_card_says_which_human_work_was_imported_and_which_collected():
     assert said({}, {})[0].startswith("Human ratings and validated tuples are imported")
     assert said({"ratings": "r.json"}, {})[0].startswith("Human validated tuples are imported")
     assert said({"ratings": "r.json"}, {"validations": "v.json"}) == []
+
+
+# ------------------------------------------------------------------ tuples (written)
+def test_tuples_step_makes_one_task_per_sample_and_relation_with_two_event_boxes():
+    from tasks.deco.extraction import RELATIONS
+    from tasks.deco.sample import sample
+
+    step = _step("tuples")
+    assert step.stage is sample and step.imports == (sample, "tuples") and step.instructions
+    _, rows = _samples()
+    tasks = tasks_of(step, rows)
+    assert len(tasks) == 12 * len(rows) == 108
+    assert [t["data"]["row_id"] for t in tasks[:12]] == [f"{rows['id'].iloc[0]}#{r}" for r in RELATIONS]
+    root = check_config(step, tasks)
+    assert {el.get("name") for el in root.iter("TextArea")} == {"event1", "event2"}
+    assert [c.get("value") for c in root.iter("Choice")] == ["single", "pair", "none"]
+    intent = next(t["data"] for t in tasks if t["data"]["row_id"].endswith("#xIntent"))
+    assert intent["meaning"] == "xIntent: event2 shows PersonX's intent for event1" and intent["relation"] == "xIntent"
+
+
+def test_written_tuples_become_the_samples_tuples_with_their_writers_and_go_on_to_the_extraction(tmp_path):
+    from tasks.deco.extract import extraction_tasks
+    from tasks.deco.sample import sample
+
+    kept, rows = _samples()
+    tasks = tasks_of(_step("tuples"), rows)
+    at = {t["data"]["row_id"]: k for k, t in enumerate(tasks)}
+    ids = rows["id"].tolist()
+    answers = {
+        at[f"{ids[0]}#xIntent"]: [(21, [ls.textarea("event1", "PersonX carries the box"),
+                                        ls.textarea("event2", "PersonX helps PersonY"), ls.choices("setting", "single")])],
+        at[f"{ids[0]}#oReact"]: [(22, [ls.textarea("event1", "PersonX asks for help"),
+                                       ls.textarea("event2", "PersonY agrees"), ls.choices("setting", "pair")])],
+        at[f"{ids[0]}#xNeed"]: [(21, [ls.choices("setting", "none")])],                 # none of this relation
+        at[f"{ids[1]}#xWant"]: [(21, [ls.textarea("event1", "PersonX is tired"), ls.choices("setting", "single")])],
+        at[f"{ids[1]}#xReact"]: [(21, [ls.textarea("event1", "PersonX is tired"), ls.choices("setting", "none")])],
+        at[f"{ids[1]}#xAttr"]: [(22, [ls.textarea("event1", "PersonX is late"),
+                                      ls.textarea("event2", "PersonX is careless")])],  # neither single nor pair
+    }
+    path = ls.write(tmp_path / "tuples.json", tasks, answers)
+    out = sample(kept, tuples=str(path))
+    validate_contract("sample", "deco.Sampled", out.data)
+    by = out.data.set_index("id")
+    # sample 0: its released tuples replaced by the written ones, in the relation order, as released
+    assert [list(t) for t in by.loc[ids[0], "tuples_single"]] == [["PersonX carries the box", "xIntent",
+                                                                   "PersonX helps PersonY"]]
+    assert [list(t) for t in by.loc[ids[0], "tuples_pair"]] == [["PersonX asks for help", "oReact", "PersonY agrees"]]
+    assert list(by.loc[ids[0], "writers"]) == ["21", "22"]
+    # sample 1: both its answers rejected, sample 2: nobody wrote: the release's tuples stay, no writer named
+    for k in (1, 2):
+        released = rows.set_index("id").loc[ids[k]]
+        assert [list(t) for t in by.loc[ids[k], "tuples_single"]] == [list(t) for t in released["tuples_single"]]
+        assert list(by.loc[ids[k], "writers"]) == []
+    written = out.notes["written"]
+    assert (written["answers"], written["tuples"], written["none_answers"], written["rejected_answers"]) == (3, 2, 1, 3)
+    assert written["tuples_by_relation"]["xIntent"] == 1 and written["samples_written"] == 1
+    table = pd.read_parquet(io.BytesIO(out.files["written_tuples.parquet"]))
+    assert table["source_file"].eq(str(path)).all() and set(table["annotator"]) == {"21", "22"}
+    bad = pd.read_parquet(io.BytesIO(out.files["rejected_tuples.parquet"]))
+    assert sorted(bad["reason_code"]) == ["events_with_none", "half_tuple", "no_setting"]
+    # they are the extractor's targets now, single and pair, and what the extract stage validates
+    targets = extraction_tasks(out.data).data.set_index(["sample_id", "relation"])
+    assert list(targets.loc[(ids[0], "xIntent"), "gold_targets"]) == ["event1: PersonX carries the box; event2: "
+                                                                     "PersonX helps PersonY"]
+    assert list(targets.loc[(ids[0], "oReact"), "gold_settings"]) == ["pair"]
+    with pytest.raises(InputError, match="tuples labeling step"):
+        sample(kept, tuples=str(RELEASE))
