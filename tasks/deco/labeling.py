@@ -65,8 +65,8 @@ WRITING_CONFIG = f"""<View>
 {box("Response", "response")}
 {box("Relation: event1 — relation — event2", "meaning", SHOWN)}
   <Header value="Write event1 and event2 so that the relation holds in this conversation, each a short sentence (PersonX does event1; PersonY is someone else), and say where they come from; choose none, the boxes empty, if the conversation has no such pair." size="5"/>
-  <TextArea name="event1" toName="dialogue" rows="1" maxSubmissions="1" showSubmitButton="false" placeholder="event1, e.g. PersonX asks PersonY out"/>
-  <TextArea name="event2" toName="dialogue" rows="1" maxSubmissions="1" showSubmitButton="false" placeholder="event2"/>
+  <TextArea name="event1" toName="dialogue" rows="2" maxSubmissions="1" showSubmitButton="false" placeholder="event1, e.g. PersonX asks PersonY out"/>
+  <TextArea name="event2" toName="dialogue" rows="2" maxSubmissions="1" showSubmitButton="false" placeholder="event2"/>
   <Header value="Where the events come from" size="6"/>
   <Choices name="setting" toName="dialogue" choice="single-radio" showInline="true" required="true">
     <Choice value="single" hint="both events from the response"/>

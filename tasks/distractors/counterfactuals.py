@@ -164,7 +164,7 @@ def spelled(found: Pool, view: pd.DataFrame, generator: str, rejected: list[dict
             checked.append(generator)
             typos = fl.misspellings(parsed[text], known[iid])
             slips = [] if typos else fl.agreement_problems(parsed[text])
-            odd = [] if typos or slips else fl.construction_problems(parsed[text])
+            odd = [] if typos or slips else fl.construction_problems(parsed[text]) + fl.article_problems(text)
             if typos or slips or odd:
                 check, reason = (("misspelt", f"'{typos[0]}' is no English word (a typo)") if typos else
                                  ("number_agreement", f"{slips[0]} (a slip of the writer)") if slips else

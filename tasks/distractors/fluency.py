@@ -155,6 +155,10 @@ GERUND_VERBS = frozenset({"deny", "enjoy", "avoid", "finish", "mind", "quit", "r
                           "resist", "practise", "practice", "dislike", "detest", "suggest", "recommend", "consider",
                           "keep", "miss", "imagine", "regret"})
 PREPOSITION_TO = frozenset({"resort", "object", "accustom", "devote", "dedicate", "commit", "confess"})
+NO_INFINITIVE = frozenset({"disagree"})  # "disagree with", "disagree that": never "disagree to go"
+# Verbs whose hearer comes after "to" ("explained to the speaker that", never "explained the speaker that").
+TO_HEARER = frozenset({"explain", "describe", "say", "announce", "mention", "report", "repeat", "admit", "confess",
+                       "introduce"})
 DETERMINERS = frozenset({"a", "an", "the", "some", "another", "this", "these", "those", "my", "your", "its", "our",
                          "their", "any", "each", "every"})
 ARTICLES = frozenset({"a", "an", "the", "another"})
@@ -223,6 +227,22 @@ def construction_problems(doc) -> list[str]:
             if not objects and (head.lemma_ in GERUND_VERBS or head.lemma_ in PREPOSITION_TO or (
                     head.lemma_ == "look" and any(c.lower_ == "forward" for c in head.children))):
                 out.append(f"'{head.text} to {tok.text}': '{head.lemma_}' takes '-ing', not a to-infinitive")
+            elif not objects and head.lemma_ in NO_INFINITIVE:
+                out.append(f"'{head.text} to {tok.text}': '{head.lemma_}' takes 'with' or a that-clause, not a "
+                           "to-infinitive")
+        if tok.lemma_ in TO_HEARER and tok.pos_ == "VERB":
+            clause = next((c for c in children if c.dep_ == "ccomp" and c.i > tok.i), None)
+            hearer = next((c for c in children if c.dep_ in ("dobj", "dative") and c.i > tok.i), None)
+            subjects = [c for c in clause.children if c.dep_ in ("nsubj", "nsubjpass")] if clause is not None else []
+            that = hearer is not None and hearer.i + 1 < len(toks) and toks[hearer.i + 1].lower_ == "that" and \
+                toks[hearer.i + 1].dep_ == "mark"
+            if (hearer is not None and clause is not None and hearer.i < clause.i) or len(subjects) >= 2 or that:
+                out.append(f"'{tok.text} the ...': '{tok.lemma_}' names its hearer after 'to'")
+        if tok.dep_ == "det" and tok.lower_ in ("the", "a", "an") and tok.head.lower_.endswith("ing") and \
+                any(c.dep_ == "dobj" for c in tok.head.children):
+            out.append(f"'{tok.text} {tok.head.text} ...': an article before a verb with its object")
+        if tok.is_sent_start and k > 0 and tok.is_alpha and tok.text[:1].islower() and toks[k - 1].text in (".", "!", "?"):
+            out.append(f"'{tok.text}': a sentence that starts in lower case")
         if tok.text.islower() and tok.is_alpha and (tok.lower_ in CALENDAR or (
                 tok.tag_ == "NNP" and k > 0 and (toks[k - 1].lower_ in TITLES or (
                     toks[k - 1].tag_ == "NNP" and toks[k - 1].text.istitle() and toks[k - 1].dep_ == "compound")))):

@@ -210,9 +210,11 @@ def _participle_follows(after: str) -> bool:
 
 def _some(text: str, start: int) -> str:
     """A negation removed: a negative-polarity "any" after it becomes "some" ("had not received any news"
-    -> "had received some news")."""
+    -> "had received some news"), a closing "yet" "already" ("has not paid yet" -> "has paid already")."""
     m = re.compile(r"\bany\b", re.I).search(text, start)
-    return text if m is None else text[:m.start()] + _match_case("some", m.group()) + text[m.end():]
+    text = text if m is None else text[:m.start()] + _match_case("some", m.group()) + text[m.end():]
+    m = re.compile(r"\byet\b(?=\W*$)", re.I).search(text, start)  # "had not read it yet" -> "had read it already"
+    return text if m is None else text[:m.start()] + _match_case("already", m.group()) + text[m.end():]
 
 
 def quantity_rewrites(text: str) -> list[tuple[str, str]]:

@@ -120,6 +120,8 @@ def test_negation_of_have_as_the_main_verb_and_any_after_a_removed_negation():
 @pytest.mark.parametrize("answer, check, word", [
     ("The speakr likes the diner.", "misspelt", "speakr"),              # a typo
     ("The speaker enjoy the diner.", "number_agreement", "speaker ... enjoy"),  # a writer's slip of agreement
+    ("The speaker had a awful meal at the diner.", "construction", "'a awful'"),   # an article by sound
+    ("The speaker given the listener a menu.", "construction", "'given'"),         # a participle alone
 ])
 def test_human_written_candidates_that_are_broken_english_are_rejected(answer, check, word):
     from tasks.distractors.counterfactuals import counterfactuals
@@ -176,6 +178,16 @@ def test_a_singular_subject_with_a_plural_verb(text, broken):
     ("Mrs. Jones booked the hall in June.", None),
     ("The listener thanks the listener for the gift.", "subject and the object"),
     ("The listener thanks the speaker for the gift.", None),
+    ("The clerk disagreed to open the shop.", "'disagree' takes 'with'"),
+    ("The guide explained the tourists that the museum was shut.", "hearer after 'to'"),
+    ("The guide explained the tourists the museum hours were short.", "hearer after 'to'"),
+    ("The guide explained to the tourists that the museum was shut.", None),
+    ("The guide said the museum was shut.", None),                      # the hearer left out, "that" too
+    ("The guide described the man in the photo.", None),
+    ("The guide is keen on the showing the tourists around.", "a verb with its object"),
+    ("The guide enjoys the reading of poems.", None),
+    ("The guide was tired. she went home.", "lower case"),
+    ("The guide was tired. She went home.", None),
 ])
 def test_constructions_english_does_not_have(text, broken):
     found = fluency.construction_problems(fluency.parse([text])[text])
@@ -188,4 +200,8 @@ def test_a_rewrite_that_makes_a_broken_construction_is_caught_and_names_are_not_
     assert problem("The clerk has given us the keys.", "The clerk given us the keys.")[0] == "construction"
     assert problem("The driver refused to pay the fine.", "The driver denied to pay the fine.")[0] == "construction"
     assert all("Catch" not in t for _, t in antonym_rewrites("They booked a lesson with Miss Brown."))
+    from tasks.distractors.lexical import negation_rewrites
+
+    assert negation_rewrites("The clerk has not paid the bill yet.") == [("negation:remove",
+                                                                       "The clerk has paid the bill already.")]
     assert any("Catch" in t for _, t in antonym_rewrites("Miss the bus and you walk."))  # the verb, first word

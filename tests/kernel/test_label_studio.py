@@ -196,6 +196,34 @@ def test_label_studio_round_trip_deco(server, prefect_harness, tmp_path, config_
     setting = _pull("deco", "ratings", tmp_path / "ratings.json")
     rated = ("--set", f"{setting}={tmp_path / 'ratings.json'}")
 
+    # tuples: one writer writes a single tuple through the labeling page (two boxes, then "single"), a pair
+    # tuple and a "none" through the API, for relations of the first sample; the run carries them on
+    project = _push("deco", "tuples", store)
+    server.screenshot(emails[2], project, None, shots / "deco.tuples.png", "Where the events come from")
+    writing = server.tasks(project)
+    first_sample = writing[0]["data"]["sample_id"]
+    mine = {t["data"]["relation"]: t for t in writing if t["data"]["sample_id"] == first_sample}
+    assert len(mine) == 12
+    server.annotate_in_browser(emails[2], project, mine["xIntent"]["id"],
+                               [{"textarea": "event1", "text": "PersonX asks for a ride"},
+                                {"textarea": "event2", "text": "PersonX wants to get home"}, {"choice": "single"}],
+                               tmp_path)
+    server.annotate(emails[2], mine["oReact"]["id"], [
+        {"from_name": "event1", "to_name": "dialogue", "type": "textarea", "value": {"text": ["PersonX asks for help"]}},
+        {"from_name": "event2", "to_name": "dialogue", "type": "textarea", "value": {"text": ["PersonY agrees"]}},
+        {"from_name": "setting", "to_name": "dialogue", "type": "choices", "value": {"choices": ["pair"]}}], lead_time=30)
+    server.annotate(emails[2], mine["xNeed"]["id"], [
+        {"from_name": "setting", "to_name": "dialogue", "type": "choices", "value": {"choices": ["none"]}}], lead_time=6)
+    setting = _pull("deco", "tuples", tmp_path / "tuples.json")
+    rated = (*rated, "--set", f"{setting}={tmp_path / 'tuples.json'}")
+    _csk("run", "deco", "--config", config_copy, "--store", store, *rated)
+    samples, manifest = _artifact(store, "deco", "sample")
+    written = samples.set_index("id").loc[first_sample]
+    assert [list(t) for t in written["tuples_single"]] == [["PersonX asks for a ride", "xIntent", "PersonX wants to get home"]]
+    assert [list(t) for t in written["tuples_pair"]] == [["PersonX asks for help", "oReact", "PersonY agrees"]]
+    assert list(written["writers"]) == [str(server.ids[emails[2]])]
+    assert manifest["notes"]["written"]["none_answers"] == 1 and manifest["notes"]["written"]["tuples"] == 2
+
     # tuple validation: three validators; the first tuple rejected by two of them
     project = _push("deco", "tuple_validation", store)
     server.screenshot(emails[1], project, None, shots / "deco.tuple_validation.png", "What the relation says")
@@ -233,7 +261,9 @@ def test_label_studio_round_trip_deco(server, prefect_harness, tmp_path, config_
     assert agreement["unanimous_share"] == pytest.approx(4 / 6)
     traced = _csk("lineage", "deco", "sample", "--row", tasks[0]["data"]["row_id"], "--store", store)
     assert "raters: " + ", ".join(str(server.ids[e]) for e in emails) in traced
-    for name in ("deco.ratings", "deco.tuple_validation"):
+    traced = _csk("lineage", "deco", "sample", "--row", first_sample, "--store", store)
+    assert f"writers: {server.ids[emails[2]]}" in traced
+    for name in ("deco.ratings", "deco.tuples", "deco.tuple_validation"):
         assert (shots / f"{name}.png").stat().st_size > 20_000
 
 
@@ -341,3 +371,35 @@ def test_label_studio_round_trip_corecode(server, prefect_harness, tmp_path, con
     assert "annotated by" in traced
     assert (shots / "corecode.knowledge.png").stat().st_size > 20_000
 
+
+
+def test_label_studio_round_trip_distractor_verification(server, prefect_harness, tmp_path, config_copy, shots):
+    """`csk distractors rebuild` on a bundled file, its verification step pushed, one annotator ticks a
+    distractor of the first item in the labeling page, and the rerun with the export makes it a correct
+    answer of that item in the rebuilt file."""
+    from tests.conftest import SAMPLE
+
+    store, source, out = tmp_path / "artifacts", (SAMPLE / "distractors" / "swag.csv").resolve(), tmp_path / "swag.csv"
+    email = EMAILS[0]
+    fast = ("--set", "distractors.distractor_quality.quality=fast",
+            "--set", "distractors.adversarial_filter.discriminator=linear-probe",
+            "--set", "distractors.adversarial_filter.max_iterations=4")
+    rebuild = ("distractors", "rebuild", "--input", source, "--preset", "swag", "--config", config_copy,
+               "--store", store, "--out", out, *fast)
+    _csk(*rebuild)
+    project = _push("distractors", "verification", store)
+    server.screenshot(email, project, None, shots / "distractors.verification.png", "Correct answer")
+    tasks = server.tasks(project)
+    first = tasks[0]["data"]["distractor_options"][0]["value"]
+    server.annotate_in_browser(email, project, tasks[0]["id"], [{"choice": first}], tmp_path)
+    server.annotate(email, tasks[1]["id"], [{"from_name": "speculatively_correct", "to_name": "dialogue",
+                                             "type": "choices", "value": {"choices": []}}], lead_time=4)
+    setting = _pull("distractors", "verification", tmp_path / "verdicts.json")
+    assert setting == "distractors.verification.verdicts"
+    _csk(*rebuild, "--set", f"{setting}={tmp_path / 'verdicts.json'}")
+    verified, manifest = _artifact(store, "distractors", "verification")
+    marked = verified.set_index("id")["correct_distractors"]
+    assert list(marked[tasks[0]["data"]["row_id"]]) == [0] and sum(len(v) for v in marked) == 1
+    traced = _csk("lineage", "distractors", "verification", "--row", tasks[0]["data"]["row_id"], "--store", store)
+    assert "verification" in traced
+    assert (shots / "distractors.verification.png").stat().st_size > 20_000
