@@ -67,7 +67,7 @@ WRITING_CONFIG = f"""<View>
   <Header value="Write event1 and event2 so that the relation holds in this conversation, each a short sentence (PersonX does event1; PersonY is someone else), and say where they come from; choose none, the boxes empty, if the conversation has no such pair." size="5"/>
   <TextArea name="event1" toName="dialogue" rows="2" maxSubmissions="1" showSubmitButton="false" placeholder="event1, e.g. PersonX asks PersonY out"/>
   <TextArea name="event2" toName="dialogue" rows="2" maxSubmissions="1" showSubmitButton="false" placeholder="event2"/>
-  <Header value="Where the events come from" size="6"/>
+  <Header value="Where the events come from: single, both in the response; pair, event1 in the turn before it, event2 in the response" size="6"/>
   <Choices name="setting" toName="dialogue" choice="single-radio" showInline="true" required="true">
     <Choice value="single" hint="both events from the response"/>
     <Choice value="pair" hint="event1 from the turn before the response, event2 from the response"/>
