@@ -20,6 +20,14 @@ A share `--easy` of the synthetic instances has its gold choice nudged strongly 
 AF-Lite should remove), the rest not at all.
 
     python bench/bench_aflite.py --full --sizes 2500 10000 40000 [--easy 0.3]
+
+`--real MCQA.parquet` runs the whole loop on real instances instead (a run's `mcqa_instances` artifact, e.g.
+`csk run corequisite --release PaCo_nli_train_sample.csv --until mcqa_instances`; the features from the
+stage's embedder), beside the synthetic loop at the same size, the same loop with the solver before its
+preconditioning (`--baseline-solver`), and scikit-learn's LogisticRegression on the real features of the
+first round (`--baseline-probes` fits, projected to m): seconds, rounds, L-BFGS iterations a round, kept.
+
+    python bench/bench_aflite.py --real store/corequisite/mcqa_instances/KEY/data.parquet [--baseline-solver]
 """
 
 from __future__ import annotations
@@ -67,10 +75,14 @@ def main() -> None:
     ap.add_argument("--baseline-probes", type=int, default=4)
     ap.add_argument("--full", action="store_true", help="every round of the stage's loop, not one round")
     ap.add_argument("--easy", type=float, default=0.3, help="--full: share of predictable instances")
+    ap.add_argument("--real", type=Path, default=None, help="an mcqa_instances data.parquet: the loop on real instances")
+    ap.add_argument("--baseline-solver", action="store_true", help="--real: also the loop without preconditioning")
     args = ap.parse_args()
     print(machine_line())
     gemm = gemm_rates()["fp32"]  # the machine's best plain fp32 matmul (bench/scale.py's reading)
     print(f"fp32 GEMM (best of bench.scale's shapes): {gemm:.0f} GFLOP/s")
+    if args.real:
+        return real_runs(args)
     if args.full:
         return full_runs(args, gemm)
     print(f"{'instances':>9} {'family s':>9} {'iters':>6} {'sklearn s/probe':>15} {'sklearn s (m)':>13} "
@@ -98,6 +110,57 @@ def main() -> None:
         per = (time.perf_counter() - t0) / b
         print(f"{n:>9} {fam:>9.2f} {family.iterations:>6} {per:>15.2f} {per * args.m:>13.1f} "
               f"{per * args.m / fam:>6.1f}x {np.mean(agree):>6.3f}", flush=True)
+
+
+def _loop(label: str, contexts, options, vector, m: int, **kw) -> dict:
+    with PeakMemory() as peak:
+        t0 = time.perf_counter()
+        removed, history = aflite_rounds(contexts, options, np.zeros(len(contexts), dtype=int), vector, m=m, **kw)
+        took = time.perf_counter() - t0
+    iters = [h["lbfgs_iterations"] for h in history]
+    print(f"{label:<34} {len(contexts):>9} {len(history):>6} {len(contexts) - len(removed):>6} {took:>9.1f} "
+          f"{took / max(1, len(history)):>8.1f} {min(iters):>4}-{max(iters):<4} {peak.mib:>8.0f}", flush=True)
+    return {"seconds": took, "rounds": len(history), "removed": set(removed)}
+
+
+def real_runs(args) -> None:
+    """The whole loop on a run's real P-MCQA instances, beside synthetic ones of the same size (and the solver
+    before its preconditioning), and scikit-learn's own fit of one probe on the same features."""
+    import pandas as pd
+
+    from tasks.embed import EmbedSpec, vector_lookup
+
+    mcq = pd.read_parquet(args.real)
+    contexts = mcq["context"].tolist()
+    options = [[g] + list(d) for g, d in zip(mcq["gold"], mcq["distractors"])]
+    t0 = time.perf_counter()
+    vector = vector_lookup(contexts + [c for ch in options for c in ch], EmbedSpec(), None)
+    print(f"{args.real}: {len(mcq)} instances, {sum(map(len, options))} (context, choice) rows; features "
+          f"({EmbedSpec().model}) {time.perf_counter() - t0:.0f} s, not counted below")
+    print(f"{'loop':<34} {'instances':>9} {'rounds':>6} {'kept':>6} {'seconds':>9} {'s/round':>8} {'iters':>9} "
+          f"{'peak MiB':>8}")
+    real = _loop("real, the stage's solver", contexts, options, vector, args.m)
+    width = max(map(len, options))
+    c, o, v = instances(len(mcq), width, easy=args.easy)
+    synth = _loop(f"synthetic ({args.easy:.0%} easy), same size", c, o, v, args.m)
+    print(f"# real / synthetic: {real['seconds'] / synth['seconds']:.2f}x the seconds, "
+          f"{real['seconds'] / real['rounds'] / (synth['seconds'] / synth['rounds']):.2f}x a round")
+    if args.baseline_solver:
+        base = _loop("real, no preconditioning (before)", contexts, options, vector, args.m, precondition=False)
+        same = len(base["removed"] & real["removed"])
+        print(f"# preconditioned / before: {real['seconds'] / base['seconds']:.2f}x the seconds; removed "
+              f"{len(real['removed'])} vs {len(base['removed'])}, {same} the same instances")
+    rng = np.random.default_rng(1)
+    b = min(args.baseline_probes, args.m)
+    LinearProbe(vector).fit(contexts[:50], options[:50], [0] * 50)  # scikit-learn's imports: not timed
+    t0 = time.perf_counter()
+    for _ in range(b):
+        idx = rng.choice(len(mcq), len(mcq) // 2, replace=False)
+        LinearProbe(vector).fit([contexts[i] for i in idx], [options[i] for i in idx], [0] * len(idx))
+    per = (time.perf_counter() - t0) / b
+    print(f"# scikit-learn LogisticRegression, one probe on the first round's real subset: {per:.1f} s; the round's "
+          f"{args.m} probes {per * args.m:.0f} s against the stage's first round "
+          f"(~{real['seconds'] / real['rounds']:.1f} s a round on average)")
 
 
 def full_runs(args, gemm: float) -> None:

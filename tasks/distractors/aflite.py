@@ -61,13 +61,14 @@ def most_rounds(size: int, *, n: int, k: int, qualified: int | None = None) -> i
 
 def aflite_rounds(contexts, choices, gold, vector, *, n: int = 0, m: int = 64, t: float = 0.5, k: int = 500,
                   tau: float = 0.75, seed: int = 0,
-                  max_iter: int = 100) -> tuple[dict[int, tuple[float, int]], list[dict]]:
-    """Returns {removed index: (predictability, round)} and per-round history."""
+                  max_iter: int = 100, precondition: bool = True) -> tuple[dict[int, tuple[float, int]], list[dict]]:
+    """Returns {removed index: (predictability, round)} and per-round history (precondition: ProbeFamily's;
+    off only for bench/bench_aflite.py's baseline)."""
     from csk.progress import progress
 
     if len(contexts) <= max(n, 2):  # nothing to filter (an empty or tiny set)
         return {}, []
-    family = ProbeFamily(*probe_features(vector, contexts, choices), max_iter=max_iter)
+    family = ProbeFamily(*probe_features(vector, contexts, choices), max_iter=max_iter, precondition=precondition)
     gold = np.asarray(gold)
     active = np.arange(len(contexts))
     removed: dict[int, tuple[float, int]] = {}
