@@ -97,6 +97,17 @@ def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, confi
                                        [{"textarea": "answer", "text": "The speaker wants the listener to help 0."}],
                                        tmp_path)
     assert [r["from_name"] for r in typed["result"]] == ["answer"]
+    # the README's round trip after that one answer (people answer a few tasks first and look): the run
+    # completes and the lineage of its item reaches the annotator
+    _csk("label", "pull", "cicero", "answers", "--out", tmp_path / "first.json")
+    _csk("run", "cicero", "--config", config_copy, "--store", store, *FAST, "--set", 'cicero.annotations.release=""',
+         "--set", f"cicero.annotations.answers={tmp_path / 'first.json'}")
+    listing = {s["stage"] for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--json"))}
+    final = "mcq" if "mcq" in listing else "nlg"  # the item, or its NLG task when no distractor could be made
+    rows, _ = _artifact(store, "cicero", final)
+    assert len(rows) == 1
+    traced = _csk("lineage", "cicero", final, "--row", rows["id"].iloc[0], "--store", store)
+    assert f"annotated by {server.ids[emails[0]]}" in traced
     for k, t in enumerate(tasks[1:], start=1):
         server.annotate(emails[0], t["id"], [{"from_name": "answer", "to_name": "dialogue", "type": "textarea",
                                               "value": {"text": [f"The speaker wants the listener to help {k}."]}}],
