@@ -20,8 +20,9 @@ checks, each a rule with its reason:
 * `construction` (spaCy's parser, `construction_problems`): a construction English does not have: a
   participle as a clause's only verb ("the clerk given us"), an article before an adjective with no noun,
   two determiners in a row, a that-clause with a to-infinitive or a question's word order, a
-  to-infinitive after a verb that takes "-ing", a name or a month in lower case, one of the two people as
-  both subject and object of one verb;
+  to-infinitive after a verb that takes "-ing" or none, a hearer without "to" after "explain" or "say",
+  an article before a verb with its object, a sentence, a name or a month in lower case, one of the two
+  people as both subject and object of one verb, "as many" without its second "as";
 * `part_of_speech` (spaCy's tagger): a word replaced one for one is read as another part of speech in the
   rewrite ("all the help" -> "all the hinder": a verb where a noun was);
 * `role_collapse`: two people of the answer became one ("the speaker ... the listener's" -> "the
@@ -194,8 +195,11 @@ def construction_problems(doc) -> list[str]:
     adjective with no noun ("was a worried about"); two determiners in a row ("some another time"); a
     that-clause with a to-infinitive ("asks that the waiter to bring") or with a question's word order
     ("asked that why did she"); a to-infinitive after a verb that takes a gerund ("denied to pay",
-    "resorted to call"); a name or a month in lower case ("Mrs. jones", "a june wedding"); and one of the
-    two people as both the doer and the one done to ("the listener thanks the listener")."""
+    "resorted to call") or none ("disagreed to open"); a hearer without "to" after "explain" or "say"
+    ("explained the tourists that"); an article before a verb with its object ("the showing the
+    tourists"); a sentence, a name or a month in lower case ("Mrs. jones", "a june wedding"); one of the
+    two people as both the doer and the one done to ("the listener thanks the listener"); "as many" without
+    its second "as" (draw G's readers marked these)."""
     out = []
     toks = list(doc)
     for k, tok in enumerate(toks):
@@ -241,6 +245,9 @@ def construction_problems(doc) -> list[str]:
         if tok.dep_ == "det" and tok.lower_ in ("the", "a", "an") and tok.head.lower_.endswith("ing") and \
                 any(c.dep_ == "dobj" for c in tok.head.children):
             out.append(f"'{tok.text} {tok.head.text} ...': an article before a verb with its object")
+        if tok.lower_ == "as" and tok.tag_ == "RB" and nxt is not None and nxt.lower_ in ("many", "much") and \
+                not any(t.lower_ == "as" for t in toks[k + 2:]):
+            out.append(f"'as {nxt.text}': a comparison without its second 'as'")
         if tok.is_sent_start and k > 0 and tok.is_alpha and tok.text[:1].islower() and toks[k - 1].text in (".", "!", "?"):
             out.append(f"'{tok.text}': a sentence that starts in lower case")
         if tok.text.islower() and tok.is_alpha and (tok.lower_ in CALENDAR or (

@@ -188,6 +188,9 @@ def test_a_singular_subject_with_a_plural_verb(text, broken):
     ("The guide enjoys the reading of poems.", None),
     ("The guide was tired. she went home.", "lower case"),
     ("The guide was tired. She went home.", None),
+    ("The guide wanted to show as many tourists the old town.", "second 'as'"),
+    ("The guide wanted to show as many tourists as possible the old town.", None),
+    ("As many tourists know, the museum is shut on Mondays.", None),
 ])
 def test_constructions_english_does_not_have(text, broken):
     found = fluency.construction_problems(fluency.parse([text])[text])

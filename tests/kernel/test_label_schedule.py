@@ -53,19 +53,19 @@ class _LabelStudioApi(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.slow
-@pytest.mark.server  # a real Prefect server and a served deployment: about a minute on 2 cores
-def test_label_schedule_serves_a_pull_on_its_cron_and_a_run_writes_the_export(tmp_path):
-    ls = ThreadingHTTPServer(("127.0.0.1", 0), _LabelStudioApi)
-    threading.Thread(target=ls.serve_forever, daemon=True).start()
+def scheduled_pull(tmp_path: Path, label_studio_url: str, token: str, pipeline: str = "cicero",
+                   step: str = "answers") -> tuple[Path, str]:
+    """`csk label schedule PIPELINE STEP` served on a real `prefect server start`, its deployment checked, one
+    run of it created through the server (as the cron creates them) and waited for: (the export it wrote,
+    what the run printed into its logs)."""
     port = _port()
     api = f"http://127.0.0.1:{port}/api"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "LABEL_STUDIO_URL": f"http://127.0.0.1:{ls.server_port}",
-           "LABEL_STUDIO_API_KEY": TOKEN}
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "LABEL_STUDIO_URL": label_studio_url,
+           "LABEL_STUDIO_API_KEY": token}
     env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
     server_log, worker_log = tmp_path / "server.log", tmp_path / "worker.log"
-    out = tmp_path / "pulled" / "answers.json"
+    out = tmp_path / "pulled" / f"{step}.json"
     procs: list[subprocess.Popen] = []
     try:
         procs.append(subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
@@ -73,7 +73,7 @@ def test_label_schedule_serves_a_pull_on_its_cron_and_a_run_writes_the_export(tm
                                       stderr=subprocess.STDOUT))
         logs = [server_log, worker_log]
         _wait("the server", lambda: (r := _get(f"{api}/health")) is not None and r.status_code == 200, 180, procs, logs)
-        procs.append(subprocess.Popen([str(CSK), "label", "schedule", "cicero", "answers", "--out", str(out),
+        procs.append(subprocess.Popen([str(CSK), "label", "schedule", pipeline, step, "--out", str(out),
                                        "--cron", "0 * * * *"], env=env, cwd=tmp_path, stdout=open(worker_log, "w"),
                                       stderr=subprocess.STDOUT))
 
@@ -85,9 +85,9 @@ def test_label_schedule_serves_a_pull_on_its_cron_and_a_run_writes_the_export(tm
             return r.json() if r.status_code == 200 and r.json() else None
 
         (dep,) = _wait("the deployment", deployment, 180, procs, logs)
-        assert dep["name"] == "cicero-answers-pull"
+        assert dep["name"] == f"{pipeline}-{step}-pull"
         assert dep["schedules"][0]["schedule"]["cron"] == "0 * * * *"
-        assert dep["parameters"] == {"pipeline": "cicero", "step": "answers", "out": str(out)}
+        assert dep["parameters"] == {"pipeline": pipeline, "step": step, "out": str(out)}
         r = httpx.post(f"{api}/deployments/{dep['id']}/create_flow_run", json={"name": "pull-now"}, timeout=60)
         assert r.status_code in (200, 201), r.text
         run_id = r.json()["id"]
@@ -100,11 +100,9 @@ def test_label_schedule_serves_a_pull_on_its_cron_and_a_run_writes_the_export(tm
             return state == "COMPLETED"
 
         _wait("the pull to complete", finished, 180, procs, logs)
-        assert out.read_bytes() == EXAMPLE.read_bytes() and not out.with_name("answers.json.part").exists()
-        assert [p.split("?")[0] for p, _ in _LabelStudioApi.calls] == ["/api/projects/", "/api/projects/3/export"]
+        assert not out.with_name(out.name + ".part").exists()
         logs_text = httpx.post(f"{api}/logs/filter", json={"logs": {"flow_run_id": {"any_": [run_id]}}}, timeout=60)
-        printed = " ".join(entry["message"] for entry in logs_text.json())
-        assert f"--set cicero.annotations.answers={out}" in printed  # log_prints: the setting, in the run's logs
+        return out, " ".join(entry["message"] for entry in logs_text.json())
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -113,4 +111,17 @@ def test_label_schedule_serves_a_pull_on_its_cron_and_a_run_writes_the_export(tm
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.server  # a real Prefect server and a served deployment: about a minute on 2 cores
+def test_label_schedule_serves_a_pull_on_its_cron_and_a_run_writes_the_export(tmp_path):
+    ls = ThreadingHTTPServer(("127.0.0.1", 0), _LabelStudioApi)
+    threading.Thread(target=ls.serve_forever, daemon=True).start()
+    try:
+        out, printed = scheduled_pull(tmp_path, f"http://127.0.0.1:{ls.server_port}", TOKEN)
+    finally:
         ls.shutdown()
+    assert out.read_bytes() == EXAMPLE.read_bytes()
+    assert [p.split("?")[0] for p, _ in _LabelStudioApi.calls] == ["/api/projects/", "/api/projects/3/export"]
+    assert f"--set cicero.annotations.answers={out}" in printed  # log_prints: the setting, in the run's logs

@@ -414,3 +414,28 @@ def test_label_studio_round_trip_distractor_verification(server, prefect_harness
     traced = _csk("lineage", "distractors", "verification", "--row", tasks[0]["data"]["row_id"], "--store", store)
     assert "verification" in traced
     assert (shots / "distractors.verification.png").stat().st_size > 20_000
+
+
+@pytest.mark.server
+def test_label_studio_scheduled_pull(server, prefect_harness, tmp_path, config_copy):
+    """`csk label schedule cicero answers` on a real Prefect server pulls from the real Label Studio: a run of
+    its deployment writes the export `csk label pull` writes, with the annotation posted, and prints the
+    setting that reads it back."""
+    from tests.kernel.test_label_schedule import scheduled_pull
+
+    store = tmp_path / "artifacts"
+    _csk("run", "cicero", "--config", config_copy, "--store", store, *FAST)
+    project = _push("cicero", "answers", store)
+    task = server.tasks(project)[0]
+    server.annotate(EMAILS[1], task["id"], [{"from_name": "answer", "to_name": "dialogue", "type": "textarea",
+                                             "value": {"text": ["The speaker wants to rest after work."]}}], lead_time=12)
+    out, printed = scheduled_pull(tmp_path / "scheduled", server.url, lss.ADMIN_TOKEN)
+    direct = tmp_path / "direct.json"
+    _csk("label", "pull", "cicero", "answers", "--out", direct)
+
+    def answers(path):
+        return sorted((t["data"]["row_id"], a["completed_by"], json.dumps(a["result"], sort_keys=True))
+                      for t in json.loads(path.read_text()) for a in t.get("annotations", []))
+
+    assert answers(out) == answers(direct) and any("rest after work" in r for _, _, r in answers(out))
+    assert f"--set cicero.annotations.answers={out}" in printed
