@@ -58,6 +58,7 @@ def scheduled_pull(tmp_path: Path, label_studio_url: str, token: str, pipeline: 
     """`csk label schedule PIPELINE STEP` served on a real `prefect server start`, its deployment checked, one
     run of it created through the server (as the cron creates them) and waited for: (the export it wrote,
     what the run printed into its logs)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     port = _port()
     api = f"http://127.0.0.1:{port}/api"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
@@ -101,8 +102,12 @@ def scheduled_pull(tmp_path: Path, label_studio_url: str, token: str, pipeline: 
 
         _wait("the pull to complete", finished, 180, procs, logs)
         assert not out.with_name(out.name + ".part").exists()
-        logs_text = httpx.post(f"{api}/logs/filter", json={"logs": {"flow_run_id": {"any_": [run_id]}}}, timeout=60)
-        return out, " ".join(entry["message"] for entry in logs_text.json())
+        def printed():  # the run's logs reach the server in batches, after the run may have completed
+            got = httpx.post(f"{api}/logs/filter", json={"logs": {"flow_run_id": {"any_": [run_id]}}}, timeout=60)
+            text = " ".join(entry["message"] for entry in got.json()) if got.status_code == 200 else ""
+            return text if "--set " in text else None
+
+        return out, _wait("the run's logs", printed, 120, procs, logs)
     finally:
         for p in reversed(procs):
             p.terminate()
