@@ -130,14 +130,19 @@ def _finite(v: float | None) -> float | None:
     return None if v is None or v != v else float(v)
 
 
+def _read_export(path: str, step: str, reader, data: pd.DataFrame, by: str):
+    """(table, rejected, sample id -> its rows) of a step's Label Studio export, read by `reader`."""
+    if not is_export(path):
+        raise InputError(str(path), None, f"deco.sample.{step} expects Label Studio's JSON export of the {step} "
+                         f"labeling step (`csk label pull deco {step}`), a JSON list of tasks with their annotations")
+    table, bad = reader(path, set(data["id"]))
+    return table, bad, {i: g for i, g in table.groupby(by, sort=False)}
+
+
 def apply_ratings(data: pd.DataFrame, path: str) -> tuple[pd.DataFrame, dict, dict[str, bytes]]:
     """The samples with the ratings of Label Studio's export in place of what they carried (a sample no
     rater rated keeps its released ratings, or none): (samples, agreement, files)."""
-    if not is_export(path):
-        raise InputError(str(path), None, "deco.sample.ratings expects Label Studio's JSON export of the ratings "
-                         "labeling step (`csk label pull deco ratings`), a JSON list of tasks with their annotations")
-    table, bad = label_studio_ratings(path, set(data["id"]))
-    by = {i: g for i, g in table.groupby("row_id", sort=False)}
+    table, bad, by = _read_export(path, "ratings", label_studio_ratings, data, "row_id")
     data = data.copy()
     for k in RATINGS:
         data[f"{k}_raw"] = [[float(x) for x in by[i][k]] if i in by else raw for i, raw in
@@ -203,11 +208,7 @@ def label_studio_tuples(path: str, known: set[str]) -> tuple[pd.DataFrame, list[
 def apply_tuples(data: pd.DataFrame, path: str) -> tuple[pd.DataFrame, dict, dict[str, bytes]]:
     """The samples with the tuples of Label Studio's export in place of what they carried (a sample no one
     wrote on keeps its released tuples, or none): (samples, notes, files)."""
-    if not is_export(path):
-        raise InputError(str(path), None, "deco.sample.tuples expects Label Studio's JSON export of the tuples "
-                         "labeling step (`csk label pull deco tuples`), a JSON list of tasks with their annotations")
-    table, bad = label_studio_tuples(path, set(data["id"]))
-    by = {i: g for i, g in table.groupby("sample_id", sort=False)}
+    table, bad, by = _read_export(path, "tuples", label_studio_tuples, data, "sample_id")
     data = data.copy()
     for setting in SETTINGS:
         data[f"tuples_{setting}"] = [

