@@ -532,7 +532,7 @@ def contention_section(n: int, work: Path) -> dict:
 
 def busy_section(n: int, work: Path) -> dict:
     """The flow cold and idle, then cold beside a one-core busy loop, same corpus, same script."""
-    corpus = generate(n, seed=11)
+    corpus = generate(n, seed=n)  # the flow section's corpus of this size: the idle half compares with its figure
     paths = write_corpus(work / f"busy-corpus-{n}", corpus)
     say(f"== busy: {n} dialogues, cold and idle, then cold beside a one-core busy loop")
     idle = timed_flow(work / "busy-idle", paths, work / "prefect-busy-idle", work / "busy-idle.log")
