@@ -38,6 +38,7 @@ from tasks.distractors.grounded import FLUENT as GROUNDED_FLUENT
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
 from tasks.distractors.grounding import GENERIC_NOUNS
 from tasks.distractors.placement import IN_PLACE, TIERS, tier
+from tasks.distractors.window import TAG
 from tasks.english import PIPELINE, entities, nouns
 from tasks.embed import EmbedSpec, open_embedder
 
@@ -142,6 +143,17 @@ def dialogue_words(view: pd.DataFrame) -> dict[str, frozenset[str]]:
             for i, p in zip(view["id"], view["passage"] if "passage" in view.columns else [None] * len(view))}
 
 
+def dialogue_names(view: pd.DataFrame) -> dict[str, frozenset[str]]:
+    """Each instance's words its dialogue writes only capitalised, lower-cased (its names, with words that
+    only start sentences: `fluency.names_in_lower_case` keeps the names the lexicon does not know)."""
+    out = {}
+    for i, p in zip(view["id"], view["passage"] if "passage" in view.columns else [None] * len(view)):
+        words = [w for u in _listed(p) for w in re.findall(r"[A-Za-z]+", TAG.sub("", u))]
+        lower = {w for w in words if w.islower()}
+        out[i] = frozenset(w.lower() for w in words if w[:1].isupper() and w.lower() not in lower)
+    return out
+
+
 def spelled(found: Pool, view: pd.DataFrame, generator: str, rejected: list[dict], checked: list[str]) -> Pool:
     """Human-written candidates (answers of this or other dialogues) without a misspelt word
     (`fluency.misspellings`), a subject and verb that disagree (`fluency.agreement_problems`: "The
@@ -151,7 +163,7 @@ def spelled(found: Pool, view: pd.DataFrame, generator: str, rejected: list[dict
     from tasks.distractors import fluency as fl
 
     zh = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
-    known = dialogue_words(view)
+    known, names = dialogue_words(view), dialogue_names(view)
     gold = dict(zip(view["id"], view["gold"]))
     parsed = fl.parse([t for i, pool in found.items() if i not in zh for _, t in pool])
     out: Pool = {}
@@ -164,7 +176,8 @@ def spelled(found: Pool, view: pd.DataFrame, generator: str, rejected: list[dict
             checked.append(generator)
             typos = fl.misspellings(parsed[text], known[iid])
             slips = [] if typos else fl.agreement_problems(parsed[text])
-            odd = [] if typos or slips else fl.construction_problems(parsed[text]) + fl.article_problems(text)
+            odd = [] if typos or slips else fl.construction_problems(parsed[text]) + fl.article_problems(text) + \
+                [f"'{w}': a name of the dialogue in lower case" for w in fl.names_in_lower_case(parsed[text], names[iid])]
             if typos or slips or odd:
                 check, reason = (("misspelt", f"'{typos[0]}' is no English word (a typo)") if typos else
                                  ("number_agreement", f"{slips[0]} (a slip of the writer)") if slips else

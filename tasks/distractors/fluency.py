@@ -22,7 +22,8 @@ checks, each a rule with its reason:
   two determiners in a row, a that-clause with a to-infinitive or a question's word order, a
   to-infinitive after a verb that takes "-ing" or none, a hearer without "to" after "explain" or "say",
   an article before a verb with its object, a sentence, a name or a month in lower case, one of the two
-  people as both subject and object of one verb, "as many" without its second "as";
+  people as both subject and object of one verb, "as many" without its second "as", a preposition at the
+  end that lost its object; in a human answer, a name of its dialogue in lower case (`names_in_lower_case`);
 * `part_of_speech` (spaCy's tagger): a word replaced one for one is read as another part of speech in the
   rewrite ("all the help" -> "all the hinder": a verb where a noun was);
 * `role_collapse`: two people of the answer became one ("the speaker ... the listener's" -> "the
@@ -168,6 +169,11 @@ TITLES = frozenset({"mr", "mrs", "ms", "miss", "dr", "mr.", "mrs.", "ms.", "dr."
 CALENDAR = frozenset({"january", "february", "april", "june", "july", "september", "october", "november",
                       "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"})
 TWO_PEOPLE = frozenset({"speaker", "listener"})
+# Prepositions English never uses as adverbs: one at the end of a clause has lost its object unless a
+# question word, a relative clause, a passive or a to-infinitive fronted it ("what he came from", "was
+# paid for", "nothing to talk about"). ("in", "out", "by", "over" end clauses as adverbs: "came in".)
+OBJECT_PREPOSITIONS = frozenset({"from", "of", "with", "at", "for", "about", "into", "onto", "than", "toward",
+                                 "towards", "upon", "among", "during", "until"})
 
 
 def _lemmas(word: str) -> dict:
@@ -199,7 +205,8 @@ def construction_problems(doc) -> list[str]:
     ("explained the tourists that"); an article before a verb with its object ("the showing the
     tourists"); a sentence, a name or a month in lower case ("Mrs. jones", "a june wedding"); one of the
     two people as both the doer and the one done to ("the listener thanks the listener"); "as many" without
-    its second "as" (draw G's readers marked these)."""
+    its second "as", a preposition at the end that lost its object ("it takes a long time from": draw G's
+    readers marked these)."""
     out = []
     toks = list(doc)
     for k, tok in enumerate(toks):
@@ -254,6 +261,9 @@ def construction_problems(doc) -> list[str]:
                 tok.tag_ == "NNP" and k > 0 and (toks[k - 1].lower_ in TITLES or (
                     toks[k - 1].tag_ == "NNP" and toks[k - 1].text.istitle() and toks[k - 1].dep_ == "compound")))):
             out.append(f"'{tok.text}': a name in lower case")
+        if tok.lower_ in OBJECT_PREPOSITIONS and tok.dep_ == "prep" and not children and _ends_clause(toks, k) and \
+                not _fronts_an_object(tok.sent) and not _contact_clause(tok.head):
+            out.append(f"'{tok.head.text} ... {tok.text}': a preposition at the end without its object")
         if deps >= {"nsubj", "dobj"}:  # (the tagger may read the verb as a noun: "thanks")
             subj = {c.lower_ for c in children if c.dep_ == "nsubj"} & TWO_PEOPLE
             obj = {c.lower_ for c in children if c.dep_ == "dobj"} & TWO_PEOPLE
@@ -262,6 +272,40 @@ def construction_problems(doc) -> list[str]:
                 out.append(f"'the {who} ... the {who}': one person as both the subject and the object of "
                            f"'{tok.lemma_}'")
     return out
+
+
+def _ends_clause(toks, k: int) -> bool:
+    """Nothing but punctuation after token k, up to the end of the text or of its sentence."""
+    for t in toks[k + 1:]:
+        if t.is_sent_start:
+            return True
+        if not t.is_punct:
+            return False
+    return True
+
+
+def _fronts_an_object(sent) -> bool:
+    """A sentence where a preposition may end a clause: a question word or relative clause, a passive, or a
+    to-infinitive ("nothing to talk about")."""
+    return any(t.tag_ in ("WDT", "WP", "WP$", "WRB") or t.dep_ in ("relcl", "auxpass", "nsubjpass", "acl")
+               or (t.tag_ == "TO" and t.dep_ == "aux") for t in sent)
+
+
+def _contact_clause(verb) -> bool:
+    """A relative clause without "that" ("the town [the tourists came from]"), which the parser reads as a
+    clausal complement of the verb whose object stands just before it."""
+    return verb.dep_ == "ccomp" and any(c.dep_ == "dobj" and c.i < verb.left_edge.i and c.right_edge.i + 1 ==
+                                        verb.left_edge.i for c in verb.head.children)
+
+
+def names_in_lower_case(doc, names: frozenset[str]) -> list[str]:
+    """Words a human answer writes in lower case that its dialogue writes only capitalised and the lexicon
+    (lemminflect) does not know: a name ("to catch james" where the dialogue has James). A name that is
+    also a word ("Bill", "May") is left alone."""
+    from lemminflect import getAllLemmas
+
+    return [t.text for t in doc if t.is_alpha and len(t.text) >= 2 and t.text.islower() and t.lower_ in names and not t.is_stop
+            and t.lower_ not in ABBREVIATIONS and not getAllLemmas(t.lower_)]
 
 
 def article_problems(text: str) -> list[str]:

@@ -102,6 +102,25 @@ def test_misspelt_words_are_found_names_and_short_forms_are_not():
     assert fluency.misspellings(docs["Jenny showed mr. anderson the menu, ok?"], frozenset({"anderson"})) == []
 
 
+def test_a_name_of_the_dialogue_in_lower_case_is_caught_a_name_that_is_also_a_word_is_not():
+    import pandas as pd
+
+    from tasks.distractors.counterfactuals import dialogue_names
+
+    view = pd.DataFrame({"id": ["i"], "passage": [["A: James missed the bus again .",
+                                                   "B: Bill will drive James , then .", "A: Well , fine ."]]})
+    names = dialogue_names(view)["i"]
+    assert {"james", "bill", "well"} <= names and not {"bus", "a", "b"} & names  # speaker tags are no names
+    docs = fluency.parse(["The speaker wants to catch james.", "The speaker will pay the bill.",
+                          "The speaker wants to catch James."])
+    assert fluency.names_in_lower_case(docs["The speaker wants to catch james."], names) == ["james"]
+    assert fluency.names_in_lower_case(docs["The speaker will pay the bill."], names) == []
+    assert fluency.names_in_lower_case(docs["The speaker wants to catch James."], names) == []
+    more = fluency.parse(["The doctor took an x-ray and james was fine."])  # a letter of "X-ray" is no name
+    assert fluency.names_in_lower_case(more["The doctor took an x-ray and james was fine."],
+                                       names | {"x", "and"}) == ["james"]
+
+
 def test_negation_of_have_as_the_main_verb_and_any_after_a_removed_negation():
     from tasks.distractors.lexical import negation_rewrites
 
@@ -191,6 +210,12 @@ def test_a_singular_subject_with_a_plural_verb(text, broken):
     ("The guide wanted to show as many tourists the old town.", "second 'as'"),
     ("The guide wanted to show as many tourists as possible the old town.", None),
     ("As many tourists know, the museum is shut on Mondays.", None),
+    ("The guide says the walk takes a long time from.", "without its object"),
+    ("The guide asked where the tourists came from.", None),           # a question word fronts the object
+    ("The guide knew the town the tourists came from.", None),         # a relative clause does
+    ("The tour was paid for.", None),                                   # a passive does
+    ("The guide has nothing to worry about.", None),                   # a to-infinitive does
+    ("The guide came in.", None),                                       # "in" ends a clause as an adverb
 ])
 def test_constructions_english_does_not_have(text, broken):
     found = fluency.construction_problems(fluency.parse([text])[text])
