@@ -57,14 +57,17 @@ def repeat(inst: pd.DataFrame, cands: pd.DataFrame, size: int) -> tuple[pd.DataF
     return view, {i: out_pools[i] for i in view["id"]}
 
 
+PIPELINE = "distractors"  # a pipelines.toml table (`csk distractors rebuild`), not a model: its model is resolved offline
+
+
 def stage_settings() -> dict:
     """The adversarial_filter settings `csk distractors rebuild` runs with (pipelines.toml over the stage's
     signature): what the bench measures unless the command line says otherwise."""
     from csk.config import load_config
     from csk.pipeline import get_pipeline
 
-    pipeline = get_pipeline("distractors")
-    cfg = load_config(Path(__file__).resolve().parent.parent / "pipelines.toml", [])["distractors"]
+    pipeline = get_pipeline(PIPELINE)
+    cfg = load_config(Path(__file__).resolve().parent.parent / "pipelines.toml", [])[PIPELINE]
     return pipeline.stage_params(pipeline.stage("adversarial_filter"), cfg)
 
 
