@@ -183,6 +183,7 @@ class Timed:
 
     def __init__(self, disc, tokenizer, log: dict):
         self.disc, self.tok, self.log = disc, tokenizer, log
+        log["discriminator"] = disc  # the round's, for the scoring comparison after it
 
     def _lengths(self, contexts, choices) -> np.ndarray:
         from tasks.distractors.discriminators import TokenRows
@@ -262,7 +263,19 @@ def section_af(args, rep: Report, work: Path) -> None:
         disc.fit(contexts[:n], choices[:n], [0] * n)
         sync()
         times.append(time.perf_counter() - t0)
+        graphs = {"cuda_graphs": disc.cuda_graphs, "graph_failure": disc.graph_failure}
         del disc
+    eager = []  # the same fits with every step run op by op (the stage before CUDA graphs)
+    for n in (BATCH * few, BATCH * more):
+        disc = factory()(0)
+        disc.epochs, disc.cuda_graphs = 1, False
+        sync()
+        t0 = time.perf_counter()
+        disc.fit(contexts[:n], choices[:n], [0] * n)
+        sync()
+        eager.append(time.perf_counter() - t0)
+        del disc
+    eager_step_s = max((eager[1] - eager[0]) / (more - few), 1e-9)
     times = times[1:]
     slope = (times[1] - times[0]) / (more - few)
     step_s = slope if slope > 0 else times[1] / more  # a noisy machine: the longer fit's mean, an upper bound
@@ -281,7 +294,11 @@ def section_af(args, rep: Report, work: Path) -> None:
     measure = args.measure or max(min(args.instances, fits // PER_DIALOGUE * PER_DIALOGUE), 10 * PER_DIALOGUE)
     rep.put(calibration={f"fit_s_{few}_steps": round(times[0], 2), f"fit_s_{more}_steps": round(times[1], 2),
                          "step_s": round(step_s, 4), "load_s": round(load_s, 2),
-                         "fit_mfu_from_slope": mfu(step_flops, step_s, peak)},
+                         "fit_mfu_from_slope": mfu(step_flops, step_s, peak), **graphs,
+                         "eager": {f"fit_s_{few}_steps": round(eager[0], 2), f"fit_s_{more}_steps": round(eager[1], 2),
+                                   "step_s": round(eager_step_s, 4),
+                                   "fit_mfu_from_slope": mfu(step_flops, eager_step_s, peak),
+                                   "graphs_speedup": round(eager_step_s / step_s, 2)}},
             measured_instances=measure, whole_size_measured=measure >= args.instances)
 
     view, pools = af_data(measure, cfg.vocab_size, 0, max_length)
@@ -312,11 +329,52 @@ def section_af(args, rep: Report, work: Path) -> None:
                    "score_pairs_per_s": round(log["score_pairs"] / log["score_s"], 1),
                    "fit_ms_per_step": round(1000 * log["fit_s"] / (EPOCHS * -(-log["train_instances"] // BATCH)), 2),
                    "peak_gpu_gib": peak_gib(), "held_out_accuracy": history[0]["held_out_accuracy"],
-                   "swaps": history[0]["swaps"]},
+                   "swaps": history[0]["swaps"], "cuda_graphs": log["discriminator"].cuda_graphs,
+                   "graph_failure": log["discriminator"].graph_failure},
             projected={"instances": args.instances, "from": "measured" if scale == 1 else f"{measure} measured x {scale:.2f}",
                        "fit_s": round(fit_53, 1), "score_s": round(score_53, 1), "round_s": round(round_53, 1),
                        "rounds_14_h": round(14 * round_53 / 3600, 2)},
             seconds=round(time.perf_counter() - start, 1))
+    rep.put(scoring=score_variants(log["discriminator"], view, pools, args, peak, n_params, layers, d, tok),
+            seconds=round(time.perf_counter() - start, 1))
+
+
+def score_variants(disc, view, pools, args, peak, n_params, layers, d, tok) -> dict:
+    """The round's fitted discriminator scoring the same pairs (up to 1,000 instances x gold + pool) each way:
+    padded passes of mixed lengths under autocast (the stage before), rows of one length, bf16 weights, both
+    (the stage's CUDA default). Each the mean of two timings after a warm-up; fp32-autocast variants first
+    (bf16 weights are cast in place)."""
+    from tasks.distractors.discriminators import TokenRows
+
+    part = view.head(min(len(view), 60 if args.small else 1000))
+    contexts = part["context"].tolist()
+    choices = [[g] + [t for _, t in pools[i]] for g, i in zip(part["gold"], part["id"])]
+    lengths = TokenRows(tok, [c for c, ch in zip(contexts, choices) for _ in ch],
+                        [x for ch in choices for x in ch], disc.max_length).lengths
+    flops = infer_flops(n_params, layers, d, lengths)
+    out = {"instances": len(part), "pairs": int(len(lengths)), "tokens": int(lengths.sum())}
+    reference = None
+    for name, exact, bf16 in (("padded_autocast", False, False), ("exact_autocast", True, False),
+                              ("padded_bf16", False, True), ("exact_bf16 (stage)", True, True)):
+        disc.exact_passes, disc.bf16_scoring = exact, bf16
+        disc.score(contexts[:50], choices[:50])  # warm-up (and the bf16 cast)
+        secs = []
+        for _ in range(2):
+            sync()
+            t0 = time.perf_counter()
+            scores = disc.score(contexts, choices)
+            sync()
+            secs.append(time.perf_counter() - t0)
+        flat = np.concatenate(scores)
+        reference = flat if reference is None else reference
+        s_ = float(np.mean(secs))
+        out[name] = {"s": round(s_, 3), "pairs_per_s": round(len(lengths) / s_, 1), "mfu": mfu(flops, s_, peak),
+                     # against the first variant's scores, over their spread (a random model's scores lie close)
+                     "max_diff_over_spread": round(float(np.abs(flat - reference).max() / max(np.ptp(reference), 1e-9)),
+                                                   4)}
+        print(json.dumps({"scoring": {name: out[name]}}), flush=True)
+    disc.exact_passes = disc.bf16_scoring = None
+    return out
 
 
 # ------------------------------------------------------------------ T5

@@ -13,7 +13,7 @@
 _csk_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # the pins of constraints.txt: the versions the project is tested with
 _csk_wheels="pydantic==2.14.3 pydantic_core==2.50.4 annotated-types==0.8.0 typing-inspection==0.4.5
-docstring_parser==0.18.0 typing_extensions==4.16.0"
+docstring_parser==0.18.0 typing_extensions==4.16.0 transformers==5.23.0"
 
 if [ "${1:-}" = "download" ]; then
     mkdir -p "$_csk_root/gpu_wheels"

@@ -15,6 +15,9 @@
 
 from __future__ import annotations
 
+import itertools
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -201,9 +204,10 @@ class TokenRows:
                 self.has_types = "token_type_ids" in enc
             block = enc["input_ids"]
             lengths.append(np.fromiter(map(len, block), np.int64, len(block)))
-            ids.append(np.fromiter((t for x in block for t in x), np.int32))
+            total = int(lengths[-1].sum())
+            ids.append(np.fromiter(itertools.chain.from_iterable(block), np.int32, total))
             if self.has_types:
-                types.append(np.fromiter((t for x in enc["token_type_ids"] for t in x), np.int8))
+                types.append(np.fromiter(itertools.chain.from_iterable(enc["token_type_ids"]), np.int8, total))
         self.lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
         self.starts = np.concatenate([[0], np.cumsum(self.lengths)])
         self.ids = np.concatenate(ids) if ids else np.zeros(0, np.int32)
@@ -234,18 +238,46 @@ class TokenRows:
         return out
 
 
-def length_passes(lengths: np.ndarray, batch_tokens: int, multiple: int = 8, max_rows: int = 4096) -> list[np.ndarray]:
+def length_passes(lengths: np.ndarray, batch_tokens: int, multiple: int = 8, max_rows: int = 4096,
+                  exact: bool = False) -> list[np.ndarray]:
     """Rows grouped into forward passes by length: sorted (longest first, ties by position), each pass as many
     rows as fit `batch_tokens` padded tokens at its own longest row rounded up to `multiple` (tensor-core
-    shapes on a GPU). Little padding, and every pass near the budget."""
+    shapes on a GPU). Little padding, and every pass near the budget. `exact`: a pass holds rows of one
+    length only (no padding at all, so no attention mask: on a GPU the model neither reads a mask nor waits
+    on the host to check one, and SDPA takes its flash kernel)."""
     order = np.lexsort((np.arange(len(lengths)), -lengths))
+    negated = -lengths[order]  # ascending: searchsorted finds where a length's rows end
     passes, s = [], 0
     while s < len(order):
         width = -(-int(lengths[order[s]]) // multiple) * multiple
         n = max(1, min(max_rows, batch_tokens // max(width, 1)))
+        if exact:  # up to the first row of another length
+            n = min(n, int(np.searchsorted(negated, negated[s], side="right")) - s)
         passes.append(order[s:s + n])
         s += n
     return passes
+
+
+GRAPH_BUCKET = 64  # fit steps under CUDA graphs are padded to a multiple of this many tokens: few shapes to capture
+
+
+def _choice_logits(model, bf16: bool, device_type: str):
+    """The multiple-choice model as a function of tensors alone (what `torch.cuda.make_graphed_callables`
+    captures), under the fit's autocast with its weight cache off (a cache would hold casts made outside the
+    graph; PyTorch asks for it off in a captured region)."""
+    import torch
+
+    class ChoiceLogits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+            with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16, cache_enabled=False):
+                return self.model(input_ids=input_ids, attention_mask=attention_mask, **extra).logits.float()
+
+    return ChoiceLogits()
 
 
 class TransformerMC:
@@ -263,14 +295,25 @@ class TransformerMC:
       `batch_tokens` padded tokens (`length_passes`): the multiple-choice head scores each pair on its own,
       so a pair's logit does not depend on which pairs share its pass (up to float rounding);
     * on CUDA: bf16 autocast over fp32 master weights, fused AdamW, inputs copied from pinned memory without
-      blocking, and no read of a device value until the scores are complete (no host synchronisation per
-      step); SDPA attention where the model has it (transformers' default)."""
+      blocking, and no read of a device value until the scores are complete; SDPA attention where the model
+      has it (transformers' default);
+    * on CUDA, `cuda_graphs` (default on): a fit step's forward and backward replayed from CUDA graphs
+      (`torch.cuda.make_graphed_callables`), one per step shape: every step padded to `batch_size` instances
+      (filler instances weigh nothing in the loss) x the fit's most choices x its longest pair rounded up to
+      `GRAPH_BUCKET` tokens. At the paper's effective batch of 4 a step is ~5K tokens: run op by op, the
+      host's launches (and transformers' check of the padding mask, a read of a device value) take longer
+      than the card's work. A model that cannot be captured runs eagerly, with a warning;
+    * scoring on CUDA: passes of rows of one length (no padding, no mask to check: flash attention, no
+      host wait), the pairs tokenised in chunks on a thread while the card runs the previous chunk, and the
+      fitted weights cast to bf16 once (inference needs no fp32 master)."""
 
     name = "transformer"
+    SCORE_CHUNK = 16384  # pairs tokenised at a time when scoring on CUDA
 
     def __init__(self, model_dir: str, epochs: int = 3, lr: float = 1e-5, batch_size: int = 8, max_length: int = 256,
                  seed: int = 0, device: str | None = None, weight_decay: float = 0.01, warmup: float = 0.1,
-                 batch_tokens: int | None = None, group_by_length: bool = False):
+                 batch_tokens: int | None = None, group_by_length: bool = False, cuda_graphs: bool | None = None,
+                 exact_passes: bool | None = None, bf16_scoring: bool | None = None, score_chunk: int | None = None):
 
         self.model_dir = str(model_dir)
         self.epochs = epochs
@@ -287,6 +330,13 @@ class TransformerMC:
         # choices x 256 tokens = 10K) stays one pass, so its bytes stay those of the per-step path
         self.batch_tokens = batch_tokens or (65536 if cuda else 32768)
         self.group_by_length = group_by_length
+        # fixed step shapes replayed from CUDA graphs; True on a CPU pads steps the same way, run eagerly (tests)
+        self.cuda_graphs = cuda if cuda_graphs is None else cuda_graphs
+        self.graph_failure: str | None = None  # why a capture failed (the fit then ran eagerly)
+        self.exact_passes = exact_passes  # None: on CUDA (see `score`)
+        self.bf16_scoring = bf16_scoring  # None: on CUDA
+        self.score_chunk = score_chunk  # pairs tokenised at a time when scoring; None: SCORE_CHUNK on CUDA, all on a CPU
+        self._graphs: dict = {}
         self.model = None
         self.tokenizer = None
         self.fits = 0
@@ -365,6 +415,7 @@ class TransformerMC:
         from csk.progress import Progress
 
         bar = Progress(steps, f"AF discriminator (fit {self.fits})", unit="steps", disable=steps < 50)
+        self._graphs = {}
         for _ in range(self.epochs):
             order = self._order(rng, data["longest"])
             for s in range(0, len(order), self.batch_size):
@@ -375,6 +426,7 @@ class TransformerMC:
                 opt.zero_grad()
                 bar.update(1)
         bar.close()
+        self._graphs = {}  # the captured graphs' memory goes with them
         self.model.eval()
         return self
 
@@ -389,7 +441,8 @@ class TransformerMC:
         row0 = np.concatenate([[0], np.cumsum(n_choices)])
         longest = np.asarray([rows.lengths[row0[i]:row0[i + 1]].max(initial=0) for i in range(len(contexts))])
         return {"rows": rows, "row0": row0, "blank0": int(row0[-1]), "n_choices": n_choices, "longest": longest,
-                "gold": np.asarray(gold, dtype=np.int64)}
+                "gold": np.asarray(gold, dtype=np.int64), "width": int(n_choices.max(initial=1)),
+                "widest_row": int(rows.lengths.max(initial=1))}
 
     def _backward(self, data: dict, idx: np.ndarray) -> int:
         """The gradient of one step's mean loss over instances `idx`, laid out as a per-step tokenizer call
@@ -401,6 +454,10 @@ class TransformerMC:
         width = int(n_choices[idx].max())
         short = n_choices[idx] < width
         length = int(max(data["longest"][idx].max(), rows.lengths[blank0 + idx[short]].max(initial=0)))
+        if self.cuda_graphs:
+            fixed = min(-(-length // GRAPH_BUCKET) * GRAPH_BUCKET, max(data["widest_row"], length))
+            if self.batch_size * data["width"] * fixed <= self.batch_tokens:
+                return self._fixed_step(data, idx, data["width"], fixed)
         per = max(1, self.batch_tokens // max(width * length, 1))
         for m in range(0, len(idx), per):
             part = idx[m:m + per]
@@ -416,28 +473,95 @@ class TransformerMC:
             loss.backward()
         return -(-len(idx) // per)
 
+    def _fixed_step(self, data: dict, idx: np.ndarray, width: int, length: int) -> int:
+        """One step at a fixed shape (batch_size instances x `width` choices x `length` tokens): the step's
+        instances, then filler copies of its first weighing nothing; padding choices masked as in `_backward`.
+        The loss is the mean over the real instances, so the gradient is the eager step's."""
+        import torch
+
+        rows, row0, blank0, n_choices = data["rows"], data["row0"], data["blank0"], data["n_choices"]
+        n, total = len(idx), self.batch_size
+        every = np.concatenate([idx, np.repeat(idx[:1], total - n)])
+        layout = np.asarray([row0[i] + j if j < n_choices[i] else blank0 + i for i in every for j in range(width)])
+        enc = self._tensors({k: v.reshape(total, width, -1) for k, v in rows.batch(layout, length).items()})
+        extra = self._tensors({"mask": np.arange(width)[None, :] < n_choices[every][:, None],
+                               "labels": data["gold"][every],
+                               "weight": np.where(np.arange(total) < n, np.float32(1.0 / n), np.float32(0.0))})
+        logits = self._step_forward(tuple(enc.values()))(*enc.values())
+        loss = torch.nn.functional.cross_entropy(logits.masked_fill(~extra["mask"], -1e4), extra["labels"],
+                                                 reduction="none")
+        (loss * extra["weight"]).sum().backward()
+        return 1
+
+    def _step_forward(self, args: tuple):
+        """The step's forward for its shape: captured once per shape as CUDA graphs (forward and backward) on
+        CUDA; eager on a CPU, or where a capture fails (the first failure is kept in `graph_failure`)."""
+        import torch
+
+        key = tuple(tuple(a.shape) for a in args)
+        if key not in self._graphs:
+            net = _choice_logits(self.model, self.precision == "bf16", self.device.split(":")[0])
+            net.train()
+            if self.device.startswith("cuda") and self.graph_failure is None:
+                try:
+                    net = torch.cuda.make_graphed_callables(net, args, allow_unused_input=True)
+                except Exception as exc:  # a model that cannot be captured (it reads a device value): eager steps
+                    self.graph_failure = f"{type(exc).__name__}: {exc}"
+                    warnings.warn(f"CUDA graphs not used for the AF discriminator's fit ({self.graph_failure}); "
+                                  "its steps run eagerly", RuntimeWarning, stacklevel=2)
+                    net = _choice_logits(self.model, self.precision == "bf16", self.device.split(":")[0])
+                    net.train()
+            self._graphs[key] = net
+        return self._graphs[key]
+
     def score(self, contexts: list[str], choices: list[list[str]]) -> list[np.ndarray]:
         """Every choice's logit. The pairs of all instances, tokenised once, run longest first in passes of
-        `batch_tokens` padded tokens; one copy of the logits to the host at the end."""
+        `batch_tokens` padded tokens (on CUDA: rows of one length, tokenised in chunks of `SCORE_CHUNK`
+        pairs on a thread while the card runs the chunk before); one copy of the logits to the host at the
+        end. A pass is one instance of its rows to the multiple-choice model, which scores each row on its
+        own."""
         import torch
 
         n_choices = [len(ch) for ch in choices]
-        rows = TokenRows(self.tokenizer, [c for c, ch in zip(contexts, choices) for _ in ch],
-                         [x for ch in choices for x in ch], self.max_length)
-        flat = torch.empty(len(rows), dtype=torch.float32, device=self.device)
-        multiple = 8 if self.device.startswith("cuda") else 1
-        with torch.inference_mode():
-            for part in length_passes(rows.lengths, self.batch_tokens, multiple):
-                width = -(-int(rows.lengths[part].max()) // multiple) * multiple
-                # a pass is one instance of len(part) choices to the multiple-choice model: it flattens
-                # (instances, choices, tokens) to rows and scores each row on its own
-                enc = self._tensors({k: v[None] for k, v in rows.batch(part, width).items()})
-                with self._autocast():
-                    logits = self.model(**enc).logits.float()[0]
-                flat[self._tensors({"i": part})["i"]] = logits
+        first = [c for c, ch in zip(contexts, choices) for _ in ch]
+        second = [x for ch in choices for x in ch]
+        cuda = self.device.startswith("cuda")
+        exact = cuda if self.exact_passes is None else self.exact_passes
+        multiple = 8 if cuda and not exact else 1
+        chunk = self.score_chunk or (self.SCORE_CHUNK if cuda else max(len(first), 1))
+        model, cast = self._inference_model()
+        flat = torch.empty(len(first), dtype=torch.float32, device=self.device)
+        with ThreadPoolExecutor(1) as pool, torch.inference_mode():
+            jobs = [(s, pool.submit(TokenRows, self.tokenizer, first[s:s + chunk], second[s:s + chunk],
+                                    self.max_length)) for s in range(0, len(first), chunk)]
+            for start, job in jobs:
+                rows = job.result()
+                for part in length_passes(rows.lengths, self.batch_tokens, multiple, exact=exact):
+                    width = -(-int(rows.lengths[part].max()) // multiple) * multiple
+                    arrays = rows.batch(part, width)
+                    if exact:  # rows of one length, nothing padded: no mask, so the model reads none
+                        del arrays["attention_mask"]
+                    enc = self._tensors({k: v[None] for k, v in arrays.items()})
+                    with cast:
+                        logits = model(**enc).logits.float()[0]
+                    flat[self._tensors({"i": part + start})["i"]] = logits
         flat = flat.cpu().numpy()
         bounds = np.cumsum([0] + n_choices)
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def _inference_model(self):
+        """(model, autocast context) for scoring: on CUDA with `bf16_scoring`, the fitted weights cast to bf16
+        once (a fit reloads fp32 master weights), so no op casts per pass; else the fit's autocast."""
+        import contextlib
+
+        import torch
+
+        bf16 = self.device.startswith("cuda") if self.bf16_scoring is None else self.bf16_scoring
+        if bf16:
+            if self.model.dtype != torch.bfloat16:
+                self.model.to(torch.bfloat16)
+            return self.model, contextlib.nullcontext()
+        return self.model, self._autocast()
 
 
 LONG_PAIRS = 20000  # a pass over more new pairs than this shows progress (minutes on a CPU)

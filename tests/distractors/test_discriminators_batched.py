@@ -153,6 +153,70 @@ def test_micro_batches_add_up_to_the_step(tmp_path, monkeypatch):
     assert all(torch.allclose(whole[k], split[k], rtol=1e-4, atol=1e-4 * scale) for k in whole)
 
 
+def test_fixed_shape_steps_give_the_eager_steps_gradient(tmp_path, monkeypatch):
+    """cuda_graphs pads every fit step to one shape per length bucket (batch_size instances, the fit's most
+    choices, the step's longest pair rounded up to GRAPH_BUCKET): filler instances weigh nothing and padding
+    choices are masked, so the gradient is the eager step's (dropout off; fp32 float rounding). On a CPU the
+    padded step runs eagerly, which is what a CUDA graph replays."""
+    import torch
+    from transformers import BertForMultipleChoice
+
+    from tasks.distractors import discriminators
+    from tasks.distractors.discriminators import TransformerMC
+
+    _fp32(monkeypatch)
+    monkeypatch.setattr(discriminators, "GRAPH_BUCKET", 16)  # the tiny task's pairs are under 24 tokens
+    out = tmp_path / "mc"
+    tok = tiny_models.tokenizer(out)
+    BertForMultipleChoice(tiny_models.encoder_config(len(tok), num_hidden_layers=2, hidden_dropout_prob=0.0,
+                                                     attention_probs_dropout_prob=0.0)).save_pretrained(out)
+    contexts, choices, gold = _mc_task(12)
+    disc = TransformerMC(str(out), max_length=24, batch_size=4, device="cpu")
+    disc._load()
+    disc.model.train()
+    data = disc._fit_rows(contexts, choices, gold)
+
+    def gradients(idx, graphs):
+        disc.cuda_graphs, disc._graphs = graphs, {}
+        disc.model.zero_grad(set_to_none=True)
+        disc._backward(data, idx)
+        return {k: p.grad.clone() for k, p in disc.model.named_parameters() if p.grad is not None}, disc._graphs
+
+    for idx in (np.asarray([5, 0, 9, 2]), np.asarray([7, 1])):  # a full step; an epoch's last, short one
+        eager, _ = gradients(idx, False)
+        fixed, shapes = gradients(idx, True)
+        (shape,) = shapes  # 4 instances x 5 choices x a multiple of 16 tokens, at most the fit's longest pair
+        bucket = min(16 * -(-int(data["longest"][idx].max()) // 16), data["widest_row"])
+        assert shape[0] == (4, data["width"], bucket) and data["width"] == 5
+        scale = max(float(g.abs().max()) for g in eager.values())
+        assert scale > 0 and set(eager) == set(fixed)
+        # (the classifier bias's true gradient is 0: softmax rows sum to 1 up to rounding, ~1e-4 of the scale)
+        assert all(torch.allclose(eager[k], fixed[k], rtol=1e-4, atol=1e-3 * scale) for k in eager)
+
+
+def test_exact_passes_score_each_row_alone_without_a_mask(tmp_path, monkeypatch):
+    """Scoring in passes of rows of one length (the CUDA default: no padding, no attention mask), the pairs
+    tokenised in chunks (here of 7 pairs), gives every pair the logit it gets alone, and the same choices."""
+    from tasks.distractors.discriminators import TokenRows, TransformerMC, length_passes
+
+    _fp32(monkeypatch)
+    model = tiny_models.multiple_choice(tmp_path / "mc", layers=2)
+    contexts, choices, gold = _mc_task(16)
+    disc = TransformerMC(str(model), epochs=1, lr=1e-3, batch_size=4, max_length=24, seed=0, device="cpu",
+                         exact_passes=True, batch_tokens=96, score_chunk=7).fit(contexts[:8], choices[:8], gold[:8])
+    rows = TokenRows(disc.tokenizer, [c for c, ch in zip(contexts, choices) for _ in ch],
+                     [x for ch in choices for x in ch], 24)
+    passes = length_passes(rows.lengths, 96, multiple=1, exact=True)
+    assert sorted(np.concatenate(passes).tolist()) == list(range(len(rows)))
+    assert all(np.ptp(rows.lengths[p]) == 0 and len(p) * rows.lengths[p][0] <= 96 for p in passes)
+    assert len(passes) < len(rows)  # rows of one length share passes
+    scores = disc.score(contexts, choices)
+    ref = _reference_score(disc, contexts, choices, chunk=1)
+    assert [int(np.argmax(s)) for s in scores] == [int(np.argmax(s)) for s in ref]
+    for a, b in zip(scores, ref):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
 def test_group_by_length_orders_each_epoch_into_steps_of_similar_length():
     """group_by_length: every instance once an epoch, each step's instances neighbours in length (a megabatch
     of 50 steps sorted), the steps in a seeded random order; off, the plain permutation of the per-step path."""
