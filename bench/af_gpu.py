@@ -29,6 +29,10 @@ MFU = model FLOPs / seconds / the GPU's bf16 dense peak (H100 / H200: 989 TFLOP/
 tokens only (no padding, no padding choices): training 6 N t + 12 l d t^2 per sequence of t tokens,
 inference 2 N t + 4 l d t^2 (N the non-embedding parameters, l layers, d hidden; PaLM's accounting).
 Texts are random words of a word-level tokenizer built here (one token a word), so lengths are exact.
+* `parts` (only when named in --sections): where a fit step's and a score's time goes: scoring by
+  tokenisation chunk beside tokenising alone and the forward passes alone; fit steps under CUDA graphs at
+  length buckets of 64 and 32, op by op, and with torch.compile before capture; the kernels of 8 eager
+  steps (torch.profiler).
 `--small` runs tiny models on a few hundred instances (under a minute on a CPU) to test the script.
 """
 
@@ -55,7 +59,7 @@ PAPER = AF_PRESETS["paper"]  # the stage's preset of the paper's AF
 CHOICES, EPOCHS, BATCH = PAPER["n_distractors"] + 1, PAPER["epochs"], PAPER["batch_size"]
 MAX_LENGTH, LR = PAPER["max_length"], PAPER["lr"]
 POOL, PER_DIALOGUE = 13, 9  # candidates per instance (CICERO v2 sample: 3,984 / 300), instances per dialogue
-SECTIONS = ("af", "t5", "nli")
+SECTIONS = ("af", "t5", "nli")  # and "parts", asked for by name
 
 
 # ------------------------------------------------------------------ shared
@@ -341,9 +345,8 @@ def section_af(args, rep: Report, work: Path) -> None:
 
 def score_variants(disc, view, pools, args, peak, n_params, layers, d, tok) -> dict:
     """The round's fitted discriminator scoring the same pairs (up to 1,000 instances x gold + pool) each way:
-    padded passes of mixed lengths under autocast (the stage before), rows of one length, bf16 weights, both
-    (the stage's CUDA default). Each the mean of two timings after a warm-up; fp32-autocast variants first
-    (bf16 weights are cast in place)."""
+    under autocast over the fp32 weights (the stage before), then with the weights cast to bf16 (the stage's
+    CUDA default). Each the mean of two timings after a warm-up; autocast first (the cast is in place)."""
     from tasks.distractors.discriminators import TokenRows
 
     part = view.head(min(len(view), 60 if args.small else 1000))
@@ -354,9 +357,8 @@ def score_variants(disc, view, pools, args, peak, n_params, layers, d, tok) -> d
     flops = infer_flops(n_params, layers, d, lengths)
     out = {"instances": len(part), "pairs": int(len(lengths)), "tokens": int(lengths.sum())}
     reference = None
-    for name, exact, bf16 in (("padded_autocast", False, False), ("exact_autocast", True, False),
-                              ("padded_bf16", False, True), ("exact_bf16 (stage)", True, True)):
-        disc.exact_passes, disc.bf16_scoring = exact, bf16
+    for name, bf16 in (("autocast", False), ("bf16_weights (stage)", True)):
+        disc.bf16_scoring = bf16
         disc.score(contexts[:50], choices[:50])  # warm-up (and the bf16 cast)
         secs = []
         for _ in range(2):
@@ -373,8 +375,130 @@ def score_variants(disc, view, pools, args, peak, n_params, layers, d, tok) -> d
                      "max_diff_over_spread": round(float(np.abs(flat - reference).max() / max(np.ptp(reference), 1e-9)),
                                                    4)}
         print(json.dumps({"scoring": {name: out[name]}}), flush=True)
-    disc.exact_passes = disc.bf16_scoring = None
+    disc.bf16_scoring = None
     return out
+
+
+# ------------------------------------------------------------------ parts
+def section_parts(args, rep: Report, work: Path) -> None:
+    """Where a fit step's and a score's time goes, on the af section's model and data: scoring by chunk size
+    (the stage's bf16 weights), beside tokenising alone and the forward passes alone; fit steps under CUDA graphs at two length buckets and with
+    torch.compile before capture (each the slope of a 8- and a 48-step fit, its intercept the load, captures
+    and compile); the kernels of eager steps (torch.profiler, top 15 by device time)."""
+    import torch
+    from transformers import AutoTokenizer, RobertaForMultipleChoice
+
+    from tasks.distractors import discriminators
+    from tasks.distractors.discriminators import TokenRows, TransformerMC
+
+    start = time.perf_counter()
+    info = device_info(args.peak_tflops)
+    peak = info["peak_bf16_tflops"]
+    max_length = 32 if args.small else MAX_LENGTH
+    cfg = encoder_config(args.small)
+    model_dir = work / "mc"
+    word_tokenizer(model_dir, cfg.vocab_size)
+    torch.manual_seed(0)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = RobertaForMultipleChoice(cfg)
+    n_params = save_model(model, model_dir, "bfloat16")
+    del model
+    layers, d = cfg.num_hidden_layers, cfg.hidden_size
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    rep.put(**info, non_embedding_params=n_params)
+    few, more = (2, 6) if args.small else (8, 48)
+    view, pools = af_data(BATCH * more, cfg.vocab_size, 1, max_length)
+    contexts = view["context"].tolist()
+    fit_choices = [[g] + [t for _, t in pools[i][:CHOICES - 1]] for g, i in zip(view["gold"], view["id"])]
+    step_lengths = TokenRows(tok, [c for c, ch in zip(contexts, fit_choices) for _ in ch],
+                             [x for ch in fit_choices for x in ch], max_length).lengths
+    step_flops = train_flops(n_params, layers, d, step_lengths) / more
+
+    def disc(**kw):
+        return TransformerMC(str(model_dir), epochs=1, lr=LR, batch_size=BATCH, max_length=max_length, **kw)
+
+    # scoring: one short fit, then the same 1,000 instances x (gold + pool) each way
+    scorer = disc().fit(contexts[:BATCH * few], fit_choices[:BATCH * few], [0] * (BATCH * few))
+    sview, spools = af_data(60 if args.small else 1000, cfg.vocab_size, 2, max_length)
+    s_ctx = sview["context"].tolist()
+    s_ch = [[g] + [t for _, t in spools[i]] for g, i in zip(sview["gold"], sview["id"])]
+    s_len = TokenRows(tok, [c for c, ch in zip(s_ctx, s_ch) for _ in ch], [x for ch in s_ch for x in ch],
+                      max_length).lengths
+    s_flops = infer_flops(n_params, layers, d, s_len)
+    scoring = {"pairs": int(len(s_len))}
+    scorer.score(s_ctx[:50], s_ch[:50])  # warm-up and the bf16 cast
+    for chunk in (16384, 4096, 1024):
+        scorer.score_chunk = chunk
+        secs = []
+        for _ in range(2):
+            sync()
+            t0 = time.perf_counter()
+            scorer.score(s_ctx, s_ch)
+            sync()
+            secs.append(time.perf_counter() - t0)
+        scoring[f"chunk{chunk}"] = {"s": round(min(secs), 3), "mfu": mfu(s_flops, min(secs), peak)}
+        rep.put(scoring=scoring)
+    t0 = time.perf_counter()
+    TokenRows(tok, [c for c, ch in zip(s_ctx, s_ch) for _ in ch], [x for ch in s_ch for x in ch], max_length)
+    scoring["tokenise_alone_s"] = round(time.perf_counter() - t0, 3)
+    with torch.inference_mode():  # the forward alone: pre-tokenised, the stage's passes, no tokeniser in the way
+        rows = TokenRows(tok, [c for c, ch in zip(s_ctx, s_ch) for _ in ch], [x for ch in s_ch for x in ch], max_length)
+        multiple = 8 if scorer.device.startswith("cuda") else 1
+        passes = discriminators.length_passes(rows.lengths, scorer.batch_tokens, multiple)
+        encs = [{k: torch.from_numpy(v[None]).to(scorer.device)
+                 for k, v in rows.batch(p, -(-int(rows.lengths[p].max()) // multiple) * multiple).items()}
+                for p in passes]
+        for _ in range(2):
+            sync()
+            t0 = time.perf_counter()
+            for enc in encs:
+                scorer.model(**enc)
+            sync()
+        scoring["forward_alone"] = {"s": round(time.perf_counter() - t0, 3),
+                                    "mfu": mfu(s_flops, time.perf_counter() - t0, peak)}
+    rep.put(scoring=scoring)
+    del scorer
+
+    def fit_slope(name, **kw):
+        times = []
+        for n in (BATCH, BATCH * few, BATCH * more):  # the first (one step) discarded: start-up
+            m = disc(**kw)
+            sync()
+            t0 = time.perf_counter()
+            m.fit(contexts[:n], fit_choices[:n], [0] * n)
+            sync()
+            times.append(time.perf_counter() - t0)
+            failure = m.graph_failure
+            del m
+        slope = (times[2] - times[1]) / (more - few)
+        return {"step_s": round(slope, 4), "mfu": mfu(step_flops, slope, peak), "first_fit_s": round(times[0], 2),
+                f"fit_s_{more}_steps": round(times[2], 2), "graph_failure": failure}
+
+    fits = {}
+    for name, bucket, kw in (("graphs_bucket64", 64, {}), ("graphs_bucket32", 32, {}), ("eager", 64, {"cuda_graphs": False})):
+        discriminators.GRAPH_BUCKET = bucket
+        fits[name] = fit_slope(name, **kw)
+        rep.put(fit=fits)
+    discriminators.GRAPH_BUCKET = 64
+    if torch.cuda.is_available():  # the kernels of 8 eager steps
+        from torch.profiler import ProfilerActivity, profile
+
+        m = disc(cuda_graphs=False)
+        m.fit(contexts[:BATCH], fit_choices[:BATCH], [0] * BATCH)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            m.fit(contexts[:BATCH * 8], fit_choices[:BATCH * 8], [0] * (BATCH * 8))
+            sync()
+        events = sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:15]
+        total = sum(e.device_time_total for e in prof.key_averages())
+        rep.put(eager_kernels={"device_ms_per_step": round(total / 1000 / 8, 2),
+                               "top": [{"name": e.key[:90], "ms_per_step": round(e.device_time_total / 1000 / 8, 2),
+                                        "calls_per_step": e.count / 8} for e in events]})
+        del m
+    try:  # torch.compile before capture (dynamic shapes): compile time is in first_fit_s
+        fits["compile_graphs"] = fit_slope("compile_graphs", compile_steps=True)
+    except Exception as exc:  # an experiment: its failure is a figure too
+        fits["compile_graphs"] = {"failed": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    rep.put(fit=fits, step_flops=step_flops, seconds=round(time.perf_counter() - start, 1))
 
 
 # ------------------------------------------------------------------ T5
@@ -516,6 +640,7 @@ def main() -> None:
     ap.add_argument("--af-cap", type=float, default=240.0, help="seconds")
     ap.add_argument("--t5-cap", type=float, default=75.0, help="seconds")
     ap.add_argument("--nli-cap", type=float, default=60.0, help="seconds")
+    ap.add_argument("--parts-cap", type=float, default=300.0, help="seconds")
     ap.add_argument("--peak-tflops", type=float, default=None, help="bf16 dense peak (default: by the GPU's name)")
     ap.add_argument("--section", default=None, help=argparse.SUPPRESS)  # a child's one section
     args = ap.parse_args()
@@ -532,7 +657,8 @@ def main() -> None:
             torch.set_num_threads(1)
         rep = Report(out, args.section)
         with tempfile.TemporaryDirectory(prefix=f"af-gpu-{args.section}-") as work:
-            {"af": section_af, "t5": section_t5, "nli": section_nli}[args.section](args, rep, Path(work))
+            {"af": section_af, "t5": section_t5, "nli": section_nli, "parts": section_parts}[args.section](
+                args, rep, Path(work))
         return
     summary = {"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "argv": sys.argv[1:]}
     total = time.perf_counter()

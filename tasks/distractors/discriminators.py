@@ -238,21 +238,15 @@ class TokenRows:
         return out
 
 
-def length_passes(lengths: np.ndarray, batch_tokens: int, multiple: int = 8, max_rows: int = 4096,
-                  exact: bool = False) -> list[np.ndarray]:
+def length_passes(lengths: np.ndarray, batch_tokens: int, multiple: int = 8, max_rows: int = 4096) -> list[np.ndarray]:
     """Rows grouped into forward passes by length: sorted (longest first, ties by position), each pass as many
     rows as fit `batch_tokens` padded tokens at its own longest row rounded up to `multiple` (tensor-core
-    shapes on a GPU). Little padding, and every pass near the budget. `exact`: a pass holds rows of one
-    length only (no padding at all, so no attention mask: on a GPU the model neither reads a mask nor waits
-    on the host to check one, and SDPA takes its flash kernel)."""
+    shapes on a GPU). Little padding, and every pass near the budget."""
     order = np.lexsort((np.arange(len(lengths)), -lengths))
-    negated = -lengths[order]  # ascending: searchsorted finds where a length's rows end
     passes, s = [], 0
     while s < len(order):
         width = -(-int(lengths[order[s]]) // multiple) * multiple
         n = max(1, min(max_rows, batch_tokens // max(width, 1)))
-        if exact:  # up to the first row of another length
-            n = min(n, int(np.searchsorted(negated, negated[s], side="right")) - s)
         passes.append(order[s:s + n])
         s += n
     return passes
@@ -303,17 +297,21 @@ class TransformerMC:
       `GRAPH_BUCKET` tokens. At the paper's effective batch of 4 a step is ~5K tokens: run op by op, the
       host's launches (and transformers' check of the padding mask, a read of a device value) take longer
       than the card's work. A model that cannot be captured runs eagerly, with a warning;
-    * scoring on CUDA: passes of rows of one length (no padding, no mask to check: flash attention, no
-      host wait), the pairs tokenised in chunks on a thread while the card runs the previous chunk, and the
-      fitted weights cast to bf16 once (inference needs no fp32 master)."""
+    * scoring on CUDA: the pairs tokenised in chunks of `SCORE_CHUNK` on a thread while the card runs the
+      chunk before, and the fitted weights cast to bf16 once (inference needs no fp32 master): on an H100,
+      1.26x the autocast passes and within 0.65 s of the forward passes alone on 14K pairs
+      (bench/results/gpu_h100_run3, run4)."""
 
     name = "transformer"
-    SCORE_CHUNK = 16384  # pairs tokenised at a time when scoring on CUDA
+    # pairs tokenised at a time when scoring on CUDA: the fastest of 16384 / 4096 / 1024 on an H100
+    # (5.45 / 5.36 / 5.15 s for 14K pairs of ~228 tokens; bench/results/gpu_h100_run4)
+    SCORE_CHUNK = 1024
 
     def __init__(self, model_dir: str, epochs: int = 3, lr: float = 1e-5, batch_size: int = 8, max_length: int = 256,
                  seed: int = 0, device: str | None = None, weight_decay: float = 0.01, warmup: float = 0.1,
                  batch_tokens: int | None = None, group_by_length: bool = False, cuda_graphs: bool | None = None,
-                 exact_passes: bool | None = None, bf16_scoring: bool | None = None, score_chunk: int | None = None):
+                 bf16_scoring: bool | None = None, score_chunk: int | None = None,
+                 compile_steps: bool = False):
 
         self.model_dir = str(model_dir)
         self.epochs = epochs
@@ -333,10 +331,12 @@ class TransformerMC:
         # fixed step shapes replayed from CUDA graphs; True on a CPU pads steps the same way, run eagerly (tests)
         self.cuda_graphs = cuda if cuda_graphs is None else cuda_graphs
         self.graph_failure: str | None = None  # why a capture failed (the fit then ran eagerly)
-        self.exact_passes = exact_passes  # None: on CUDA (see `score`)
         self.bf16_scoring = bf16_scoring  # None: on CUDA
         self.score_chunk = score_chunk  # pairs tokenised at a time when scoring; None: SCORE_CHUNK on CUDA, all on a CPU
         self._graphs: dict = {}
+        # the step's forward through torch.compile (dynamic shapes: one compile for every bucket) before capture;
+        # off by default: a compile costs minutes per fit, measured in bench/af_gpu.py's parts section
+        self.compile_steps = compile_steps
         self.model = None
         self.tokenizer = None
         self.fits = 0
@@ -502,6 +502,8 @@ class TransformerMC:
         if key not in self._graphs:
             net = _choice_logits(self.model, self.precision == "bf16", self.device.split(":")[0])
             net.train()
+            if self.compile_steps:
+                net = torch.compile(net, dynamic=True)
             if self.device.startswith("cuda") and self.graph_failure is None:
                 try:
                     net = torch.cuda.make_graphed_callables(net, args, allow_unused_input=True)
@@ -515,19 +517,17 @@ class TransformerMC:
         return self._graphs[key]
 
     def score(self, contexts: list[str], choices: list[list[str]]) -> list[np.ndarray]:
-        """Every choice's logit. The pairs of all instances, tokenised once, run longest first in passes of
-        `batch_tokens` padded tokens (on CUDA: rows of one length, tokenised in chunks of `SCORE_CHUNK`
-        pairs on a thread while the card runs the chunk before); one copy of the logits to the host at the
-        end. A pass is one instance of its rows to the multiple-choice model, which scores each row on its
-        own."""
+        """Every choice's logit. The pairs of all instances, tokenised once (on CUDA in chunks of
+        `SCORE_CHUNK` pairs, on a thread, while the card runs the chunk before), run longest first in passes
+        of `batch_tokens` padded tokens; one copy of the logits to the host at the end. A pass is one
+        instance of its rows to the multiple-choice model, which scores each row on its own."""
         import torch
 
         n_choices = [len(ch) for ch in choices]
         first = [c for c, ch in zip(contexts, choices) for _ in ch]
         second = [x for ch in choices for x in ch]
         cuda = self.device.startswith("cuda")
-        exact = cuda if self.exact_passes is None else self.exact_passes
-        multiple = 8 if cuda and not exact else 1
+        multiple = 8 if cuda else 1
         chunk = self.score_chunk or (self.SCORE_CHUNK if cuda else max(len(first), 1))
         model, cast = self._inference_model()
         flat = torch.empty(len(first), dtype=torch.float32, device=self.device)
@@ -536,12 +536,9 @@ class TransformerMC:
                                     self.max_length)) for s in range(0, len(first), chunk)]
             for start, job in jobs:
                 rows = job.result()
-                for part in length_passes(rows.lengths, self.batch_tokens, multiple, exact=exact):
+                for part in length_passes(rows.lengths, self.batch_tokens, multiple):
                     width = -(-int(rows.lengths[part].max()) // multiple) * multiple
-                    arrays = rows.batch(part, width)
-                    if exact:  # rows of one length, nothing padded: no mask, so the model reads none
-                        del arrays["attention_mask"]
-                    enc = self._tensors({k: v[None] for k, v in arrays.items()})
+                    enc = self._tensors({k: v[None] for k, v in rows.batch(part, width).items()})
                     with cast:
                         logits = model(**enc).logits.float()[0]
                     flat[self._tensors({"i": part + start})["i"]] = logits

@@ -194,24 +194,19 @@ def test_fixed_shape_steps_give_the_eager_steps_gradient(tmp_path, monkeypatch):
         assert all(torch.allclose(eager[k], fixed[k], rtol=1e-4, atol=1e-3 * scale) for k in eager)
 
 
-def test_exact_passes_score_each_row_alone_without_a_mask(tmp_path, monkeypatch):
-    """Scoring in passes of rows of one length (the CUDA default: no padding, no attention mask), the pairs
-    tokenised in chunks (here of 7 pairs), gives every pair the logit it gets alone, and the same choices."""
-    from tasks.distractors.discriminators import TokenRows, TransformerMC, length_passes
+def test_scores_tokenised_in_chunks_are_each_pairs_own(tmp_path, monkeypatch):
+    """Scoring with the pairs tokenised in chunks (on CUDA: on a thread, ahead of the card; here chunks of 7
+    pairs) gives every pair the logit it gets alone, and the same choices."""
+    from tasks.distractors.discriminators import TransformerMC
 
     _fp32(monkeypatch)
     model = tiny_models.multiple_choice(tmp_path / "mc", layers=2)
     contexts, choices, gold = _mc_task(16)
     disc = TransformerMC(str(model), epochs=1, lr=1e-3, batch_size=4, max_length=24, seed=0, device="cpu",
-                         exact_passes=True, batch_tokens=96, score_chunk=7).fit(contexts[:8], choices[:8], gold[:8])
-    rows = TokenRows(disc.tokenizer, [c for c, ch in zip(contexts, choices) for _ in ch],
-                     [x for ch in choices for x in ch], 24)
-    passes = length_passes(rows.lengths, 96, multiple=1, exact=True)
-    assert sorted(np.concatenate(passes).tolist()) == list(range(len(rows)))
-    assert all(np.ptp(rows.lengths[p]) == 0 and len(p) * rows.lengths[p][0] <= 96 for p in passes)
-    assert len(passes) < len(rows)  # rows of one length share passes
+                         batch_tokens=96, score_chunk=7).fit(contexts[:8], choices[:8], gold[:8])
     scores = disc.score(contexts, choices)
     ref = _reference_score(disc, contexts, choices, chunk=1)
+    assert [len(s) for s in scores] == [len(ch) for ch in choices]
     assert [int(np.argmax(s)) for s in scores] == [int(np.argmax(s)) for s in ref]
     for a, b in zip(scores, ref):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
