@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The project's stage code on the GPU machine (Python 3.12, torch, transformers 5.17,
 # tokenizers, numpy, pandas, pyarrow there; pydantic & co, docstring-parser and our typing-extensions not,
-# and no registry; transformers travels at our pin, 5.23, so the stage runs the version it is tested with). The cp312 manylinux wheels of what is missing travel in gpu_wheels/ (ignored by git,
-# named in `carry`); they are installed into a scratch folder there, put first on PYTHONPATH.
+# and no registry; transformers travels at our pin, 5.23, so the stage runs the version it is tested with).
+# The cp312 manylinux wheels travel in gpu_wheels/ (ignored by git, named in `carry`); they are installed
+# into a scratch folder there, put first on PYTHONPATH.
 #
 #   here, once (network):  bash bench/gpu_setup.sh download
 #   there:                 source bench/gpu_setup.sh && python3 bench/af_gpu.py --out "$OUT"
