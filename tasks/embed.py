@@ -39,7 +39,7 @@ from csk.params import Device, ModelDir, Params, Resolved
 from csk.progress import progress
 from csk.runtime import StageContext, StageOutput
 from csk.shards import map_shards
-from tasks.encoder import (BATCH_TOKENS, DEFAULT_MODEL, PAD_MULTIPLE, encode_pass, encode_passes, load_sentence_model,  # noqa: F401  (the embedder's API)
+from tasks.encoder import (BATCH_TOKENS, DEFAULT_MODEL, PAD_MULTIPLE, PAD_MULTIPLES, encode_pass, encode_passes, load_sentence_model,  # noqa: F401  (the embedder's API)
                            packing_check, pass_shape, plan_passes, token_lengths)
 
 THREAD_COUNT_FREE = "its forward passes run in tasks.encoder.encode_passes, one intra-op thread each"
@@ -71,13 +71,14 @@ class EmbedSpec(Params):
     (one split over several wheels, e.g. all-mpnet-base-v2), or a local directory"""
     batch_tokens: int | None = None
     """tokens (padded) per forward pass: a text of n tokens is padded to n rounded up to `pad_multiple`
-    and computed in a pass of batch_tokens // that many rows (filled with empty texts when fewer), so
-    its vector depends on its own text only. None: 1024 on CPU (bench/bench_embed_dedup.py), 16384 on CUDA"""
+    and computed in a pass of batch_tokens // that many rows (filled with empty texts when fewer, unless
+    this machine's kernels give a row the same bytes in a pass of fewer rows), so its vector depends on
+    its own text only. None: 1024 on CPU (bench/bench_embed_dedup.py), 16384 on CUDA"""
     batch_size: int = 256
     """most texts per forward pass"""
-    pad_multiple: int = 8
+    pad_multiple: int | None = None
     """a text's tokens are padded up to a multiple of this: fewer pass shapes (fuller passes) against
-    more padding"""
+    more padding. None: 1 on CPU (no padding), 8 on CUDA"""
     precision: EmbedPrecision = "auto"
     """auto: the fastest rung of fp32 / bf16 / int8 allowed here (`csk precision`): int8 only where at
     least 1.2x fp32 and the stages' decisions agree on the calibration sample, bf16 only where this
@@ -119,7 +120,7 @@ class Embedder:
         self.model = load_sentence_model(self.path, self.device)
         self.batch_size = spec.batch_size
         self.batch_tokens = spec.batch_tokens or BATCH_TOKENS.get(self.device.split(":")[0], BATCH_TOKENS["cpu"])
-        self.pad_multiple = spec.pad_multiple
+        self.pad_multiple = spec.pad_multiple or PAD_MULTIPLES.get(self.device.split(":")[0], PAD_MULTIPLE)
         self.cache_dir = cache_dir
         self.progress = progress
         self.decision: dict | None = None
@@ -148,8 +149,9 @@ class Embedder:
         return f"{self.sha256[:16]}-{self.precision}-{shape}"
 
     def plan(self, texts: list[str], precision: str | None = None) -> list[tuple[int, int, np.ndarray]]:
+        packing = self.packing(precision)
         return plan_passes(token_lengths(self.model, texts), self.batch_tokens, self.batch_size,
-                           self.pad_multiple, self.packing(precision)["packed"])
+                           self.pad_multiple, packing["packed"], fill=not packing["row_count_free"])
 
     # -- raw encoding
     def _encode_raw(self, texts: list[str], precision: str, bar=None) -> np.ndarray:

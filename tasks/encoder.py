@@ -69,6 +69,11 @@ def quantize_int8(model):
 
 BATCH_TOKENS = {"cpu": 1024, "cuda": 16384}
 PAD_MULTIPLE = 8
+# A text's tokens are padded up to a multiple of this by default. On a CPU, 1: no padding (on a 28K-dialogue
+# CICERO rebuild, padding to multiples of 8 added 21.6% to the utterances' tokens), with a pass of each
+# length's last texts run without filler rows where the kernels give a row the same bytes in a pass of
+# fewer rows (`packing_check`). On CUDA, 8: tensor-core shapes, and filler rows cost little there.
+PAD_MULTIPLES = {"cpu": 1, "cuda": PAD_MULTIPLE}
 
 
 def token_lengths(model, texts: list[str]) -> np.ndarray:
@@ -94,16 +99,19 @@ def pass_shape(length: int, batch_tokens: int, batch_size: int, pad_multiple: in
 
 
 def plan_passes(lengths: np.ndarray, batch_tokens: int, batch_size: int, pad_multiple: int = PAD_MULTIPLE,
-                packed: bool = True) -> list[tuple[int, int, np.ndarray]]:
+                packed: bool = True, fill: bool = True) -> list[tuple[int, int, np.ndarray]]:
     """(rows, padded length, indices) of each forward pass: texts grouped by their pass shape
-    (`pass_shape`), longest first, at most `rows` texts a pass (a short pass is filled with empty texts
-    so that it keeps its shape). Every text once."""
+    (`pass_shape`), longest first, at most `rows` texts a pass. A shape's last, short pass is filled with
+    empty texts so that it keeps its shape; with `fill=False` (kernels that give a row the same bytes in a
+    pass of fewer rows, `packing_check`) it holds its texts alone. Every text once."""
     groups: dict[tuple[int, int], list[int]] = {}
     for i, n in enumerate(np.asarray(lengths).tolist()):
         groups.setdefault(pass_shape(n, batch_tokens, batch_size, pad_multiple, packed), []).append(i)
     passes = []
     for (rows, padded), idx in sorted(groups.items(), key=lambda kv: -kv[0][1]):
-        passes += [(rows, padded, np.asarray(idx[s:s + rows], np.int64)) for s in range(0, len(idx), rows)]
+        least = min(rows, -(-MIN_PASS_TOKENS // padded))  # unfilled passes keep MIN_PASS_TOKENS tokens
+        passes += [(rows if fill else max(least, min(rows, len(idx) - s)), padded,
+                    np.asarray(idx[s:s + rows], np.int64)) for s in range(0, len(idx), rows)]
     return passes
 
 
@@ -168,20 +176,37 @@ PROBE_WORDS = ("the a friend said we could meet at the station tomorrow morning 
 _PACKING: dict[tuple, dict] = {}
 
 
+ROW_COUNTS = (1, 2, 3, 8, 9, 17)  # probed pass sizes (kernels' row-block tails), with all but one
+# A pass run without filler rows keeps at least this many tokens (rows x padded): on a 2-core AMD EPYC a
+# row's bytes moved in passes of 2 or 3 tokens in all (one text of 2 or 3 tokens), never from 4 on.
+MIN_PASS_TOKENS = 16
+
+
+def _row_counts_hold(model, texts: list[str], padded: int, counts, precision: str, device: str) -> bool:
+    """The first r of `texts` alone in a pass of r rows give the bytes they have in the full pass."""
+    full = encode_pass(model, texts, len(texts), padded, precision, device)
+    return all(np.array_equal(full[:r], encode_pass(model, texts[:r], r, padded, precision, device)) for r in counts)
+
+
 def packing_check(model, device: str, precision: str, batch_tokens: int, batch_size: int,
                   pad_multiple: int = PAD_MULTIPLE) -> dict:
     """Does a row's vector depend only on its own text, within a pass of fixed shape, on this machine?
     Probe texts are encoded in one pass, again reversed, again rotated by one, and the first alone among
     fillers: every vector must be the same bytes. Where it is not (a BLAS whose row blocks round
-    differently), each text gets a pass of its own (`packed: False`): slower, the same guarantee. Once
-    per process and setting; the result goes into the manifest."""
+    differently), each text gets a pass of its own (`packed: False`): slower, the same guarantee.
+    Then, where packed: is a row the same bytes in a pass of fewer rows (the first r texts alone, r in
+    `ROW_COUNTS` and all but one of the pass; and passes of texts of 2 and 3 tokens from
+    `MIN_PASS_TOKENS` tokens on)? Where it is (`row_count_free`), a shape's last pass needs no filler rows
+    beyond MIN_PASS_TOKENS tokens (`plan_passes(fill=False)`). Once per process and setting; the result
+    goes into the manifest."""
     key = (id(model), device, precision, batch_tokens, batch_size, pad_multiple)
     if key in _PACKING:
         return _PACKING[key]
     rows, padded = pass_shape(24, batch_tokens, batch_size, pad_multiple)
     rng = np.random.default_rng(0)
     texts = [" ".join(rng.choice(PROBE_WORDS, size=int(rng.integers(2, 10)))) for _ in range(rows)]
-    ok = True
+    ok = free = True
+    counts = sorted({r for r in (*ROW_COUNTS, rows - 1) if 0 < r < rows})
     if rows > 1:
         with one_thread(device):  # as every pass runs (`encode_passes`)
             first = encode_pass(model, texts, rows, padded, precision, device)
@@ -190,7 +215,20 @@ def packing_check(model, device: str, precision: str, batch_tokens: int, batch_s
                   and np.array_equal(first, np.roll(encode_pass(model, shifted, rows, padded, precision, device), 1,
                                                     axis=0))
                   and np.array_equal(first[:1], encode_pass(model, texts[:1], rows, padded, precision, device)))
-    _PACKING[key] = {"packed": bool(ok), "probe": f"{rows} texts x {padded} tokens: in order, reversed, rotated, "
-                     f"the first alone: {'the same bytes' if ok else 'DIFFERENT bytes: one text a pass'}"}
+            free = ok and _row_counts_hold(model, texts, padded, counts, precision, device)
+            # and the shortest texts (2 and 3 tokens: the smallest passes), from MIN_PASS_TOKENS tokens on
+            for n, short in ((2, ""), (3, next((w for w in PROBE_WORDS if token_lengths(model, [w])[0] == 3), None))):
+                if not free or short is None:
+                    continue
+                full_rows, _ = pass_shape(n, batch_tokens, batch_size, 1)
+                least = -(-MIN_PASS_TOKENS // n)
+                some = [r for r in (least, least + 1, least + 8) if r < full_rows]
+                free = _row_counts_hold(model, [short] * full_rows, n, some, precision, device)
+                counts = counts + [f"{r} of {n} tokens" for r in some]
+    _PACKING[key] = {"packed": bool(ok), "row_count_free": bool(ok and free),
+                     "probe": f"{rows} texts x {padded} tokens: in order, reversed, rotated, the first alone: "
+                     f"{'the same bytes' if ok else 'DIFFERENT bytes: one text a pass'}"
+                     + (f"; the first r alone in a pass of r rows (r = {', '.join(map(str, counts))}): "
+                        f"{'the same bytes: no filler rows' if free else 'DIFFERENT bytes: filler rows kept'}"
+                        if ok and rows > 1 else "")}
     return _PACKING[key]
-

@@ -46,6 +46,22 @@ def test_passes_cover_every_text_once_in_a_shape_fixed_by_its_own_length():
     assert {(r, n) for r, n, _ in plan_passes(lengths, 64, 3, packed=False)} == {(1, n) for _, n, _ in passes}
 
 
+def test_unfilled_passes_hold_their_texts_and_at_least_min_pass_tokens():
+    """fill=False (kernels that keep a row's bytes in a pass of fewer rows): a shape's last pass holds its
+    texts alone, but never fewer than MIN_PASS_TOKENS tokens (filler rows up to that: the smallest passes
+    moved bytes on an AMD EPYC)."""
+    from tasks.encoder import MIN_PASS_TOKENS, plan_passes
+
+    lengths = np.array([3] * 7 + [5] * 2 + [24] * 5 + [40])
+    filled = plan_passes(lengths, batch_tokens=64, batch_size=16, pad_multiple=1)
+    passes = plan_passes(lengths, batch_tokens=64, batch_size=16, pad_multiple=1, fill=False)
+    assert [(len(idx), p) for _, p, idx in passes] == [(len(idx), p) for _, p, idx in filled]  # the same texts
+    rows = {p: [r for r, q, _ in passes if q == p] for _, p, _ in passes}
+    assert rows == {40: [1], 24: [2, 2, 1], 5: [4], 3: [7]}  # 5 tokens: 2 texts + 2 fillers = 20 >= 16
+    assert all(r * p >= MIN_PASS_TOKENS or r == n for r, p, idx in passes for n in [64 // p])
+    assert {(r, p) for r, p, _ in filled} == {(1, 40), (2, 24), (12, 5), (16, 3)}
+
+
 @pytest.mark.parametrize("precision", ["fp32", "machine"])
 def test_a_text_embeds_to_the_same_bytes_whatever_it_is_encoded_with(tmp_path, precision):
     """The cache promise: a vector is a function of its text, so a stage re-run with a half-warm cache,
@@ -88,9 +104,10 @@ def test_kernels_that_are_not_row_invariant_get_a_pass_per_text(monkeypatch, tex
     e = Embedder({"model": MODEL, "precision": "fp32", "batch_tokens": 256}, None, progress=False)
     e.calibrate(texts)
     packed_name = e.cache_name
-    monkeypatch.setattr(embed, "packing_check", lambda *a, **k: {"packed": False, "probe": "forced"})
+    monkeypatch.setattr(embed, "packing_check", lambda *a, **k: {"packed": False, "row_count_free": False,
+                                                                  "probe": "forced"})
     assert {rows for rows, _, _ in e.plan(texts)} == {1} and e.cache_name != packed_name
-    assert e.cache_name.endswith("-single8")
+    assert e.cache_name.endswith("-single1")  # a CPU pads to no multiple
     assert np.array_equal(e.encode(texts), np.concatenate([e.encode([t]) for t in texts]))
 
 
