@@ -46,6 +46,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -164,6 +165,25 @@ def mfu(flops: float, seconds: float, peak: float | None) -> float | None:
 
 
 # ------------------------------------------------------------------ AF
+def build_mc(args, work: Path):
+    """What both AF sections start from: the device's facts, the multiple-choice model they run (a
+    roberta-large shape, tiny with --small, random weights, saved in bf16: half the bytes; TransformerMC
+    loads fp32 master weights) with its word tokenizer, and the numbers its model FLOPs need."""
+    import torch
+    from transformers import AutoTokenizer, RobertaForMultipleChoice
+
+    info = device_info(args.peak_tflops)
+    cfg = encoder_config(args.small)
+    model_dir = work / "mc"
+    word_tokenizer(model_dir, cfg.vocab_size)
+    torch.manual_seed(0)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = RobertaForMultipleChoice(cfg)
+    return SimpleNamespace(info=info, peak=info["peak_bf16_tflops"], max_length=32 if args.small else MAX_LENGTH,
+                           cfg=cfg, model_dir=model_dir, n_params=save_model(model, model_dir, "bfloat16"),
+                           layers=cfg.num_hidden_layers, d=cfg.hidden_size, tok=AutoTokenizer.from_pretrained(model_dir))
+
+
 def af_data(n: int, vocab: int, seed: int, max_length: int):
     """`n` CICERO-shaped instances: a context of 60-110% of max_length words (the window that holds the
     question, target and nearest utterances is filled near its budget; the pair is cut to max_length), a gold
@@ -221,25 +241,13 @@ class Timed:
 
 def section_af(args, rep: Report, work: Path) -> None:
     import torch
-    from transformers import AutoTokenizer, RobertaForMultipleChoice
-
     from tasks.distractors.adversarial import af_loop, make_discriminator_factory
     from tasks.distractors.discriminators import TokenRows
 
     start = time.perf_counter()
-    info = device_info(args.peak_tflops)
-    peak = info["peak_bf16_tflops"]
-    max_length = 32 if args.small else MAX_LENGTH
-    cfg = encoder_config(args.small)
-    model_dir = work / "mc"
-    word_tokenizer(model_dir, cfg.vocab_size)
-    torch.manual_seed(0)
-    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
-        model = RobertaForMultipleChoice(cfg)
-    n_params = save_model(model, model_dir, "bfloat16")  # half the bytes; TransformerMC loads fp32 master weights
-    del model
-    layers, d = cfg.num_hidden_layers, cfg.hidden_size
-    tok = AutoTokenizer.from_pretrained(model_dir)
+    m = build_mc(args, work)
+    info, peak, max_length, cfg, model_dir, n_params = m.info, m.peak, m.max_length, m.cfg, m.model_dir, m.n_params
+    layers, d, tok = m.layers, m.d, m.tok
     rep.put(**info, model="roberta-large shape" if not args.small else "tiny roberta", non_embedding_params=n_params,
             settings={"choices": CHOICES, "epochs": EPOCHS, "effective_batch": BATCH, "lr": LR,
                       "max_length": max_length, "pool": POOL, "instances_target": args.instances},
@@ -386,25 +394,13 @@ def section_parts(args, rep: Report, work: Path) -> None:
     torch.compile before capture (each the slope of a 8- and a 48-step fit, its intercept the load, captures
     and compile); the kernels of eager steps (torch.profiler, top 15 by device time)."""
     import torch
-    from transformers import AutoTokenizer, RobertaForMultipleChoice
-
     from tasks.distractors import discriminators
     from tasks.distractors.discriminators import TokenRows, TransformerMC
 
     start = time.perf_counter()
-    info = device_info(args.peak_tflops)
-    peak = info["peak_bf16_tflops"]
-    max_length = 32 if args.small else MAX_LENGTH
-    cfg = encoder_config(args.small)
-    model_dir = work / "mc"
-    word_tokenizer(model_dir, cfg.vocab_size)
-    torch.manual_seed(0)
-    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
-        model = RobertaForMultipleChoice(cfg)
-    n_params = save_model(model, model_dir, "bfloat16")
-    del model
-    layers, d = cfg.num_hidden_layers, cfg.hidden_size
-    tok = AutoTokenizer.from_pretrained(model_dir)
+    m = build_mc(args, work)
+    info, peak, max_length, cfg, model_dir, n_params = m.info, m.peak, m.max_length, m.cfg, m.model_dir, m.n_params
+    layers, d, tok = m.layers, m.d, m.tok
     rep.put(**info, non_embedding_params=n_params)
     few, more = (2, 6) if args.small else (8, 48)
     view, pools = af_data(BATCH * more, cfg.vocab_size, 1, max_length)
