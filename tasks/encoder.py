@@ -205,7 +205,7 @@ def packing_check(model, device: str, precision: str, batch_tokens: int, batch_s
     rows, padded = pass_shape(24, batch_tokens, batch_size, pad_multiple)
     rng = np.random.default_rng(0)
     texts = [" ".join(rng.choice(PROBE_WORDS, size=int(rng.integers(2, 10)))) for _ in range(rows)]
-    ok = free = True
+    ok, free = True, False  # row counts are free only where probed (a one-row pass probes none)
     counts = sorted({r for r in (*ROW_COUNTS, rows - 1) if 0 < r < rows})
     if rows > 1:
         with one_thread(device):  # as every pass runs (`encode_passes`)

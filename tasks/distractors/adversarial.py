@@ -324,7 +324,9 @@ def make_discriminator_factory(discriminator: str, *, model: str | None, epochs:
         ctx.record_model("discriminator", str(path), None, kind="multiple-choice",
                          precision="bf16" if cuda or compute.bf16_faster()[0] else "fp32", epochs=epochs, lr=rate,
                          trained=("all layers" if full else f"top {trainable_layers} layers + head, lower layers "
-                                  "frozen and cached"), max_length=max_length)
+                                  "frozen and cached"), max_length=max_length,
+                         fit_steps=("CUDA graphs, one capture per step shape (eager where a capture fails, logged)"
+                                    if cuda and full else "eager"))
     if full:
         return lambda round_seed=seed, lr_scale=1.0: TransformerMC(str(path), epochs=epochs, lr=rate * lr_scale,
                                                                    batch_size=batch_size, seed=round_seed,

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import itertools
-import warnings
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
@@ -509,8 +509,9 @@ class TransformerMC:
                     net = torch.cuda.make_graphed_callables(net, args, allow_unused_input=True)
                 except Exception as exc:  # a model that cannot be captured (it reads a device value): eager steps
                     self.graph_failure = f"{type(exc).__name__}: {exc}"
-                    warnings.warn(f"CUDA graphs not used for the AF discriminator's fit ({self.graph_failure}); "
-                                  "its steps run eagerly", RuntimeWarning, stacklevel=2)
+                    logging.getLogger("csk").warning(  # into the run's log: the fit goes on, slower
+                        "CUDA graphs not used for the AF discriminator's fit (%s); its steps run eagerly",
+                        self.graph_failure)
                     net = _choice_logits(self.model, self.precision == "bf16", self.device.split(":")[0])
                     net.train()
             self._graphs[key] = net
