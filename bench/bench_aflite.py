@@ -23,8 +23,9 @@ AF-Lite should remove), the rest not at all.
 
 `--real MCQA.parquet` runs the whole loop on real instances instead (a run's `mcqa_instances` artifact, e.g.
 `csk run corequisite --release PaCo_nli_train_sample.csv --until mcqa_instances`; the features from the
-stage's embedder), beside the synthetic loop at the same size, the same loop with the solver before its
-preconditioning (`--baseline-solver`), and scikit-learn's LogisticRegression on the real features of the
+stage's embedder), beside the synthetic loop at the same size, the same loop with the solvers before
+(`--baseline-solver`: whitened but every round from zero, the diagonal scaling before it, no preconditioning),
+and scikit-learn's LogisticRegression on the real features of the
 first round (`--baseline-probes` fits, projected to m): seconds, rounds, L-BFGS iterations a round, kept.
 
     python bench/bench_aflite.py --real store/corequisite/mcqa_instances/KEY/data.parquet [--baseline-solver]
@@ -76,7 +77,8 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="every round of the stage's loop, not one round")
     ap.add_argument("--easy", type=float, default=0.3, help="--full: share of predictable instances")
     ap.add_argument("--real", type=Path, default=None, help="an mcqa_instances data.parquet: the loop on real instances")
-    ap.add_argument("--baseline-solver", action="store_true", help="--real: also the loop without preconditioning")
+    ap.add_argument("--baseline-solver", action="store_true",
+                    help="--real: also the loop with each round cold, with the diagonal scaling before, and with neither")
     args = ap.parse_args()
     print(machine_line())
     gemm = gemm_rates()["fp32"]  # the machine's best plain fp32 matmul (bench/scale.py's reading)
@@ -125,7 +127,7 @@ def _loop(label: str, contexts, options, vector, m: int, **kw) -> dict:
 
 def real_runs(args) -> None:
     """The whole loop on a run's real P-MCQA instances, beside synthetic ones of the same size (and the solver
-    before its preconditioning), and scikit-learn's own fit of one probe on the same features."""
+    before), and scikit-learn's own fit of one probe on the same features."""
     import pandas as pd
 
     from tasks.embed import EmbedSpec, vector_lookup
@@ -146,10 +148,13 @@ def real_runs(args) -> None:
     print(f"# real / synthetic: {real['seconds'] / synth['seconds']:.2f}x the seconds, "
           f"{real['seconds'] / real['rounds'] / (synth['seconds'] / synth['rounds']):.2f}x a round")
     if args.baseline_solver:
-        base = _loop("real, no preconditioning (before)", contexts, options, vector, args.m, precondition=False)
-        same = len(base["removed"] & real["removed"])
-        print(f"# preconditioned / before: {real['seconds'] / base['seconds']:.2f}x the seconds; removed "
-              f"{len(real['removed'])} vs {len(base['removed'])}, {same} the same instances")
+        for label, kw in (("real, whitened, each round cold", {"warm_start": False}),
+                          ("real, diagonal scaling (before)", {"precondition": "diagonal", "warm_start": False}),
+                          ("real, no preconditioning", {"precondition": "none", "warm_start": False})):
+            base = _loop(label, contexts, options, vector, args.m, **kw)
+            same = len(base["removed"] & real["removed"])
+            print(f"# the stage's solver / {label.removeprefix('real, ')}: {real['seconds'] / base['seconds']:.2f}x the "
+                  f"seconds; removed {len(real['removed'])} vs {len(base['removed'])}, {same} the same instances")
     rng = np.random.default_rng(1)
     b = min(args.baseline_probes, args.m)
     LinearProbe(vector).fit(contexts[:50], options[:50], [0] * 50)  # scikit-learn's imports: not timed

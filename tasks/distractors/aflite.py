@@ -24,6 +24,11 @@ from tasks.distractors.discriminators import ProbeFamily, probe_features
 from tasks.embed import EmbedSpec, vector_lookup
 
 
+PROBES = ("m logistic regressions a round (scikit-learn's LogisticRegression objective: balanced class weights, "
+          "L2 with C = 1, an unpenalised intercept), solved together by L-BFGS on whitened features, each round "
+          "started from the last round's probes averaged")
+
+
 def predictability(family: ProbeFamily, active: np.ndarray, gold: np.ndarray, *, m: int, t: float,
                    seed: int) -> np.ndarray:
     """Each active instance's share of right predictions by the probes that did not train on it."""
@@ -61,14 +66,16 @@ def most_rounds(size: int, *, n: int, k: int, qualified: int | None = None) -> i
 
 def aflite_rounds(contexts, choices, gold, vector, *, n: int = 0, m: int = 64, t: float = 0.5, k: int = 500,
                   tau: float = 0.75, seed: int = 0,
-                  max_iter: int = 100, precondition: bool = True) -> tuple[dict[int, tuple[float, int]], list[dict]]:
+                  max_iter: int = 100, precondition: str = "whiten",
+                  warm_start: bool = True) -> tuple[dict[int, tuple[float, int]], list[dict]]:
     """Returns {removed index: (predictability, round)} and per-round history (precondition: ProbeFamily's;
     off only for bench/bench_aflite.py's baseline)."""
     from csk.progress import progress
 
     if len(contexts) <= max(n, 2):  # nothing to filter (an empty or tiny set)
         return {}, []
-    family = ProbeFamily(*probe_features(vector, contexts, choices), max_iter=max_iter, precondition=precondition)
+    family = ProbeFamily(*probe_features(vector, contexts, choices), max_iter=max_iter, precondition=precondition,
+                         warm_start=warm_start)
     gold = np.asarray(gold)
     active = np.arange(len(contexts))
     removed: dict[int, tuple[float, int]] = {}
@@ -134,5 +141,5 @@ def aflite(mcq: pd.DataFrame, instances: pd.DataFrame, *, embed: EmbedSpec = Emb
         reason_code="predictable",
         reason=[f"AF-Lite: predictability {removed[i][0]:.2f} >= {tau} (round {removed[i][1]})"
                 for i in range(len(mcq)) if i in removed])
-    return StageOutput(data=mcq[~drop], rejected=rejected, notes={"rounds": history},
+    return StageOutput(data=mcq[~drop], rejected=rejected, notes={"rounds": history, "probes": PROBES},
                        tables={"aflite_rounds": history})

@@ -18,11 +18,12 @@ from __future__ import annotations
 import itertools
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, Literal
 
 import numpy as np
 
 from csk import compute
+from csk.errors import ConfigError
 from csk.progress import progress
 from csk.models import pretrained_kwargs
 
@@ -40,8 +41,6 @@ AF_PRESETS: dict[str, dict] = {
 def apply_preset(name: str, given: dict, defaults: dict) -> dict:
     """`given` settings with preset `name`'s values: a setting left at its default takes the preset's, one set
     to the preset's value is kept, one set to a third value is an error (a preset never hides a choice)."""
-    from csk.errors import ConfigError
-
     if name not in AF_PRESETS:
         raise ConfigError(f"unknown adversarial_filter preset {name!r}; choose from {', '.join(AF_PRESETS)}")
     out = dict(given)
@@ -97,6 +96,7 @@ def probe_features(vector: Callable[[str], np.ndarray], contexts: list[str],
 
 
 SMALL_PROBLEM = 2e9  # rows x features x probes below which the probes are fitted on one thread
+PRECONDITIONERS = ("whiten", "diagonal", "none")
 
 
 class ProbeFamily:
@@ -110,24 +110,62 @@ class ProbeFamily:
     all probes and all rounds. max_iter and tol are scikit-learn's LogisticRegression defaults (100,
     1e-4 on the gradient of the mean loss), which public AF-Lite implementations run with.
 
-    L-BFGS runs on a change of variables that leaves the objective and its minimiser as they are:
-    features centred (the intercept is not penalised, so it absorbs the means) and scaled by the inverse
-    square root of the objective's diagonal curvature at the start (a quarter of each feature's variance
-    plus the penalty's share: Jacobi preconditioning), the penalty written on the original weights. The
-    three feature blocks (products of two unit vectors, vectors, differences) differ ~20x in scale: on
-    the real P-MCQA features unpreconditioned L-BFGS stopped at the 100-iteration cap short of the
-    minimiser (predictabilities 0.007 from a 1000-iteration solve, 498 of its 500 most predictable);
-    preconditioned it converges in ~53 iterations, 0.0005 away, 500 of 500 (bench/results/aflite_real_epyc.txt)."""
+    L-BFGS runs on a change of variables that leaves the objective and its minimiser as they are
+    (`precondition`): "whiten" (default) centres the features and multiplies them by L^-T, where L L^T is
+    the objective's curvature at the start (a quarter of the rows' covariance plus the penalty's share),
+    computed once per family; in those variables the curvature is the identity, so the correlated real
+    features cost as few iterations as independent ones. "diagonal" scales each feature alone (Jacobi:
+    the solver before, on the real P-MCQA features 39-53 iterations a round), "none" neither (it stopped
+    at the 100-iteration cap short of the minimiser: predictabilities 0.008 from a 1000-iteration solve).
+    Whitened, a round converges in ~11 iterations to the 1000-iteration solve's predictabilities.
+    `warm_start`: each call starts from the last call's probes, averaged (AF-Lite's rounds differ by the
+    few hundred instances removed, so every new probe's minimiser is near): 8-12 iterations a round
+    (bench/results/aflite_real_epyc.txt)."""
 
     def __init__(self, X: np.ndarray, owner: np.ndarray, pos: np.ndarray, C: float = 1.0, max_iter: int = 100,
-                 tol: float = 1e-4, precondition: bool = True):
+                 tol: float = 1e-4, precondition: Literal["whiten", "diagonal", "none"] = "whiten",
+                 warm_start: bool = True):
         import torch
 
-        self.X = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+        if precondition not in PRECONDITIONERS:
+            raise ConfigError(f"precondition must be one of {PRECONDITIONERS}, got {precondition!r}")
         self.owner, self.pos = owner, pos
         self.n = int(owner.max()) + 1 if len(owner) else 0
-        self.C, self.max_iter, self.tol, self.precondition = C, max_iter, tol, precondition  # False: the bench's baseline
+        self.C, self.max_iter, self.tol = C, max_iter, tol
+        self.precondition, self.warm_start = precondition, warm_start  # "none", no warm start: the bench's baselines
+        X = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+        self.transform = None  # whiten: (mean, Q), the features kept as (X - mean) Q
+        if precondition == "whiten" and len(X):
+            X, self.transform = self._whiten(X)
+        self.X = X
+        self.start = None  # warm start: the last call's mean solution in the family's variables
         self.iterations = self.evaluations = 0
+
+    def _whiten(self, X, chunk: int = 65536):
+        """(X - mean) Q with Q = L^-T, L L^T = a quarter of the rows' covariance + the penalty's share (the
+        objective's curvature at the start, over all rows): in these variables that curvature is the
+        identity, so L-BFGS needs few iterations however correlated the features. The moments are summed in
+        float64 a chunk of rows at a time (the published size has ~480K rows: no float64 copy of them)."""
+        import torch
+
+        rows, d = X.shape
+        total = torch.zeros(d, dtype=torch.float64)
+        for a in range(0, rows, chunk):
+            total += X[a:a + chunk].double().sum(0)
+        mean = total / rows
+        moment = torch.zeros(d, d, dtype=torch.float64)
+        for a in range(0, rows, chunk):
+            part = X[a:a + chunk].double() - mean
+            moment += part.T @ part
+        # each probe trains on about half the instances, its weights sum to its own rows (balanced classes)
+        curvature = 0.25 * moment / rows + torch.eye(d, dtype=torch.float64) * (2.0 / (self.C * rows))
+        L = torch.linalg.cholesky(curvature)
+        Q = torch.linalg.solve_triangular(L, torch.eye(d, dtype=torch.float64), upper=False).T.float()  # L^-T
+        mean = mean.float()
+        out = torch.empty_like(X)
+        for a in range(0, rows, chunk):
+            torch.mm(X[a:a + chunk] - mean, Q, out=out[a:a + chunk])
+        return out, (mean, Q)
 
     def fit_predict(self, train: np.ndarray, gold: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """train: (m, n) bool, which instances each probe trains on; gold: (n,) the gold position of each
@@ -148,14 +186,25 @@ class ProbeFamily:
         sw = mask * (y * w_pos + (1 - y) * w_neg)  # (m, R) sample weights, 0 off the probe's subset
         total = sw.sum(1).clamp(min=1e-12)
         m, d = mask.shape[0], X.shape[1]
-        # the change of variables W = V * scale, b = c - W . mean: z = c + V (X - mean) * scale, the same z
-        mean = X.mean(0) if self.precondition else torch.zeros(d)
-        scale = (0.25 * X.var(0, correction=0) + 1.0 / (self.C * total.mean())).rsqrt() if self.precondition \
-            else torch.ones(d)
-        Xs = (X - mean) * scale
-        penalty = scale * scale  # |W|^2 = |V * scale|^2
-        V = torch.zeros(m, d, requires_grad=True)
-        c = torch.zeros(m, requires_grad=True)
+        # A change of variables keeps the objective and its minimiser: z = c + V Xs. "whiten": Xs = (X - mean) Q
+        # (the family's, once), W = V Q^T; "diagonal": Xs = (X - mean) * scale (this call's rows), W = V * scale;
+        # "none": Xs = X, W = V. The penalty is written on W, the original weights.
+        if self.precondition == "diagonal":
+            mean = X.mean(0)
+            scale = (0.25 * X.var(0, correction=0) + 1.0 / (self.C * total.mean())).rsqrt()
+            Xs = (X - mean) * scale
+            weights = lambda V: V * scale  # noqa: E731
+        else:
+            Xs = X
+            Q = self.transform[1] if self.transform else None
+            weights = (lambda V: V @ Q.T) if Q is not None else (lambda V: V)  # noqa: E731
+        V = torch.zeros(m, d)
+        c = torch.zeros(m)
+        if self.warm_start and self.start is not None:  # the last round's probes, averaged: near every new one's
+            V += self.start[0]                         # minimiser (the rounds differ by a few hundred instances)
+            c += self.start[1]
+        V.requires_grad_(True)
+        c.requires_grad_(True)
         opt = torch.optim.LBFGS([V, c], lr=1, max_iter=self.max_iter, tolerance_grad=self.tol,
                                 tolerance_change=1e-10, history_size=20, line_search_fn="strong_wolfe")
         yt = y.unsqueeze(0).expand(m, -1)
@@ -164,7 +213,8 @@ class ProbeFamily:
             opt.zero_grad()
             z = torch.addmm(c.unsqueeze(1), V, Xs.T)  # (m, R)
             loss = torch.nn.functional.binary_cross_entropy_with_logits(z, yt, weight=sw, reduction="none").sum(1)
-            loss = ((loss + 0.5 / self.C * (V * V * penalty).sum(1)) / total).sum()
+            W = weights(V)
+            loss = ((loss + 0.5 / self.C * (W * W).sum(1)) / total).sum()
             loss.backward()
             return loss
 
@@ -178,7 +228,9 @@ class ProbeFamily:
         state = opt.state[opt._params[0]]
         self.iterations, self.evaluations = int(state.get("n_iter", 0)), int(state.get("func_evals", 0))
         with torch.no_grad():
-            z = ((V * scale) @ X.T).numpy()  # (m, R): W X; the intercept shifts every choice alike
+            if self.precondition != "diagonal":  # the family's variables stay: the next call starts here
+                self.start = (V.mean(0), c.mean())
+            z = (V @ Xs.T).numpy()  # (m, R): the intercept and any shift by the mean move every choice alike
         width = int(pos.max()) + 1
         grid = np.full((m, self.n, width), -np.inf, dtype=np.float32)
         grid[:, owner, pos] = z
@@ -603,8 +655,6 @@ class ActivationStore:
 
         import torch
 
-        from csk.errors import ConfigError
-
         kept = activations.detach().to(torch.bfloat16).contiguous().cpu()
         need = kept.numel() * 2
         # the free disk space is asked once a GiB written (a statvfs per pair would be 940K at the full size)
@@ -642,8 +692,6 @@ class FrozenLower:
         import torch
         from transformers import AutoModelForMultipleChoice, AutoTokenizer
         from transformers.utils import logging as hf_logging
-
-        from csk.errors import ConfigError
 
         self.device = device or compute.device()
         self.precision = precision or ("bf16" if self.device.startswith("cuda") or compute.bf16_faster("cpu")[0]

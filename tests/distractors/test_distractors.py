@@ -650,20 +650,28 @@ def test_probe_family_gives_scikit_learns_probes():
     assert 0.3 < (predicted == gold[None, :]).mean() < 0.99  # learned, not perfect
 
 
+def _correlated_probe_problem(seed: int = 1, n: int = 400, width: int = 4, d: int = 30):
+    """Features as the probe's are: blocks on scales 100x apart, strongly correlated with each other."""
+    rng = np.random.default_rng(seed)
+    pos, owner = np.tile(np.arange(width), n), np.repeat(np.arange(n), width)
+    gold = rng.integers(0, width, n)
+    base = rng.normal(size=(n * width, d // 3))
+    X = np.concatenate([base + 0.3 * rng.normal(size=base.shape) for _ in range(3)], axis=1).astype(np.float32) + 0.5
+    X[pos == gold[owner], :6] += 0.6
+    X[:, :10] *= 0.01  # a block 100x smaller, its signal included
+    return X, owner, pos, gold, rng
+
+
 def test_probe_family_preconditioning_keeps_the_minimiser_and_needs_fewer_iterations():
-    """Features on scales 100x apart (as the probe's products of unit vectors and the vectors are): the
-    preconditioned solve and scikit-learn's fit agree, in fewer L-BFGS iterations than without it."""
+    """Correlated features on scales 100x apart: every change of variables keeps scikit-learn's minimiser
+    (the same argmax choices), whitening in fewer L-BFGS iterations than the diagonal scaling, and that in
+    fewer than none."""
     from sklearn.linear_model import LogisticRegression
 
     from tasks.distractors.discriminators import ProbeFamily
 
-    rng = np.random.default_rng(1)
-    n, width, d = 400, 4, 30
-    pos, owner = np.tile(np.arange(width), n), np.repeat(np.arange(n), width)
-    gold = rng.integers(0, width, n)
-    X = rng.normal(size=(n * width, d)).astype(np.float32) + 0.5
-    X[pos == gold[owner], :6] += 0.6
-    X[:, :10] *= 0.01  # a block 100x smaller, its signal included
+    X, owner, pos, gold, rng = _correlated_probe_problem()
+    n, width = len(gold), 4
     train = np.zeros((1, n), dtype=bool)
     train[0, rng.choice(n, n // 2, replace=False)] = True
     rows = train[0][owner]
@@ -671,11 +679,39 @@ def test_probe_family_preconditioning_keeps_the_minimiser_and_needs_fewer_iterat
         X[rows], (pos == gold[owner])[rows].astype(int))
     sk = lr.decision_function(X).reshape(n, width).argmax(1)
     fitted = {}
-    for precondition in (True, False):
+    for precondition in ("whiten", "diagonal", "none"):
         family = ProbeFamily(X, owner, pos, max_iter=1000, tol=1e-6, precondition=precondition)
         fitted[precondition] = (family.fit_predict(train, gold)[0], family.iterations)
-    assert (fitted[True][0] == sk).mean() >= 0.99
-    assert fitted[True][1] < fitted[False][1], fitted
+        assert (fitted[precondition][0] == sk).mean() >= 0.99, precondition
+    assert fitted["whiten"][1] < fitted["diagonal"][1] < fitted["none"][1], fitted
+    with pytest.raises(ConfigError, match="precondition must be one of"):
+        ProbeFamily(X, owner, pos, precondition="jacobi")
+
+
+def test_probe_family_warm_start_reaches_the_cold_solve_in_fewer_iterations():
+    """A second call (AF-Lite's next round: other subsets, a few instances fewer) started from the first
+    call's probes gives a cold solve's predictions, in fewer iterations."""
+    from tasks.distractors.discriminators import ProbeFamily
+
+    X, owner, pos, gold, rng = _correlated_probe_problem(seed=2, n=600)
+    n, m = len(gold), 8
+
+    def subsets():
+        train = np.zeros((m, n), dtype=bool)
+        for k in range(m):
+            train[k, rng.choice(n, n // 2, replace=False)] = True
+        return train
+
+    first, second = subsets(), subsets()
+    second[:, :30] = False  # the instances a round removed: in no probe's subset, out of the rows in play
+    rows = np.flatnonzero(owner >= 30)
+    warm = ProbeFamily(X, owner, pos, tol=1e-5)
+    warm.fit_predict(first, gold)
+    got = warm.fit_predict(second, gold, rows)
+    cold = ProbeFamily(X, owner, pos, tol=1e-5, warm_start=False)
+    want = cold.fit_predict(second, gold, rows)
+    assert (got[:, 30:] == want[:, 30:]).mean() >= 0.995
+    assert warm.iterations < cold.iterations, (warm.iterations, cold.iterations)
 
 
 def test_verification_import_and_errors(tmp_path):
