@@ -150,8 +150,8 @@ def _release_alone(pipeline: str, release: Path) -> list[str]:
                   for c in p.commands if "release" in inspect.signature(c).parameters]
         _fail(CskError(f"`csk run {pipeline}` has no --release: set the release file in its sources "
                        f"(`csk config {pipeline}`)" + "".join(others)))
-    if not release.is_file():
-        _fail(CskError(f"{release}: file not found"))
+    if not release.exists():  # a file, or a directory where the pipeline reads a whole release (corequisite)
+        _fail(CskError(f"{release}: not found"))
     sets = [t.replace("{release}", str(release.resolve())) for t in p.release_alone]
     console.print(f"{pipeline} from the release alone ({release.name}); settings: " +
                   " ".join(f"--set {x}" for x in sets), highlight=False, soft_wrap=True)
@@ -233,9 +233,9 @@ def run(pipeline: str, config: Path = CONFIG, store: Path = STORE, set_: list[st
                                               "e.g. tcp://10.0.0.5:8786"),
         verify: bool = typer.Option(False, "--verify", help="check the sha256 of every reused artifact's files "
                                     "(sizes are always checked)"),
-        release: Optional[Path] = typer.Option(None, "--release", help="rebuild this released file from the "
-                                               "release alone (the bundled corpora, answers and labels left out; "
-                                               "the settings it takes are printed)"),
+        release: Optional[Path] = typer.Option(None, "--release", help="rebuild this released file (corequisite: "
+                                               "or a directory of its files) from the release alone (the bundled "
+                                               "corpora, answers and labels left out; the settings it takes are printed)"),
         until: Optional[str] = UNTIL, only: list[str] = ONLY) -> None:
     """Run a pipeline's Prefect flow end to end (finished stages are reused), or part of it."""
     if release is not None:

@@ -160,39 +160,69 @@ def _label_studio_answers(path: Path, tasks: pd.DataFrame, lenient: bool) -> tup
     return rows, rejected, counts
 
 
-def _release(path: Path, facts: pd.DataFrame, lenient: bool) -> tuple[list[dict], list[dict], dict]:
+def _layout(path: Path) -> str:
+    """"p-nli" or "p-g" by the file's header; anything else is an InputError naming the file."""
     header = ",".join(csv_rows(path)[0])
     if header.startswith("context,question,label"):
+        return "p-nli"
+    if header.startswith("prompt,refs_"):
+        return "p-g"
+    raise InputError(str(path), "line 1", "not a PaCo release: expected the header context,question,label "
+                     f"(P-NLI) or prompt,refs_0,... (P-G), got {header[:80]!r}")
+
+
+def release_files(path: str | Path) -> list[Path]:
+    """A release file, or a release directory's CSV files: the P-NLI files first (their names give their
+    splits, which their answers keep), then P-G, each by name."""
+    p = Path(path)
+    if not p.is_dir():
+        return [require_file(p)]
+    found = sorted(f for f in p.iterdir() if f.suffix.lower() == ".csv" and f.is_file())
+    if not found:
+        raise InputError(str(p), None, "no CSV file in this directory: a PaCo release is PaCo_nli_*.csv and/or "
+                         "PaCo_Gen.csv")
+    return sorted(found, key=lambda f: (_layout(require_file(f)) != "p-nli", f.name))
+
+
+def _release(path: Path, facts: pd.DataFrame, lenient: bool, counter: dict[tuple, int],
+             seen: dict[tuple, str]) -> tuple[list[dict], list[dict], dict]:
+    """One release file's answers. `counter` numbers each (fact, polarity)'s answers across the files of a
+    release; `seen`: (fact, polarity, answer) -> (file, line) where it was read first (a directory's files overlap: P-G
+    holds answers of the P-NLI files): a copy in a later file is rejected as `duplicate_answer`."""
+    layout = _layout(path)
+    if layout == "p-nli":
         result = read_paco_nli(path, lenient=lenient)
         items = [(r, r["statement"], r["polarity"], [r["precondition"]]) for r in result.rows]
-        layout = "p-nli"
-    elif header.startswith("prompt,refs_"):
+    else:
         result = read_paco_gen(path, lenient=lenient)
         items = [(r, r["statement"], r["polarity"], r["references"]) for r in result.rows]
-        layout = "p-g"
-    else:
-        raise InputError(str(path), "line 1", "not a PaCo release: expected the header context,question,label "
-                         f"(P-NLI) or prompt,refs_0,... (P-G), got {header[:80]!r}")
     by_text = {norm(s): i for i, s in zip(facts["id"], facts["statement"])}
     split = split_in_name(path, RELEASE_SPLITS)  # PaCo_nli_train.csv: its rows stay in train
-    rows = []
-    counter: dict[tuple, int] = {}
+    rows, duplicates = [], []
     for rec, statement, polarity, answers in items:
         fid = by_text.get(norm(statement))
         own = fid or "release-" + hashlib.sha1(norm(statement).encode()).hexdigest()[:10]
         for a in answers:
+            row = {"fact_id": own, "source_fact_id": fid, "statement": statement, "polarity": polarity,
+                   "question": QUESTIONS[polarity], "answer": a, "worker_id": None, "fact_from_release": fid is None,
+                   "source_file": rec["source_file"], "source_record": rec["source_record"],
+                   "source_locator": rec["source_locator"], "release_split": split}
+            first = seen.setdefault((own, polarity, norm(a)), (path.name, rec["source_locator"]))
+            if first[0] != path.name:  # within one file every answer stays, as released
+                duplicates.append({"id": f"{rec['id']}/{len(duplicates)}", **row, "parent_id": None,
+                                   "reason_code": "duplicate_answer",
+                                   "reason": f"the same {polarity} answer to this statement was read from "
+                                             f"{first[0]} {first[1]}"})
+                continue
             k = counter.get((own, polarity), 0)
             counter[(own, polarity)] = k + 1
-            rows.append({"id": f"{own}/{polarity}/r{k}", "fact_id": own, "source_fact_id": fid,
-                         "statement": statement, "polarity": polarity, "question": QUESTIONS[polarity],
-                         "answer": a, "worker_id": None, "fact_from_release": fid is None,
-                         "source_file": rec["source_file"], "source_record": rec["source_record"],
-                         "source_locator": rec["source_locator"], "release_split": split})
-    rejected = [{**r, "parent_id": None} for r in result.rejected]
+            rows.append({"id": f"{own}/{polarity}/r{k}", **row})
+    rejected = [{**r, "parent_id": None} for r in result.rejected] + duplicates
     statements = {r[1] for r in items}
     matched = {s for s in statements if norm(s) in by_text}
     return rows, rejected, {"layout": layout, "records": result.records, "statements": len(statements),
-                            "matched_facts": len(matched), "split": split}
+                            "matched_facts": len(matched), "split": split,
+                            **({"duplicate_answers": len(duplicates)} if duplicates else {})}
 
 
 def annotations(facts: pd.DataFrame, tasks: pd.DataFrame, *, answers: InputPath = None, release: InputPath = None,
@@ -203,7 +233,9 @@ def annotations(facts: pd.DataFrame, tasks: pd.DataFrame, *, answers: InputPath 
         answers: plain answers table (CSV: task_id, worker_id, answer, does_not_make_sense) for the exported tasks,
             or Label Studio's JSON export of the `preconditions` labeling step (`csk label pull corequisite
             preconditions`): each answer written there is a row, its worker the annotator
-        release: a released PaCo file (PaCo_nli_*.csv or PaCo_Gen.csv) whose answers are imported
+        release: a released PaCo file (PaCo_nli_*.csv or PaCo_Gen.csv) whose answers are imported, or a
+            directory of them (the whole release: P-NLI files first, each keeping the split its name gives,
+            then P-G; an answer already read from an earlier file is rejected as `duplicate_answer`)
         lenient: reject a malformed record with its reason and go on; false: stop at the first
     """
     if unused(answers) and unused(release):
@@ -224,10 +256,14 @@ def annotations(facts: pd.DataFrame, tasks: pd.DataFrame, *, answers: InputPath 
         rejected += j
         notes["answers_table"] = {"answers": len(r), "rejected": len(j)}
     if not unused(release):
-        r, j, info = _release(require_file(release), facts, lenient)
-        rows += r
-        rejected += j
-        notes["release"] = info
+        files, counter, seen = release_files(release), {}, {}
+        infos = []
+        for f in files:
+            r, j, info = _release(f, facts, lenient, counter, seen)
+            rows += r
+            rejected += j
+            infos.append({"file": f.name, **info} if len(files) > 1 else info)
+        notes["release"] = infos[0] if len(infos) == 1 else {"directory": str(release), "files": infos}
     columns = ["id", "fact_id", "source_fact_id", "statement", "polarity", "question", "answer", "worker_id",
                "fact_from_release", "source_file", "source_record", "source_locator"]
     if annotated:  # who wrote each answer in Label Studio, for which task (null on a release's rows)

@@ -248,6 +248,52 @@ def test_a_release_files_own_split_is_kept_and_the_other_facts_fill_the_shares_l
         assert split_in_name(name, RELEASE_SPLITS) == words
 
 
+def test_a_release_directory_reads_pnli_first_and_rejects_answers_a_later_file_repeats(tmp_path):
+    """The whole release at once: P-NLI files first (their rows keep their split), then P-G; an answer P-G
+    repeats is rejected naming the file and line it was read from; within one file every answer stays."""
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "PaCo_nli_test.csv").write_text("context,question,label\nit is soft,A pillow is used for sleep.,1\n"
+                                               "it is soft,A pillow is used for sleep.,1\n")
+    (release / "PaCo_Gen.csv").write_text(
+        "prompt,refs_0,refs_1,refs_2\nA pillow is used for sleep. What makes this possible? ,It is soft ,it is clean,\n")
+    out = _import(release)
+    data = out.data.set_index("id")
+    assert list(data.index) == [f"{data['fact_id'].iloc[0]}/enabling/r{k}" for k in range(3)]
+    assert list(data["answer"]) == ["it is soft", "it is soft", "it is clean"]  # the test file's two, as released
+    assert list(data["release_split"].fillna("-")) == ["test", "test", "-"]
+    (dup,) = out.rejected.itertuples()
+    assert dup.reason_code == "duplicate_answer" and dup.answer == "It is soft "
+    assert dup.reason == "the same enabling answer to this statement was read from PaCo_nli_test.csv line 2"
+    assert [f["file"] for f in out.notes["release"]["files"]] == ["PaCo_nli_test.csv", "PaCo_Gen.csv"]
+    assert out.notes["release"]["files"][1]["duplicate_answers"] == 1
+    (release / "notes.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="notes.csv.*not a PaCo release"):
+        _import(release)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="no CSV file in this directory"):
+        _import(empty)
+
+
+def test_the_real_release_files_together(real, tmp_path):
+    """The real P-NLI sample and P-G file as one release: every P-NLI row kept in train, P-G's answers that
+    repeat one of them rejected with where it was read."""
+    release = tmp_path / "release"
+    release.mkdir()
+    for name in ("PaCo_nli_train_sample.csv", "PaCo_Gen.csv"):
+        (release / name).symlink_to(real / "paco" / name)
+    out = _import(release)
+    alone = len(_import(real / "paco" / "PaCo_Gen.csv").data)
+    nli = out.data[out.data["release_split"].notna()]
+    assert len(nli) == 1200 and set(nli["release_split"]) == {"train"}
+    dups = out.rejected[out.rejected["reason_code"] == "duplicate_answer"]
+    print(f"P-G's {alone} answers: {len(dups)} repeat a P-NLI row")
+    assert 0 < len(dups) < alone and len(out.data) == 1200 + alone - len(dups)
+    assert dups["reason"].str.contains("read from PaCo_nli_train_sample.csv line ").all()
+    assert out.data["id"].is_unique
+
+
 def test_real_pg_round_trip(real):
     """P-G imported and written again is the released file, byte for byte (one file, as released);
     per split on request, the same rows."""
