@@ -202,14 +202,14 @@ def _release(path: Path, facts: pd.DataFrame, lenient: bool, counter: dict[tuple
     for rec, statement, polarity, answers in items:
         fid = by_text.get(norm(statement))
         own = fid or "release-" + hashlib.sha1(norm(statement).encode()).hexdigest()[:10]
-        for a in answers:
+        for j, a in enumerate(answers):
             row = {"fact_id": own, "source_fact_id": fid, "statement": statement, "polarity": polarity,
                    "question": QUESTIONS[polarity], "answer": a, "worker_id": None, "fact_from_release": fid is None,
                    "source_file": rec["source_file"], "source_record": rec["source_record"],
                    "source_locator": rec["source_locator"], "release_split": split}
             first = seen.setdefault((own, polarity, norm(a)), (path.name, rec["source_locator"]))
             if first[0] != path.name:  # within one file every answer stays, as released
-                duplicates.append({"id": f"{rec['id']}/{len(duplicates)}", **row, "parent_id": None,
+                duplicates.append({"id": f"{rec['id']}/answer{j}", **row, "parent_id": None,
                                    "reason_code": "duplicate_answer",
                                    "reason": f"the same {polarity} answer to this statement was read from "
                                              f"{first[0]} {first[1]}"})

@@ -264,6 +264,7 @@ def test_a_release_directory_reads_pnli_first_and_rejects_answers_a_later_file_r
     assert list(data["release_split"].fillna("-")) == ["test", "test", "-"]
     (dup,) = out.rejected.itertuples()
     assert dup.reason_code == "duplicate_answer" and dup.answer == "It is soft "
+    assert dup.id == "paco-gen-PaCo_Gen-000002/answer0"  # the P-G record and the answer's place in it
     assert dup.reason == "the same enabling answer to this statement was read from PaCo_nli_test.csv line 2"
     assert [f["file"] for f in out.notes["release"]["files"]] == ["PaCo_nli_test.csv", "PaCo_Gen.csv"]
     assert out.notes["release"]["files"][1]["duplicate_answers"] == 1
