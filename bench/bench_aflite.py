@@ -22,7 +22,8 @@ AF-Lite should remove), the rest not at all.
     python bench/bench_aflite.py --full --sizes 2500 10000 40000 [--easy 0.3]
 
 `--real MCQA.parquet` runs the whole loop on real instances instead (a run's `mcqa_instances` artifact, e.g.
-`csk run corequisite --release PaCo_nli_train_sample.csv --until mcqa_instances`; the features from the
+`csk run corequisite --release PaCo_nli_train_sample.csv --until mcqa_instances`, or `--release DIR` for a
+directory of PaCo files, 31,627 instances from the real P-NLI sample and PaCo_Gen.csv; the features from the
 stage's embedder), beside the synthetic loop at the same size, the same loop with the solvers before
 (`--baseline-solver`: whitened but every round from zero, the diagonal scaling before it, no preconditioning),
 and scikit-learn's LogisticRegression on the real features of the
