@@ -171,25 +171,27 @@ def _layout(path: Path) -> str:
                      f"(P-NLI) or prompt,refs_0,... (P-G), got {header[:80]!r}")
 
 
-def release_files(path: str | Path) -> list[Path]:
-    """A release file, or a release directory's CSV files: the P-NLI files first (their names give their
-    splits, which their answers keep), then P-G, each by name."""
+def release_files(path: str | Path) -> tuple[list[tuple[Path, str]], list[str]]:
+    """(file, layout) of a release file, or of a release directory's CSV files: the P-NLI files first (their
+    names give their splits, which their answers keep), then P-G, each by name; and the directory's other
+    entries, not read (a README, a licence: named in the manifest)."""
     p = Path(path)
     if not p.is_dir():
-        return [require_file(p)]
-    found = sorted(f for f in p.iterdir() if f.suffix.lower() == ".csv" and f.is_file())
+        return [(require_file(p), _layout(require_file(p)))], []
+    entries = sorted(p.iterdir())
+    found = [f for f in entries if f.suffix.lower() == ".csv" and f.is_file()]
     if not found:
         raise InputError(str(p), None, "no CSV file in this directory: a PaCo release is PaCo_nli_*.csv and/or "
                          "PaCo_Gen.csv")
-    return sorted(found, key=lambda f: (_layout(require_file(f)) != "p-nli", f.name))
+    layouts = sorted(((f, _layout(require_file(f))) for f in found), key=lambda fl: (fl[1] != "p-nli", fl[0].name))
+    return layouts, [f.name for f in entries if f not in found]
 
 
-def _release(path: Path, facts: pd.DataFrame, lenient: bool, counter: dict[tuple, int],
-             seen: dict[tuple, str]) -> tuple[list[dict], list[dict], dict]:
+def _release(path: Path, layout: str, facts: pd.DataFrame, lenient: bool, counter: dict[tuple, int],
+             seen: dict[tuple, tuple[str, str]]) -> tuple[list[dict], list[dict], dict]:
     """One release file's answers. `counter` numbers each (fact, polarity)'s answers across the files of a
     release; `seen`: (fact, polarity, answer) -> (file, line) where it was read first (a directory's files overlap: P-G
     holds answers of the P-NLI files): a copy in a later file is rejected as `duplicate_answer`."""
-    layout = _layout(path)
     if layout == "p-nli":
         result = read_paco_nli(path, lenient=lenient)
         items = [(r, r["statement"], r["polarity"], [r["precondition"]]) for r in result.rows]
@@ -256,14 +258,15 @@ def annotations(facts: pd.DataFrame, tasks: pd.DataFrame, *, answers: InputPath 
         rejected += j
         notes["answers_table"] = {"answers": len(r), "rejected": len(j)}
     if not unused(release):
-        files, counter, seen = release_files(release), {}, {}
+        (files, not_read), counter, seen = release_files(release), {}, {}
         infos = []
-        for f in files:
-            r, j, info = _release(f, facts, lenient, counter, seen)
+        for f, layout in files:
+            r, j, info = _release(f, layout, facts, lenient, counter, seen)
             rows += r
             rejected += j
-            infos.append({"file": f.name, **info} if len(files) > 1 else info)
-        notes["release"] = infos[0] if len(infos) == 1 else {"directory": str(release), "files": infos}
+            infos.append({"file": f.name, **info})
+        notes["release"] = ({k: v for k, v in infos[0].items() if k != "file"} if not Path(str(release)).is_dir()
+                            else {"directory": str(release), "files": infos, "not_read": not_read})
     columns = ["id", "fact_id", "source_fact_id", "statement", "polarity", "question", "answer", "worker_id",
                "fact_from_release", "source_file", "source_record", "source_locator"]
     if annotated:  # who wrote each answer in Label Studio, for which task (null on a release's rows)

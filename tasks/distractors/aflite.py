@@ -68,8 +68,8 @@ def aflite_rounds(contexts, choices, gold, vector, *, n: int = 0, m: int = 64, t
                   tau: float = 0.75, seed: int = 0,
                   max_iter: int = 100, precondition: str = "whiten",
                   warm_start: bool = True) -> tuple[dict[int, tuple[float, int]], list[dict]]:
-    """Returns {removed index: (predictability, round)} and per-round history (precondition: ProbeFamily's;
-    off only for bench/bench_aflite.py's baseline)."""
+    """Returns {removed index: (predictability, round)} and per-round history (precondition, warm_start:
+    ProbeFamily's; other than their defaults only for bench/bench_aflite.py's baselines)."""
     from csk.progress import progress
 
     if len(contexts) <= max(n, 2):  # nothing to filter (an empty or tiny set)

@@ -268,6 +268,8 @@ def test_a_release_directory_reads_pnli_first_and_rejects_answers_a_later_file_r
     assert dup.reason == "the same enabling answer to this statement was read from PaCo_nli_test.csv line 2"
     assert [f["file"] for f in out.notes["release"]["files"]] == ["PaCo_nli_test.csv", "PaCo_Gen.csv"]
     assert out.notes["release"]["files"][1]["duplicate_answers"] == 1
+    (release / "README.md").write_text("the release's own notes")
+    assert _import(release).notes["release"]["not_read"] == ["README.md"]  # named, not silently passed over
     (release / "notes.csv").write_text("a,b\n1,2\n")
     with pytest.raises(InputError, match="notes.csv.*not a PaCo release"):
         _import(release)
