@@ -60,6 +60,15 @@ class Counterfactuals(Contract):
     rule: Series[str]
     rationale: Series[str]
     """why it may be wrong: a rewrite's changed words ("happy -> sad"), a retrieved answer's source"""
+    question_type: Series[str] = pa.Field(nullable=True)
+    """the relation the question the candidate was written for names ("cause", "reaction"); null: unknown"""
+    item_question_type: Series[str] = pa.Field(nullable=True)
+
+    @pa.dataframe_check(name="candidate_answers_the_item_question_type")
+    def typed(cls, df):
+        """An answer written for another kind of question reads as out of place (an emotion as a motivation)."""
+        return df["question_type"].isna() | df["item_question_type"].isna() | \
+            (df["question_type"] == df["item_question_type"])
 
     @pa.dataframe_check(name="candidate_differs_from_gold")
     def not_gold(cls, df):

@@ -5,6 +5,7 @@ fills the pools still below `min_pool` ("where a generator cannot produce enough
 in"), each row naming the generator and rule that made it:
 * `lexical` (offline default): the rule-based rewrites of `tasks.distractors.lexical`, by the rules
   that contradict the answer (antonym, negation, quantity: `lexical_rules`);
+* `dialogue`: answers of the same dialogue about other targets, to a question of the same type;
 * `retrieval`: gold answers to the same question in other dialogues of the same split, most similar
   first, their named entities swapped for this dialogue's of the same type; where a question does not
   repeat (a file whose question carries its own target), answers from the whole split ranked by the
@@ -290,14 +291,17 @@ SAME_QUESTION = 10.0  # lifts answers to the same question above every other (tw
 
 
 def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: StageContext | None,
-                    foreign: bool = False, left_out: dict[str, int] | None = None) -> Pool:
+                    foreign: bool = False, left_out: dict[str, int] | None = None,
+                    time: dict[str, str] | None = None, type_left_out: dict[str, int] | None = None) -> Pool:
     """Gold answers of other groups (dialogues) in the same split, the most similar first (the hardest to
     tell apart), with names the other dialogue had swapped for this dialogue's names of the same kind; a
     candidate naming someone this dialogue cannot stand in for is left out.
 
     Answers to the same question are drawn first (the paper's pool); where fewer than `depth` instances of
     other groups share the question (a file whose question carries its own target, or a question asked
-    once), the rest of the split fills in, ranked by the similarity of question plus answer.
+    once), the rest of the split fills in, ranked by the similarity of question plus answer; never an answer
+    to a question of another type (`question_type` by `time`'s relations: a reaction is no cause), each
+    passed over counted in `type_left_out[instance]`.
 
     An answer naming a thing (a noun lemma) that neither this dialogue nor its correct answers name is
     about another conversation: a careful reader dismisses it at a glance. It is left out (counted in
@@ -313,6 +317,8 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
     questions, passages = view["question"].tolist(), view["passage"].tolist()
     chinese = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
     answers = written_answers(view)
+    kinds = [question_type(q, time) for q in questions] if time else [None] * len(view)
+    mistyped = type_left_out if type_left_out is not None else {}
     foreign_allowed, dropped = foreign, (left_out if left_out is not None else {})
     out: Pool = {i: [] for i in ids}
     members: dict[str, list[int]] = {}
@@ -321,7 +327,8 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
     for _, rows in members.items():
         rows = np.asarray(rows)
         g, q = gold_v[rows].astype(np.float64), question_v[rows].astype(np.float64)
-        code = pd.factorize(pd.Series([questions[k] for k in rows]))[0]
+        # answers to a question of the same type (the relation it names; else the same question) come first
+        code = pd.factorize(pd.Series([kinds[k] or questions[k] for k in rows]))[0]
         n = len(rows)
         # Scored a block of rows at a time (a split of 30K answers is never one 30K x 30K matrix), answers to
         # the same question lifted above every other (cosines sum to at most 2), each row's best few found by
@@ -347,6 +354,10 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                             break
                         b = rows[b_local]
                         if groups[b] == groups[a] or golds[b].strip().lower() in seen:
+                            continue
+                        if not same_type(kinds[a], kinds[b]):
+                            seen.add(golds[b].strip().lower())
+                            mistyped[iid] = mistyped.get(iid, 0) + 1
                             continue
                         # Chinese text: spaCy's English NER finds no names to adapt; taken as written
                         adapted = golds[b] if iid in chinese else \
@@ -384,44 +395,65 @@ def _position(target: str, passage) -> int | None:
 
 
 # When a question's answers happen, relative to its target, by the relation the question names (the
-# ATOMIC / CICERO vocabulary of commonsense relations): a cause, a prior event or a motivation comes before
-# the target; a subsequent event or a reaction after it. Matched as words of the question (case ignored).
-QUESTION_TIME = {"cause": "before", "prior event": "before", "motivation": "before", "intent": "before",
-                 "subsequent event": "after", "reaction": "after", "effect": "after"}
+# ATOMIC / CICERO vocabulary of commonsense relations): a cause, a prerequisite, a prior event or a
+# motivation comes before the target; a subsequent event or a reaction after it. Matched as words of the
+# question (case ignored). The relation a question names is its type: an answer of another type reads as
+# the answer to another question ("The listener feels hopeful" offered as a motivation).
+QUESTION_TIME = {"cause": "before", "prior event": "before", "prerequisite": "before", "motivation": "before",
+                 "intent": "before", "subsequent event": "after", "reaction": "after", "effect": "after"}
 Time = Literal["before", "after"]
+
+
+def _relations(question: str, time: dict[str, str]) -> set[str]:
+    text = " ".join(str(question).lower().split())
+    return {words for words in time if re.search(rf"\b{re.escape(words.lower())}\b", text)}
 
 
 def time_of(question: str, time: dict[str, str]) -> str | None:
     """"before" or "after" where the question names relations of one side only (else None: unknown)."""
-    text = " ".join(str(question).lower().split())
-    sides = {side for words, side in time.items() if re.search(rf"\b{re.escape(words.lower())}\b", text)}
+    sides = {time[w] for w in _relations(question, time)}
     return sides.pop() if len(sides) == 1 else None
 
 
-def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | None = None) -> Pool:
-    """Answers written for the same dialogue (group) about another target: they name its people and its
-    events, so they read as in place, and a careful reader still finds them wrong for this target. Never
-    an answer about the item's own target (where the file names targets; else about its own question),
-    nor one of its correct answers.
+def question_type(question: str, time: dict[str, str] = QUESTION_TIME) -> str | None:
+    """The relation a question asks about (its type: "cause", "subsequent event", "reaction", ...), where it
+    names exactly one of `time`'s relations; else None (unknown: a question of no known relation)."""
+    found = _relations(question, time)
+    return found.pop() if len(found) == 1 else None
 
-    Where both targets are located in the dialogue and both questions' times are known (`time`: relation
-    words -> before / after, see QUESTION_TIME), the answer must lie on the other side of this target
-    from where this question's answers lie: a cause of the target (before it) may be offered the
-    subsequent event or reaction of a target at or after it, a subsequent event (after it) the cause,
-    prior event or motivation of a target at or before it. Events chain: the subsequent event of one turn
-    is often the cause of the next, and a cause of an earlier turn is a cause of this one too (a blind
-    reader judged such answers correct). Elsewhere answers about a target fewer than `min_gap` utterances
-    away are left out. In dialogue order of the other items (their ids), deterministic.
 
-    The same target asked about the other side of time comes after them (`dialogue:opposite_time`): what
-    caused or motivated a turn offered as what follows it, and the reverse; a reader finds those still
-    true more often (`placement.preference`). Every correct answer of the other item is offered, not only
-    its first."""
+def same_type(a: str | None, b: str | None) -> bool:
+    """May an answer to a question of type `b` stand as an answer to one of type `a`? Yes where the types
+    agree, or where either is unknown (nothing says they differ)."""
+    return a is None or b is None or a == b
+
+
+def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | None = None,
+                   left_out: dict[str, int] | None = None) -> Pool:
+    """Answers written for the same dialogue (group) about another target, to a question of the same type:
+    they name its people and its events and answer this kind of question, so they read as in place, and
+    a careful reader still finds them wrong for this target. Never an answer about the item's own target
+    (where the file names targets; else about its own question), nor one of its correct answers.
+
+    An answer to a question of another type (a question's type: the relation it names, `question_type`)
+    is not offered: a reader rejects an emotion offered as a motivation, or an earlier event offered as
+    what follows, at a glance by its type (blind readers marked half of such distractors out of place).
+    Each one passed over is counted in `left_out[instance]`.
+
+    Where both targets are located in the dialogue and the question's time is known (`time`: relation
+    words -> before / after, see QUESTION_TIME), the answer must be about a target on the other side of
+    this one: a cause of the target (before it) may be offered the cause of a later target, a subsequent
+    event (after it) that of an earlier one. Events chain: the cause of an earlier turn is often a cause of
+    this one too, and what follows a later turn also follows this one (a blind reader judged such answers
+    correct). Elsewhere answers about a target fewer than `min_gap` utterances away are left out. In
+    dialogue order of the other items (their ids), deterministic. Every correct answer of the other item
+    is offered, not only its first."""
     ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
     about = (view["target"] if "target" in view.columns and view["target"].astype(str).str.strip().any()
              else view["question"]).astype(str).str.strip().str.lower().tolist()
     questions = view["question"].astype(str).tolist()
     side = [time_of(q, time) for q in questions] if time else [None] * len(view)
+    kind = [question_type(q, time) for q in questions] if time else [None] * len(view)
     correct: list[set[str]] = []
     for g, ch, cor in zip(golds, view["choices"] if "choices" in view.columns else [None] * len(view),
                           view["correct_answers"] if "correct_answers" in view.columns else [None] * len(view)):
@@ -435,39 +467,32 @@ def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | 
     has_target = "target" in view.columns and view["target"].astype(str).str.strip().any()
     passages = view["passage"].tolist() if "passage" in view.columns else [None] * len(view)
     where = [_position(t, p) for t, p in zip(view["target"], passages)] if has_target else [None] * len(view)
+    dropped = left_out if left_out is not None else {}
 
     def admissible(a: int, b: int) -> bool:
         if where[a] is None or where[b] is None:
             return True
-        if side[a] is not None and side[b] is not None:  # the time-order rule
-            if side[a] == "before":
-                return side[b] == "after" and where[b] >= where[a]
-            return side[b] == "before" and where[b] <= where[a]
+        if side[a] is not None:  # the time-order rule: the other side of this target
+            return where[b] > where[a] if side[a] == "before" else where[b] < where[a]
         return abs(where[a] - where[b]) >= min_gap
 
     answers = written_answers(view)
-
     out: Pool = {}
     for a, iid in enumerate(ids):
-        same, other, seen = [], [], set(correct[a])
+        found, seen = [], set(correct[a])
         for b in sorted(members[groups[a]], key=lambda b: ids[b]):
-            if b == a:
+            if b == a or about[b] == about[a]:
                 continue
-            if about[b] == about[a]:
-                # The same target asked the other way round: its causes offered as what follows it, or what
-                # follows offered as its cause (in place, about this very turn, and wrong by time).
-                if not (side[a] is not None and side[b] is not None and side[a] != side[b]):
-                    continue
-                bucket, how = same, "dialogue:opposite_time"
-            elif admissible(a, b):
-                bucket, how = other, "dialogue" if questions[b] == questions[a] else "dialogue:other_question"
-            else:
+            if not same_type(kind[a], kind[b]):
+                dropped[iid] = dropped.get(iid, 0) + len(answers[b])
+                continue
+            if not admissible(a, b):
                 continue
             for text in answers[b]:
                 if text and text.lower() not in seen:
                     seen.add(text.lower())
-                    bucket.append((f"{how}:{ids[b]}", text))
-        out[iid] = other + same
+                    found.append((f"dialogue:{ids[b]}", text))
+        out[iid] = found
     return out
 
 
@@ -516,8 +541,8 @@ def counterfactuals(instances: pd.DataFrame, *,
     Args:
         generators: generators in order; the first gives all its candidates, each next one fills the
             pools still below min_pool: lexical (rule-based rewrites of every correct answer), dialogue
-            (answers written for the same dialogue: the same target asked about the other side of time,
-            then other targets: in place, as a reader expects), grounded (correct answers rewritten with
+            (answers written for the same dialogue about other targets, to the same type of question: in
+            place, as a reader expects), grounded (correct answers rewritten with
             the dialogue's own places, times and people), t5 (a seq2seq directory in
             model), file (candidates from any other generator), retrieval (answers to the same question
             from other dialogues)
@@ -535,8 +560,9 @@ def counterfactuals(instances: pd.DataFrame, *,
         dialogue_min_gap: where the questions' times are unknown, the dialogue generator takes answers about
             targets at least this many utterances from the item's own (1: every other target)
         question_time: relation words of a question -> when its answers happen, "before" or "after" its
-            target; the dialogue generator offers only answers on the other side of the item's target
-            (the time-order rule of dialogue_pools); {} turns the rule off
+            target; the relation a question names is its type, and the dialogue and retrieval generators
+            offer only answers to questions of the item's type, the dialogue generator only about targets on
+            the other side of the item's (the time-order rule of dialogue_pools); {} turns both rules off
         embed: the sentence embedder ranking retrieved answers
         fluency: check every lexical rewrite with the parser (fixed expressions left alone, number
             agreement, articles; `tasks.distractors.fluency`) and leave out those that fail: rejected rows
@@ -566,13 +592,16 @@ def counterfactuals(instances: pd.DataFrame, *,
         "t5": lambda: t5_pools(view, model=model, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
                                batch_size=batch_size, seed=seed, ctx=ctx),
         "file": lambda: file_pools(view, candidates=candidates),
-        "dialogue": lambda: dialogue_pools(view, min_gap=dialogue_min_gap, time=question_time),
+        "dialogue": lambda: dialogue_pools(view, min_gap=dialogue_min_gap, time=question_time,
+                                           left_out=type_left_out),
         "grounded": lambda: grounded_pools(view, rules=tuple(grounded_rules), per_rule=grounded_per_rule,
                                            fluency=fluency, rejected=disfluent, checked=checked),
         "retrieval": lambda: retrieval_pools(view, embed=embed, depth=retrieval_depth, ctx=ctx,
-                                             foreign=retrieval_foreign, left_out=foreign_left_out),
+                                             foreign=retrieval_foreign, left_out=foreign_left_out,
+                                             time=question_time, type_left_out=type_left_out),
     }
     foreign_left_out: dict[str, int] = {}
+    type_left_out: dict[str, int] = {}  # answers of another question type passed over, per instance
     disfluent: list[dict] = []
     checked: list[str] = []
     pools: dict[str, list[tuple[str, str, str]]] = {i: [] for i in view["id"]}
@@ -599,10 +628,17 @@ def counterfactuals(instances: pd.DataFrame, *,
                     room -= 1
     gold = dict(zip(view["id"], view["gold"]))
     answers = dict(zip(view["id"], written_answers(view)))
+    # Every candidate states the question type it answers: a rewrite or a generator's output that of its own
+    # item; an answer of this or another dialogue that of the item it was written for (the rule names it)
+    kind = {i: question_type(q, question_time) for i, q in zip(view["id"], view["question"].astype(str))}
+    written_for = lambda iid, name, rule: kind.get(str(rule).rsplit(":", 1)[-1]) \
+        if name in ("dialogue", "retrieval") else kind[iid]  # noqa: E731
     rows = [{"id": f"{iid}/cf{k:03d}", "instance_id": iid, "gold": gold[iid], "candidate": text, "generator": name,
-             "rule": rule, "rationale": _rationale(name, rule, answers[iid], text)}
+             "rule": rule, "rationale": _rationale(name, rule, answers[iid], text),
+             "question_type": written_for(iid, name, rule), "item_question_type": kind[iid]}
             for iid, pool in pools.items() for k, (name, rule, text) in enumerate(pool)]
-    data = pd.DataFrame(rows, columns=["id", "instance_id", "gold", "candidate", "generator", "rule", "rationale"])
+    data = pd.DataFrame(rows, columns=["id", "instance_id", "gold", "candidate", "generator", "rule", "rationale",
+                                       "question_type", "item_question_type"])
     per = data.groupby("instance_id").size().reindex(view["id"], fill_value=0)
     tiers = pd.Series([tier(g, r) for g, r in zip(data["generator"], data["rule"])], index=data.index, dtype=object)
     in_place = data[tiers.isin(IN_PLACE)].groupby("instance_id").size().reindex(view["id"], fill_value=0)
@@ -622,6 +658,14 @@ def counterfactuals(instances: pd.DataFrame, *,
              "pool_by_placement": {t: _quantiles(tiers[tiers == t].groupby(data.loc[tiers.index, "instance_id"])
                                                  .size().reindex(view["id"], fill_value=0)) for t in TIERS},
              "in_place_per_instance": _quantiles(in_place),
+             # the type of question each candidate answers, checked against its item's (the contract holds them
+             # equal where both are known): answers of another type passed over, and mismatches kept (0)
+             "question_types": {str(k): int(v) for k, v in pd.Series(list(kind.values()), dtype=object)
+                                .fillna("unknown").value_counts().sort_index().items()},
+             "question_type_left_out": {"candidates": int(sum(type_left_out.values())),
+                                        "instances": len(type_left_out)},
+             "question_type_mismatches": int(((data["question_type"] != data["item_question_type"]) &
+                                              data["question_type"].notna() & data["item_question_type"].notna()).sum()),
              "retrieval_foreign_left_out": {"candidates": int(sum(foreign_left_out.values())),
                                             "instances": len(foreign_left_out),
                                             "allowed": bool(retrieval_foreign)},
@@ -639,6 +683,9 @@ def counterfactuals(instances: pd.DataFrame, *,
         f"Answers of other dialogues naming a thing this dialogue never names: "
         f"{'offered last' if retrieval_foreign else 'left out'} ({notes['retrieval_foreign_left_out']['candidates']} "
         f"passed over for {notes['retrieval_foreign_left_out']['instances']} items).",
+        f"Answers written for another type of question (an emotion offered as a motivation): left out "
+        f"({notes['question_type_left_out']['candidates']} passed over); candidates answering another type than "
+        f"their item's: {notes['question_type_mismatches']}.",
     ]
     report = fluency_report(checked, disfluent) if checked else []
     if report:
@@ -681,10 +728,7 @@ def _rationale(generator: str, rule: str, answers: list[str], text: str) -> str:
             (" asked another question" if ":other_question:" in rule else "") + \
             (", naming things this dialogue does not" if ":foreign:" in rule else "")
     if generator == "dialogue":
-        if ":opposite_time:" in rule:
-            return f"the answer of {rule.rsplit(':', 1)[-1]}, this target asked about the other side of time"
-        return f"the answer of {rule.rsplit(':', 1)[-1]}, this dialogue, about another target" + \
-            (" and question" if ":other_question:" in rule else "")
+        return f"the answer of {rule.rsplit(':', 1)[-1]}, this dialogue, about another target, same type of question"
     return f"{generator} output ({rule})"
 
 

@@ -148,7 +148,7 @@ def test_human_written_candidates_that_are_broken_english_are_rejected(answer, c
     passage = ["A: Shall we eat out ?", "B: Yes , at the diner ."]
     instances = pd.DataFrame({
         "id": ["i1", "i2"], "group_id": ["d1", "d1"],
-        "question": ["What is the cause of target?", "What subsequent event happens following the target?"],
+        "question": ["What is the cause of target?", "What is the cause of target?"],
         "target": ["Shall we eat out ?", "Yes , at the diner ."], "passage": [passage, passage],
         "gold": ["The speaker is hungry.", answer],
         "choices": [[], []], "correct_answers": [[], []]})

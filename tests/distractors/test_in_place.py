@@ -72,35 +72,38 @@ def test_grounded_rewrites_take_places_and_times_from_the_dialogue_never_a_corre
     assert not any("cafe" in r.split("->")[-1] for r in out)
 
 
-def test_the_same_target_asked_about_the_other_side_of_time_comes_after_other_targets_answers():
-    from tasks.distractors.counterfactuals import QUESTION_TIME, dialogue_pools
+def test_dialogue_answers_are_of_the_item_question_type_and_from_the_other_side_of_its_target():
+    """An answer of another type of question (a reaction offered as a cause, a cause as what follows) is
+    never offered, and counted; of the same type, only about a target on the other side of this one (a cause
+    of a later turn, a subsequent event of an earlier one: wrong by time, of the right kind)."""
+    from tasks.distractors.counterfactuals import QUESTION_TIME, dialogue_pools, question_type
     from tasks.distractors.placement import preference
 
-    passage = ["A: I lost my keys .", "B: Look in your bag .", "A: Found them !"]
+    passage = ["A: I lost my keys .", "B: Look in your bag .", "A: Found them !", "B: Good , let us go ."]
+    cause, after = "What is the cause of target?", "What subsequent event happens following the target?"
     view = pd.DataFrame({
-        "id": ["c", "s", "t", "u"], "group_id": ["D"] * 4,
-        "question": ["What is the cause of target?", "What subsequent event happens following the target?",
-                     "What is the cause of target?", "What subsequent event happens following the target?"],
-        "target": ["Look in your bag .", "Look in your bag .", "Found them !", "Found them !"],
-        "passage": [passage] * 4,
+        "id": ["c", "s", "t", "u", "v"], "group_id": ["D"] * 5,
+        "question": [cause, after, cause, after, "What is the possible emotional reaction of the listener?"],
+        "target": ["Look in your bag .", "Look in your bag .", "Found them !", "Found them !", "Good , let us go ."],
+        "passage": [passage] * 5,
         "gold": ["The speaker lost the keys.", "The speaker finds the keys in the bag.", "The bag was searched.",
-                 "The speaker is relieved."],
+                 "The speaker is relieved.", "The listener feels glad."],
         "choices": [["The speaker lost the keys.", "The keys were stolen.", "x"],
                     ["The speaker finds the keys in the bag.", "y"], ["The bag was searched.", "z"],
-                    ["The speaker is relieved.", "w"]],
-        "correct_answers": [[0, 1], [0], [0], [0]]})
-    pools = dialogue_pools(view, time=QUESTION_TIME)
-    # the subsequent-event item is offered both causes of its own target (every correct answer)
-    assert pools["s"][:2] == [("dialogue:opposite_time:c", "The speaker lost the keys."),
-                              ("dialogue:opposite_time:c", "The keys were stolen.")]
-    # a cause is never offered another cause of the same target, nor one of a later turn (time order); what
-    # follows a later turn comes before what follows this very turn (a reader finds the latter still true
-    # more often), and AF starts and swaps in by that order
-    assert all(t != "The bag was searched." for _, t in pools["c"])
-    assert pools["c"] == [("dialogue:other_question:u", "The speaker is relieved."),
-                          ("dialogue:opposite_time:s", "The speaker finds the keys in the bag.")]
-    assert preference("dialogue", pools["c"][0][0]) < preference("dialogue", pools["c"][1][0]) \
-        < preference("retrieval", "retrieval:x")
+                    ["The speaker is relieved.", "w"], None],
+        "correct_answers": [[0, 1], [0], [0], [0], None]})
+    assert [question_type(q) for q in view["question"]] == ["cause", "subsequent event", "cause",
+                                                             "subsequent event", "reaction"]
+    left_out: dict[str, int] = {}
+    pools = dialogue_pools(view, time=QUESTION_TIME, left_out=left_out)
+    # a cause is offered the cause of a later turn; never a subsequent event, a reaction or its own target's
+    assert pools["c"] == [("dialogue:t", "The bag was searched.")]
+    # a subsequent event is offered what follows an earlier turn, never what follows a later one
+    assert pools["u"] == [("dialogue:s", "The speaker finds the keys in the bag.")]
+    assert pools["s"] == [] and pools["t"] == [] and pools["v"] == []
+    assert left_out["c"] == 2 and left_out["v"] == 5  # u's and v's answers; v: the five of c, s, t and u
+    assert preference("dialogue", "dialogue:t") < preference("lexical", "antonym:lexicon:a -> b") \
+        < preference("lexical", "negation:add") < preference("retrieval", "retrieval:x")
 
 
 def _chance_items(n: int = 60):
