@@ -30,6 +30,8 @@ from csk.errors import ConfigError
 from csk.models import resolve_model
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
+from tasks.distractors.counterfactuals import written_answers
+from tasks.distractors.giveaways import EndingOnlyProbe
 from tasks.distractors.keys import group_order, instance_keys
 from tasks.distractors.placement import REWRITES, in_place, preference
 from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,
@@ -95,7 +97,9 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             swap_rule: str = "paper", window: int = 2, epsilon: float = 0.01, noise_z: float = 2.0,
             min_held_out: int = 3, chance_alpha: float = 0.01,
             max_rewrites: int = 0, max_reuse: int = 0, generator_of: dict[str, str] | None = None,
-            placement_of: dict[str, int] | None = None, seed: int = 0, log: Callable[[str], None] | None = None) -> tuple[dict[str, dict], list[dict]]:
+            placement_of: dict[str, int] | None = None, ending_only: Callable[[int], object] | None = None,
+            other_correct: dict[str, list[str]] | None = None, seed: int = 0,
+            log: Callable[[str], None] | None = None) -> tuple[dict[str, dict], list[dict]]:
     """Run AF; returns the per-instance state (distractors, unused pool, swaps, the rounds it was held out
     and swapped in) and the per-round history.
 
@@ -112,8 +116,17 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     `chance_alpha` (`beats_chance`; 1: no test). A discriminator at chance prefers candidates at random; its swaps would be noise (on a
     few hundred items the paper's discriminator stays there), so the items keep their in-place start. On
     pure noise a round still passes once in about 1 / chance_alpha rounds (1% by default: a small file
-    converges within 15 rounds)."""
+    converges within 15 rounds).
+
+    `ending_only`: a second adversary that reads the choices without the dialogue (a fresh
+    `giveaways.EndingOnlyProbe` per round, seeded by its argument; SWAG's stylistic ensemble, HellaSwag's
+    ending-only baseline), fitted on the training fold's sets (the gold, the item's `other_correct` answers
+    and its distractors) and scoring the held-out ones. Each adversary that beats chance on the fold has a
+    say: its scores standardised over the item's set (gold and distractors) and summed, so a distractor
+    that either model rejects without reading the dialogue, or with it, is swapped for a candidate the
+    two together prefer."""
     text = {cid: t for pool in pools.values() for cid, t in pool}
+    other_correct = other_correct or {}
     generator_of = generator_of or {}
     placement_of = placement_of or {c: preference(g, None) for c, g in generator_of.items()}
     split_of = dict(zip(view["id"], view["split"].astype(str))) if "split" in view.columns else {}
@@ -223,9 +236,31 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
         allowed = {"hellaswag": hellaswag_swaps(pairwise), "max": max_swaps}.get(
             swap_rule, max((len(st["distractors"]) for st in state.values()), default=n_distractors))
         p_chance = beats_chance(won, sizes)
-        at_chance = chance_alpha < 1 and not p_chance < chance_alpha
+        passes = lambda p: chance_alpha >= 1 or p < chance_alpha  # noqa: E731
+        voices = [scores] if passes(p_chance) else []
+        ending: dict = {}
+        if ending_only is not None:
+            # the choices alone: the set a reader sees (every correct answer and the distractors)
+            members = {i: [by_id.loc[i, "gold"]] + list(other_correct.get(i, [])) + [text[c] for c in state[i]["distractors"]]
+                       for i in train + held}
+            probe = ending_only(disc_seed).fit([members[i] for i in train],
+                                               [set(range(1 + len(other_correct.get(i, [])))) for i in train])
+            e_scores = probe.score([members[i] for i in held], [[by_id.loc[i, "gold"]] + [text[c] for c in ids]
+                                                                 for i, ids in zip(held, choice_ids)])
+            e_won = [int((e[0] > e[1:k + 1]).sum()) for e, k in zip(e_scores, sizes)]
+            ending = {"ending_only_pairwise": sum(e_won) / pairs if pairs else 1.0,
+                      "ending_only_p_vs_chance": beats_chance(e_won, sizes)}
+            if passes(ending["ending_only_p_vs_chance"]):
+                voices.append(e_scores)
+        at_chance = not voices
         if at_chance:
             allowed = 0
+        else:  # each adversary that beats chance has a say, on one scale: standardised over the item's set
+            def standard(v: np.ndarray, k: int) -> np.ndarray:
+                spread = float(np.std(v[:k + 1]))
+                return (v - float(np.mean(v[:k + 1]))) / (spread if spread > 0 else 1.0)
+            scores = [sum(standard(np.asarray(v[j], dtype=np.float64), k) for v in voices)
+                      for j, k in enumerate(sizes)]
         swaps = 0
         for i, ids, s in zip(held, choice_ids, scores):
             st = state[i]
@@ -261,14 +296,18 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
                         "pairwise_accuracy": pairwise, "swaps": swaps, "swaps_allowed": allowed,
                         "train_instances": len(train), "held_out_instances": len(held),
                         "discriminator_seed": disc_seed, "lr_scale": lr_scale,
-                        "least_held_out": min(times) if times else 0, "p_vs_chance": p_chance,
+                        "least_held_out": min(times) if times else 0, "p_vs_chance": p_chance, **ending,
                         **({"no_swaps": f"the discriminator is not better than chance on its held-out fold: "
                                         f"{pairs_won} of {pairs} (gold, distractor) pairs ordered right over "
                                         f"{len(held)} items, one-sided rank test p = {p_chance:.3g} >= "
-                                        f"{chance_alpha}"} if at_chance else {})})
+                                        f"{chance_alpha}" + (f"; nor is the ending-only probe (p = "
+                                                             f"{ending['ending_only_p_vs_chance']:.3g})"
+                                                             if ending else "")} if at_chance else {})})
         if log:
             log(f"AF iteration {it + 1} of at most {max_iterations} (cycle {cycle + 1}, fold {fold + 1} of {folds}): "
-                f"held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f} (p {p_chance:.3g} vs chance), {swaps} swaps"
+                f"held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f} (p {p_chance:.3g} vs chance)"
+                + (f", ending-only pairwise {ending['ending_only_pairwise']:.3f} (p {ending['ending_only_p_vs_chance']:.3g})"
+                   if ending else "") + f", {swaps} swaps"
                 + (" (at chance: no swap)" if at_chance else ""))
         if fold == folds - 1:  # a cycle ends: every instance was judged once more
             rounds = history[-folds:]
@@ -385,7 +424,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                        epsilon: float = 0.01, noise_z: float = 2.0,
                        min_held_out: int = 3, chance_alpha: float = 0.01, max_rewrites: int = 1, max_reuse: int = 3,
                        epochs: int = 2, lr: float | None = None, batch_size: int = 8, trainable_layers: int = 1,
-                       max_length: int = 128, preset: Literal["", "paper"] = "",
+                       max_length: int = 128, preset: Literal["", "paper"] = "", ending_only: bool = True,
                        ctx: StageContext | None = None) -> StageOutput:
     """Choose each instance's distractors from its filtered pool by adversarial filtering.
 
@@ -435,6 +474,9 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
         preset: "paper": the paper's AF (discriminator transformer, 3 epochs, lr 1e-5, batch_size 4,
             n_distractors 4, max_length 256 of the dialogue window) for the settings left at their defaults;
             model must then name a roberta-large directory
+        ending_only: a second adversary reads the choices without the dialogue (`giveaways.EndingOnlyProbe`
+            on embed's vectors: SWAG's stylistic ensemble, HellaSwag's ending-only baseline): a distractor it
+            can reject from the choices alone is swapped out like one the discriminator rejects
     """
     if preset:
         import inspect
@@ -482,9 +524,12 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                                          setting="adversarial_filter.model")
         view = view.assign(context=windows)
     vector = None
-    if discriminator == "linear-probe" and not passed_through:
-        vector = vector_lookup(view["context"].tolist() + view["gold"].tolist() + candidates["candidate"].tolist(),
-                               embed, ctx)
+    other_correct = {iid: answers[1:] for iid, answers in zip(view["id"], written_answers(view))}
+    if (discriminator == "linear-probe" or ending_only) and not passed_through:
+        vector = vector_lookup(view["context"].tolist() + view["gold"].tolist() + candidates["candidate"].tolist()
+                               + [t for ts in other_correct.values() for t in ts], embed, ctx)
+    ending = (lambda round_seed: EndingOnlyProbe(vector, seed=round_seed)) if ending_only and not passed_through \
+        else None
     factory = None if passed_through else make_discriminator_factory(
         discriminator, model=model, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, vector=vector, ctx=ctx,
         trainable_layers=trainable_layers, max_length=max_length)
@@ -495,6 +540,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                              max_reuse=max_reuse, generator_of=dict(zip(candidates["id"], candidates["generator"])),
                              placement_of={c: preference(g, r) for c, g, r in zip(candidates["id"], candidates["generator"],
                                                                                   candidates["rule"])},
+                             ending_only=ending, other_correct=other_correct,
                              seed=seed, log=logging.getLogger("csk").info)
     text = dict(zip(candidates["id"], candidates["candidate"]))
     rule = dict(zip(candidates["id"], candidates["rule"]))
@@ -551,6 +597,9 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                               "as_published": len(passed),  # every published choice correct: nothing to rebuild
                               "held_out_times": coverage, "af_instances": "af_instances.parquet",
                               "swap_rule": swap_rule, "max_rewrites": max_rewrites, "max_reuse": max_reuse,
+                              "ending_only": ("a second adversary: logistic regression on each choice's embedding, "
+                                              "its mean and highest cosine to its set, negation; no dialogue")
+                              if ending_only else None,
                               # how much of each dialogue the discriminator read (its window, its tokenizer)
                               "reads": {"discriminator": reads},
                               "card": _card_lines(data, history, reads, len(passed)),

@@ -34,6 +34,7 @@ from tasks.distractors.adversarial import make_discriminator_factory
 from tasks.distractors.window import reading_windows
 from tasks.embed import vector_lookup
 from tasks.distractors.discriminators import LinearProbe
+from tasks.distractors.giveaways import centre_is_correct, ending_only_accuracy, near_copy_set
 from tasks.distractors.keys import group_order
 from tasks.distractors.candidate_filter import PAPER_EMBEDDER
 from tasks.embed import EmbedSpec, open_embedder
@@ -178,6 +179,45 @@ def grounding_figures(view: pd.DataFrame, final, final_correct, published, publi
                                      for g, c in sorted(by_generator.items())}}
 
 
+def giveaway_figures(train: list[int], test: list[int], sets: dict, chance: dict, groups: list[str], vector,
+                     seed: int) -> dict:
+    """The ending-only probe's accuracy (fitted on the train items' sets, tested on the test items': SWAG /
+    HellaSwag's baseline, no dialogue) and the share of test sets whose centre is a correct choice, for each
+    set of choices, with chance (the mean share of correct choices)."""
+    measures, notes = {}, {}
+    for name, (ch, cor) in sets.items():
+        hits = ending_only_accuracy(train, test, ch, cor, vector, seed)
+        measures[f"ending_only_{name}_accuracy"] = float(hits.mean())
+        notes[f"ending_only_{name}_accuracy"] = ("logistic regression on each choice's embedding, its mean and "
+                                                  "highest cosine to its set, negation; no dialogue; "
+                                                  f"chance {chance[name].mean():.3f}")
+        centre = [centre_is_correct(np.stack([np.asarray(vector(t), dtype=np.float64) for t in ch[i]]), cor[i])
+                  for i in test]
+        measures[f"centre_is_correct_{name}"] = float(np.mean(centre)) if centre else float("nan")
+        notes[f"centre_is_correct_{name}"] = ("share of test sets whose choice nearest to the others (mean cosine) "
+                                              f"is correct; chance {chance[name].mean():.3f}")
+    measures["ending_only_chance"] = float(chance["rebuilt"].mean())
+    return {"measures": measures, "notes": notes, "test_items": len(test), "test_groups": len(set(groups))}
+
+
+def quality_card(rows: list[dict]) -> list[str]:
+    """The card's lines: what the choices alone give away and what the dialogue adds, rebuilt beside published."""
+    v = {r["id"]: r["value"] for r in rows}
+    pair = lambda k: f"rebuilt {v[k.format('rebuilt')]:.3f}, published {v[k.format('published')]:.3f}"  # noqa: E731
+    lines = [f"Near-copy sets (two or more distractors rewriting a correct answer): rebuilt "
+             f"{v['near_copy_sets_rebuilt']:.0f}, published {v['near_copy_sets_published']:.0f}."]
+    if "ending_only_rebuilt_accuracy" in v:
+        lines.append(f"Ending-only probe (the choices alone) picks a correct choice: {pair('ending_only_{}_accuracy')} "
+                     f"(chance {v['ending_only_chance']:.3f}); the set's centre is correct: "
+                     f"{pair('centre_is_correct_{}')}.")
+    for judge in ("finetuned", "probe"):
+        if f"{judge}_dialogue_gain_rebuilt" in v:
+            lines.append(f"The {'fine-tuned judge' if judge == 'finetuned' else 'linear probe'}'s gain from the "
+                         f"dialogue (accuracy with it minus with the choices alone): {pair(judge + '_dialogue_gain_{}')}; "
+                         f"choice-only accuracy {pair(judge + '_choice_only_{}_accuracy')}.")
+    return lines
+
+
 @compute.trains  # fits discriminators: a fixed thread count, in its key
 def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: pd.DataFrame, *,
                        embed: EmbedSpec = EmbedSpec(), similarity_embedder: EmbedSpec = PAPER_EMBEDDER, seed: int = 0,
@@ -296,6 +336,20 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
                     f"[{ci['difference'][0]:.3f}, {ci['difference'][1]:.3f}]; at or below 0: rebuilt as hard or harder")
                 add(f"{judge_name}_{setting}_adjusted_difference_low", ci["difference"][0], "")
                 add(f"{judge_name}_{setting}_adjusted_difference_high", ci["difference"][1], "")
+        # What the choices alone give away (tasks/distractors/giveaways.py), rebuilt beside published
+        start = time.perf_counter()
+        notes["giveaways"] = giveaway_figures(train, test, sets, chance, groups, vector, seed)
+        for name, value in notes["giveaways"]["measures"].items():
+            add(name, value, notes["giveaways"]["notes"].get(name, ""))
+        seconds["giveaways"] = round(time.perf_counter() - start, 2)
+        # the judges' gain from reading the dialogue: a set that tests reading gains; one whose correct answers
+        # the choices give away does not
+        by_id = {r["id"]: r["value"] for r in rows}
+        for judge_name, _ in judges:
+            for n in sets:
+                gain = by_id[f"{judge_name}_context_{n}_accuracy"] - by_id[f"{judge_name}_choice_only_{n}_accuracy"]
+                add(f"{judge_name}_dialogue_gain_{n}", gain, "accuracy with the dialogue minus accuracy with the "
+                    "choices alone, same judge and instances; at least the published set's: the dialogue is needed")
         notes["seconds"] = seconds  # timings live in the manifest, never in the data (same bytes)
         notes["judge"] = display_name(judge) if quality == "full" else None
     elif quality != "off":
@@ -329,6 +383,12 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
         add(f"foreign_noun_share_{name}", share, "share of distractors naming a thing (spaCy noun lemma) that "
             "neither the dialogue nor the correct answers name, generic nouns aside")
     notes["grounding"] = grounding
+    near = {name: [near_copy_set(ch[i], cor[i]) for i in range(len(ch)) if ch[i] and len(ch[i]) > len(cor[i])]
+            for name, (ch, cor) in (("rebuilt", (final, final_correct)), ("published", (published, published_correct)))}
+    for name, flags in near.items():
+        add(f"near_copy_sets_{name}", int(sum(flags)), f"of {len(flags)} sets with a distractor: two or more "
+            f"distractors rewrite a correct answer (word Jaccard >= 0.5, or the same words but a negation)")
+    notes["card"] = quality_card(rows)
     add("instances", len(mcq))
     data = pd.DataFrame(rows)
     return StageOutput(data=data, rows_in=len(data), notes=notes,

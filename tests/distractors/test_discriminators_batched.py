@@ -283,7 +283,7 @@ def test_paper_preset_sets_the_papers_discriminator(tmp_path):
     ctx = StageContext(Store(tmp_path / "s"), "cicero", "adversarial_filter")
     out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, model=str(model), preset="paper",
                              max_iterations=1, ctx=ctx)
-    used = ctx.models[0]
+    used = next(m for m in ctx.models if m["name"] == "discriminator")
     assert (used["trained"], used["epochs"], used["lr"], used["max_length"]) == ("all layers", 3, 1e-5, 256)
     assert out.notes["discriminator"] == "transformer" and out.notes["preset"] == "paper"
     assert (out.data["distractors"].map(len) == 4).all()

@@ -333,7 +333,7 @@ def test_af_transformer_discriminator_tiny(tmp_path):
     ctx = StageContext(Store(tmp_path / "s"), "cicero", "adversarial_filter")
     out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, discriminator="transformer", model=str(model),
                              max_iterations=2, window=5, epochs=1, batch_size=4, ctx=ctx)
-    assert out.notes["iterations"] == 2 and ctx.models[0]["kind"] == "multiple-choice"
+    assert out.notes["iterations"] == 2 and next(m for m in ctx.models if m["name"] == "discriminator")["kind"] == "multiple-choice"
 
 
 def test_af_cached_transformer_discriminator_tiny(tmp_path):
@@ -351,7 +351,8 @@ def test_af_cached_transformer_discriminator_tiny(tmp_path):
                              model=str(model), trainable_layers=1, max_iterations=3, window=5, epochs=1, batch_size=4,
                              ctx=ctx)
     assert out.notes["iterations"] == 3 and (out.data["distractors"].map(len) == 4).all()
-    assert ctx.models[0]["trained"].startswith("top 1 layers") and ctx.models[0]["lr"] == 5e-5
+    disc = next(m for m in ctx.models if m["name"] == "discriminator")
+    assert disc["trained"].startswith("top 1 layers") and disc["lr"] == 5e-5
 
 
 def _toy_mc(n: int = 24):

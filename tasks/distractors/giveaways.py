@@ -1,0 +1,124 @@
+"""What gives a correct answer away without the dialogue: the choices alone.
+
+SWAG filtered its endings against a stylistic ensemble that read the ending alone; HellaSwag's BERT loses
+11.9 points without the context; Story Cloze's ending-only baseline reads negation and sentiment (72.5%,
+chance 50%). A choice set whose correct answers a model finds from the choices alone does not test reading
+the dialogue. Three measures, cheap enough to run in AF's every round and in `distractor_quality`:
+
+* the ending-only probe (`EndingOnlyProbe`, SWAG / HellaSwag's baseline): logistic regression on each
+  choice's sentence embedding, its mean and highest cosine to the other choices of its set, and whether it
+  holds a negation; no dialogue;
+* the centre giveaway (`centre_is_correct`): the choice nearest on average to the others is a correct one
+  (correct answers paraphrase each other; distractors made by rewriting them gather round them too);
+* near-copy sets (`near_copy_set`): two or more distractors that rewrite a correct answer (word Jaccard
+  >= 0.5, or the same words but a negation).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+import numpy as np
+
+# English's negators (a closed class of words): "not", its contraction, and the negative determiners,
+# pronouns and adverbs
+NEGATORS = frozenset({"not", "n't", "never", "no", "nobody", "nothing", "none", "neither", "nor", "nowhere",
+                      "cannot"})
+WORD = re.compile(r"n't|[a-z]+")
+NEAR_COPY_JACCARD = 0.5
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words, "n't" split off its verb ("didn't" -> "did", "n't")."""
+    return WORD.findall(str(text).lower().replace("n't", " n't"))
+
+
+def negated(text: str) -> bool:
+    """Does the sentence hold a negation (one of English's negators)?"""
+    return any(w in NEGATORS for w in words(text))
+
+
+def rewrites(distractor: str, answer: str, threshold: float = NEAR_COPY_JACCARD) -> bool:
+    """Is `distractor` a rewrite of `answer`: word Jaccard >= threshold, or the same words but a negation?"""
+    a, b = set(words(distractor)), set(words(answer))
+    if not a or not b:
+        return False
+    if a - NEGATORS == b - NEGATORS:
+        return True
+    return len(a & b) / len(a | b) >= threshold
+
+
+def near_copy_set(choices: list[str], correct: set[int], threshold: float = NEAR_COPY_JACCARD) -> bool:
+    """Two or more distractors of the set rewrite a correct answer: the set is the correct answers and their
+    near-copies, and the odd one out is found without reading the dialogue."""
+    answers = [choices[k] for k in correct]
+    return sum(any(rewrites(d, a, threshold) for a in answers)
+               for k, d in enumerate(choices) if k not in correct) >= 2
+
+
+def _cosines(vectors: np.ndarray) -> np.ndarray:
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return unit @ unit.T
+
+
+def centre_is_correct(vectors: np.ndarray, correct: set[int]) -> bool:
+    """Is the choice with the highest mean cosine to the other choices of its set a correct one?"""
+    n = len(vectors)
+    if n < 2:
+        return bool(correct)
+    sims = _cosines(vectors)
+    mean = (sims.sum(axis=1) - np.diag(sims)) / (n - 1)
+    return int(np.argmax(mean)) in correct
+
+
+class EndingOnlyProbe:
+    """Logistic regression on what a choice says alone and how it sits among its set: its embedding, its
+    mean and highest cosine to the set's other choices, whether it holds a negation. `fit(sets, correct)`
+    learns every correct choice against every distractor; `score(sets, texts)` scores each text of
+    `texts[i]` against the choices of `sets[i]` (itself left out where it is one of them), so candidates
+    outside a set are scored as if they stood in it."""
+
+    name = "ending-only probe"
+
+    def __init__(self, vector: Callable[[str], np.ndarray], seed: int = 0, C: float = 1.0, max_iter: int = 2000):
+        self.vector, self.seed, self.C, self.max_iter = vector, seed, C, max_iter
+        self.model = None
+
+    def features(self, members: list[str], texts: list[str]) -> np.ndarray:
+        own = np.stack([np.asarray(self.vector(t), dtype=np.float64) for t in texts])
+        ref = np.stack([np.asarray(self.vector(t), dtype=np.float64) for t in members])
+        unit = lambda m: m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)  # noqa: E731
+        sims = unit(own) @ unit(ref).T
+        lowered = [m.strip().lower() for m in members]
+        for r, t in enumerate(texts):  # a choice is not compared with itself
+            for c, m in enumerate(lowered):
+                if m == t.strip().lower():
+                    sims[r, c] = np.nan
+        with np.errstate(all="ignore"):
+            mean = np.where(np.isnan(sims).all(axis=1), 0.0, np.nanmean(np.where(np.isnan(sims), np.nan, sims), axis=1))
+            high = np.where(np.isnan(sims).all(axis=1), 0.0, np.nanmax(np.where(np.isnan(sims), -np.inf, sims), axis=1))
+        neg = np.asarray([negated(t) for t in texts], dtype=np.float64)
+        return np.concatenate([own, mean[:, None], high[:, None], neg[:, None]], axis=1)
+
+    def fit(self, sets: list[list[str]], correct: list[set[int]]) -> "EndingOnlyProbe":
+        from sklearn.linear_model import LogisticRegression
+
+        X = np.concatenate([self.features(ch, ch) for ch in sets])
+        y = np.concatenate([[int(k in cor) for k in range(len(ch))] for ch, cor in zip(sets, correct)])
+        self.model = LogisticRegression(C=self.C, max_iter=self.max_iter, class_weight="balanced",
+                                        random_state=self.seed)
+        self.model.fit(X, y)
+        return self
+
+    def score(self, sets: list[list[str]], texts: list[list[str]] | None = None) -> list[np.ndarray]:
+        texts = sets if texts is None else texts
+        return [self.model.decision_function(self.features(ch, ts)) for ch, ts in zip(sets, texts)]
+
+
+def ending_only_accuracy(train: list[int], test: list[int], choices: list[list[str]], correct: list[set[int]],
+                         vector: Callable[[str], np.ndarray], seed: int = 0) -> np.ndarray:
+    """Per test item: does the ending-only probe, fitted on the train items, put a correct choice on top?"""
+    probe = EndingOnlyProbe(vector, seed=seed).fit([choices[i] for i in train], [correct[i] for i in train])
+    scores = probe.score([choices[i] for i in test])
+    return np.asarray([int(np.argmax(s)) in correct[i] for i, s in zip(test, scores)], dtype=float)
