@@ -18,6 +18,10 @@ def test_fixed_expressions_are_left_alone():
     assert problem("Of course she agreed.", "Of course she refused.") is None  # the phrase itself untouched
     assert problem("It costs at least ten dollars.", "It costs at most ten dollars.") is None  # one for another
     assert "right away" in problem("She wants to go right away.", "She wants to go wrong away.")[1]
+    # a phrase that starts with a verb is fixed in every form of the verb (lemminflect's), none listed by hand
+    assert problem("They fell in love in Paris.", "They fell in hate in Paris.")[0] == "fixed_phrase"
+    assert problem("He looks forward to the trip.", "He looks backward to the trip.")[0] == "fixed_phrase"
+    assert fluency.fixed_phrases("She gave up and kept in touch.") == {"give up": 1, "keep in touch": 1}
 
 
 @pytest.mark.parametrize("original, rewrite", [
@@ -182,6 +186,7 @@ def test_a_singular_subject_with_a_plural_verb(text, broken):
     ("The waiter was a worried about the bill.", "adjective with no noun"),
     ("The waiter was a local.", None),                               # "local" is also a noun
     ("They will meet some another time.", "two determiners"),
+    ("They took the another bus.", "two determiners"),  # "another" holds its article: any determiner before it
     ("They will meet another time.", None),
     ("The guest asks that the waiter to bring water.", "to-infinitive"),
     ("The guest asks that the waiter bring water.", None),
@@ -197,7 +202,6 @@ def test_a_singular_subject_with_a_plural_verb(text, broken):
     ("Mrs. Jones booked the hall in June.", None),
     ("The listener thanks the listener for the gift.", "subject and the object"),
     ("The listener thanks the speaker for the gift.", None),
-    ("The clerk disagreed to open the shop.", "'disagree' takes 'with'"),
     ("The guide explained the tourists that the museum was shut.", "hearer after 'to'"),
     ("The guide explained the tourists the museum hours were short.", "hearer after 'to'"),
     ("The guide explained to the tourists that the museum was shut.", None),
