@@ -1,0 +1,92 @@
+"""What the choices alone give away (tasks/distractors/giveaways.py), and AF's ending-only adversary."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tasks.distractors import giveaways as gv
+
+
+@pytest.mark.parametrize("text, negated", [
+    ("The speaker did not go home.", True), ("The speaker didn't go home.", True),
+    ("Nobody came to the party.", True), ("The speaker never called.", True), ("She cannot swim.", True),
+    ("The speaker went home.", False), ("The notice was on the door.", False),  # "not" inside a word
+    ("Nothing was left.", True), ("The knot was tight.", False),
+])
+def test_a_negation_is_one_of_englishs_negators(text, negated):
+    assert gv.negated(text) is negated
+
+
+def test_a_rewrite_shares_half_its_words_or_differs_by_a_negation():
+    answer = "The speaker and her father stockpile food for the storm."
+    assert gv.rewrites("The speaker and her father give away food for the storm.", answer)  # Jaccard >= 0.5
+    assert gv.rewrites("The speaker and her father do not stockpile food for the storm.", answer)
+    assert not gv.rewrites("The listener is relieved to hear the news.", answer)
+
+
+def test_a_near_copy_set_has_two_distractors_rewriting_a_correct_answer():
+    a, b = "Anna says yes and accepts the ring.", "Anna and her lover get married."
+    copies = [a, b, "Anna says no and refuses the ring.", "Anna and her lover do not get married."]
+    assert gv.near_copy_set(copies, {0, 1})
+    one = [a, b, "Anna says no and refuses the ring.", "The storm knocks out the power in town."]
+    assert not gv.near_copy_set(one, {0, 1})
+    assert not gv.near_copy_set([a, b], {0, 1})  # every choice correct: no distractor, no near-copy
+
+
+def test_the_centre_of_a_set_is_the_choice_nearest_the_others():
+    v = np.asarray([[1.0, 0.0], [0.95, 0.3], [0.95, -0.3]])  # row 0 lies between rows 1 and 2
+    assert gv.centre_is_correct(v, {0}) and not gv.centre_is_correct(v, {1, 2})
+
+
+def _vector(seed: int = 0, dim: int = 12):
+    rng, cache = np.random.default_rng(seed), {}
+
+    def vector(text: str) -> np.ndarray:  # random features: nothing but the negation to learn from
+        if text not in cache:
+            cache[text] = rng.normal(size=dim)
+        return cache[text]
+    return vector
+
+
+def test_the_ending_only_probe_finds_a_negation_giveaway_and_not_noise():
+    """Distractors that are all negations give the correct answers away without the dialogue; distractors
+    that are not do not."""
+    rng = np.random.default_rng(1)
+    word = lambda: "w" + "".join(rng.choice(list("abcdefgh"), 5))  # noqa: E731
+    told = [[f"The {word()} went home.", f"The {word()} did not stay.", f"The {word()} did not call."]
+            for _ in range(120)]
+    fair = [[f"The {word()} went home.", f"The {word()} stayed.", f"The {word()} called."] for _ in range(120)]
+    correct = [{0}] * 120
+    train, test = list(range(60)), list(range(60, 120))
+    assert gv.ending_only_accuracy(train, test, told, correct, _vector()).mean() == 1.0
+    assert gv.ending_only_accuracy(train, test, fair, correct, _vector()).mean() < 0.6  # chance 1/3
+
+
+def test_af_swaps_out_distractors_the_choices_alone_give_away():
+    """The context discriminator learns nothing (random features); every item starts with negations for
+    distractors (the first preferred candidates) and has plain ones in its pool. Without the ending-only
+    adversary no round beats chance and the negations stay; with it they are swapped out."""
+    from tasks.distractors.adversarial import af_loop
+    from tasks.distractors.discriminators import LinearProbe
+
+    rng = np.random.default_rng(2)
+    word = lambda: "w" + "".join(rng.choice(list("abcdefgh"), 6))  # noqa: E731
+    n = 80
+    items = pd.DataFrame({"id": [f"i{k:02d}" for k in range(n)], "group_id": [f"g{k}" for k in range(n)],
+                          "context": [word() for _ in range(n)], "gold": [f"The {word()} went home." for _ in range(n)]})
+    pools, placement = {}, {}
+    for i in items["id"]:
+        negations = [(f"{i}/n{j}", f"The {word()} did not go home.") for j in range(2)]
+        plain = [(f"{i}/p{j}", f"The {word()} went out.") for j in range(6)]
+        pools[i] = negations + plain
+        placement |= {c: 0 for c, _ in negations} | {c: 3 for c, _ in plain}
+    vector = _vector(3)
+    run = lambda ending: af_loop(items, pools, lambda seed: LinearProbe(vector, seed=seed), n_distractors=2,  # noqa: E731
+                                 max_iterations=10, min_held_out=2, placement_of=placement, ending_only=ending, seed=0)
+    negated_share = lambda state: np.mean([gv.negated(t) for st in state.values() for c in st["distractors"]  # noqa: E731
+                                           for t in [dict(sum(pools.values(), []))[c]]])
+    state, history = run(None)
+    assert negated_share(state) == 1.0 and sum(h["swaps"] for h in history) == 0
+    state, history = run(lambda seed: gv.EndingOnlyProbe(vector, seed=seed))
+    assert history[0]["ending_only_p_vs_chance"] < 0.01 and history[0]["swaps"] > 0
+    assert negated_share(state) < 0.4  # a swap needs a candidate above the gold too: not every item has one
