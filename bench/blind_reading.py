@@ -66,7 +66,7 @@ def _replay(entries: list[dict], pub: list[dict], seen: set, where: str) -> set:
 
 
 def make(published: str, rebuilt: str, out: str, n: int = MIN_ITEMS, seed: int | None = None,
-         exclude: list[str] = ()) -> None:
+         exclude: list[str] = (), brief: bool = False) -> None:
     if n < MIN_ITEMS:
         raise SystemExit(f"-n {n}: a reading needs at least {MIN_ITEMS} items (two readers' figures on fewer are noise)")
     if seed is None:
@@ -107,6 +107,9 @@ def make(published: str, rebuilt: str, out: str, n: int = MIN_ITEMS, seed: int |
         sheet.append("\n".join(lines))
         answer_key.append(entry)
     Path(out).mkdir(parents=True, exist_ok=True)
+    if brief:
+        _brief_sheet(pairs, drawn, answer_key, seed, out)
+        return
     head = (f"# Blind reading: {len(drawn)} items, two choice sets each\n\n"
             "For every item read the dialogue, target and question. For each set and each choice say: is it a\n"
             "correct answer to the question about the target (correct), is it ungrammatical or garbled English\n"
@@ -117,6 +120,87 @@ def make(published: str, rebuilt: str, out: str, n: int = MIN_ITEMS, seed: int |
     (Path(out) / "key.json").write_text(json.dumps(answer_key, indent=1), encoding="utf-8")
     print(f"{Path(out) / 'sheet.md'}: {len(drawn)} items (seed {seed}, {len(seen)} items of earlier draws left "
           f"out); key in {Path(out) / 'key.json'}")
+
+
+def _brief_sheet(pairs: list, drawn: list[int], answer_key: list[dict], seed: int, out: str) -> None:
+    """The layout of ../shared/blind-reading/reader_brief.md: every (item, set) its own question Qnn, the
+    questions in a seeded shuffled order (the two sets of an item apart), each choice to be labelled with
+    one letter (C, W, O, U, A). The key names each question's item, set and distractors, and whether the
+    set is a near-copy set by rule (tasks/distractors/giveaways.py); no released text."""
+    from tasks.distractors.giveaways import near_copy_set
+
+    rng = random.Random(seed + 1)
+    questions = [(entry, name) for entry in answer_key for name in "XY"]
+    rng.shuffle(questions)
+    sheet = []
+    for q, (entry, name) in enumerate(questions, 1):
+        p_rec, r_rec = pairs[drawn[entry["item"] - 1]]
+        which = entry["sets"][name]["which"]
+        rec = r_rec if which == "rebuilt" else p_rec
+        order = list(range(len(rec["Choices"])))
+        random.Random(f"{seed}-{q}").shuffle(order)
+        entry["sets"][name]["question"] = f"Q{q:03d}"
+        entry["sets"][name]["distractor"] = [c not in _correct(rec) for c in order]
+        entry["sets"][name]["near_copy_set"] = near_copy_set(rec["Choices"], _correct(rec))
+        sheet.append("\n".join([f"## Q{q:03d}", "", "Dialogue:"] + [f"    {u}" for u in p_rec["Dialogue"]] +
+                               ["", f"Target: {p_rec['Target']}", f"Question: {p_rec['Question']}", "", "Choices:"] +
+                               [f"  {j + 1}. {rec['Choices'][c]}" for j, c in enumerate(order)]))
+    head = f"# {len(questions)} items about dialogues (Q001-Q{len(questions):03d}); label every choice\n\n"
+    (Path(out) / "sheet.md").write_text(head + "\n\n".join(sheet) + "\n", encoding="utf-8")
+    (Path(out) / "key.json").write_text(json.dumps(answer_key, indent=1), encoding="utf-8")
+    print(f"{Path(out) / 'sheet.md'}: {len(questions)} questions from {len(drawn)} items (seed {seed}); key in "
+          f"{Path(out) / 'key.json'}")
+
+
+LETTERS = ("W", "O", "U", "C", "A")
+
+
+def score_brief(key: str, verdicts: list[str]) -> dict:
+    """Readers' letters (reader_brief.md: {"Q001": ["C", "W", ...], ...}) on the distractors of each kind of
+    set: the share of each letter (W = good), near-copy sets by rule, and Cohen's kappa per letter between
+    two readers over the distractors both labelled."""
+    from sklearn.metrics import cohen_kappa_score
+
+    entries = json.loads(Path(key).read_text(encoding="utf-8"))
+    where = {st["question"]: st for e in entries for st in e["sets"].values()}
+    out: dict = {"items": len(entries), "seed": sorted({e.get("seed") for e in entries}), "readers": []}
+    labels: list[dict] = []
+    print(f"{len(entries)} items, seed {out['seed']}")
+    for r, path in enumerate(verdicts, 1):
+        got = json.loads(Path(path).read_text(encoding="utf-8"))
+        mine, totals = {}, {w: {x: 0 for x in LETTERS} for w in ("rebuilt", "published")}
+        for q, st in where.items():
+            letters = [str(x).strip().upper()[:1] for x in got.get(q, [])]
+            if len(letters) != len(st["distractor"]):
+                raise SystemExit(f"{path}: {q} has {len(letters)} labels for {len(st['distractor'])} choices")
+            for j, (is_d, x) in enumerate(zip(st["distractor"], letters)):
+                if is_d:
+                    totals[st["which"]][x if x in LETTERS else "A"] += 1
+                    mine[(q, j)] = x
+        labels.append(mine)
+        out["readers"].append(totals)
+        for w, t in totals.items():
+            d = max(sum(t.values()), 1)
+            print(f"{w:<10} (reader {r}) distractors {d}: " + ", ".join(f"{x} {100 * t[x] / d:.1f}%" for x in LETTERS))
+    for w in ("rebuilt", "published"):
+        t = {x: sum(r[w][x] for r in out["readers"]) for x in LETTERS}
+        d = max(sum(t.values()), 1)
+        sets = [st for st in where.values() if st["which"] == w and any(st["distractor"])]
+        out[f"{w}_all"] = {**{x: round(100 * t[x] / d, 1) for x in LETTERS}, "distractors": d,
+                           "near_copy_sets": sum(st["near_copy_set"] for st in sets), "sets": len(sets)}
+        print(f"{w:<10} (all readers) distractors {d}: good (W) {100 * t['W'] / d:.1f}%, out of place (O) "
+              f"{100 * t['O'] / d:.1f}%, ungrammatical (U) {100 * t['U'] / d:.1f}%, judged correct (C) "
+              f"{100 * t['C'] / d:.1f}%, ambiguous (A) {100 * t['A'] / d:.1f}%; near-copy sets (rule) "
+              f"{out[f'{w}_all']['near_copy_sets']} of {len(sets)}")
+    if len(labels) > 1:
+        both = sorted(set(labels[0]) & set(labels[1]))
+        kappas = {}
+        for x in LETTERS[:4]:
+            xa, xb = [labels[0][k] == x for k in both], [labels[1][k] == x for k in both]
+            kappas[x] = round(float(cohen_kappa_score(xa, xb)), 3) if len(set(xa) | set(xb)) > 1 else float("nan")
+        out["kappa"] = kappas
+        print(f"agreement over {len(both)} distractors: " + ", ".join(f"{x} kappa {v:.2f}" for x, v in kappas.items()))
+    return out
 
 
 JUDGEMENTS = ("ungrammatical", "correct", "out_of_place")
@@ -200,14 +284,17 @@ if __name__ == "__main__":
     m.add_argument("-n", "--n", type=int, default=MIN_ITEMS)
     m.add_argument("--seed", type=int, default=None, help="default: a fresh seed from the operating system")
     m.add_argument("--exclude", nargs="*", default=[], help="earlier draws' folders: their items are left out")
+    m.add_argument("--brief", action="store_true", help="the layout of ../shared/blind-reading/reader_brief.md "
+                   "(every set its own question, one letter per choice)")
     s = sub.add_parser("score")
     s.add_argument("--key", required=True)
     s.add_argument("--verdicts", required=True, nargs="+", help="one file per reader")
     s.add_argument("--json", help="also write the figures here")
+    s.add_argument("--brief", action="store_true", help="verdicts in reader_brief.md's letters")
     a = ap.parse_args()
     if a.cmd == "make":
-        make(a.published, a.rebuilt, a.out, a.n, a.seed, a.exclude)
+        make(a.published, a.rebuilt, a.out, a.n, a.seed, a.exclude, a.brief)
     else:
-        figures = score(a.key, a.verdicts)
+        figures = (score_brief if a.brief else score)(a.key, a.verdicts)
         if a.json:
             Path(a.json).write_text(json.dumps(figures, indent=1, default=str), encoding="utf-8")
