@@ -33,7 +33,7 @@ from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.counterfactuals import written_answers
 from tasks.distractors.giveaways import EndingOnlyProbe
 from tasks.distractors.keys import group_order, instance_keys
-from tasks.distractors.placement import REWRITES, in_place, preference
+from tasks.distractors.placement import PREFERENCE, REWRITES, named, preference
 from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,
                                               TransformerMC, apply_preset)
 from tasks.distractors.window import reading_windows
@@ -165,23 +165,26 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
         k = slots_of(inst, n_distractors) if own else n_distractors
         state[inst.id] = {"distractors": [], "unused": order, "swaps": 0, "initial": [], "held_out_rounds": [],
                           "swap_rounds": [], "k": k}
-    # The start is filled in passes, each over every item in turn: in-place candidates within the caps; a
-    # second rewrite of the item's own answers before any answer written for another dialogue (draws D and E:
-    # readers found 33-70% of the retrieved answers out of place, 6-20% of the rewrites wrong in some way);
-    # then retrieved answers; then, where an item is still short, popular texts up to twice max_reuse and
-    # rewrites for every slot, and last a popular text however often it is held already, rather than an item
-    # left out (a small file's few fitting answers: 2 of 161 MuTual items in a CSV layout; the manifest
-    # counts texts above max_reuse).
-    passes = [(max_reuse, max_rewrites, True)] + ([(max_reuse, max_rewrites + 1, True)] if max_rewrites else []) + \
-        [(max_reuse, max_rewrites, False)] + \
-        ([(2 * max_reuse, max_rewrites, False), (2 * max_reuse, 0, False)] if max_reuse or max_rewrites else []) + \
-        ([(0, 0, False)] if max_reuse else [])  # last: a text any number of times rather than an item left out
-    for reuse, rewrites_cap, in_place_only in passes:
+    # The start is filled in passes, each over every item in turn, each taking candidates up to a preference
+    # (placement.PREFERENCE): this dialogue's answers, rewrites and answers of other dialogues that name one of
+    # this dialogue's things, within the caps; a second rewrite of the item's own answers before an answer
+    # that names none of them (two rewrites make a near-copy set; draws D and E: readers found 33-70% of the
+    # retrieved answers out of place); then every candidate; then, where an item is still short, popular
+    # texts up to twice max_reuse and rewrites for every slot, and last a popular text however often it is
+    # held already, rather than an item left out (a small file's few fitting answers: 2 of 161 MuTual items in
+    # a CSV layout; the manifest counts texts above max_reuse).
+    every = len(PREFERENCE) - 1
+    passes = [(max_reuse, max_rewrites, named("retrieved"))] + \
+        ([(max_reuse, max_rewrites + 1, named("negation"))] if max_rewrites else []) + \
+        [(max_reuse, max_rewrites, every)] + \
+        ([(2 * max_reuse, max_rewrites, every), (2 * max_reuse, 0, every)] if max_reuse or max_rewrites else []) + \
+        ([(0, 0, every)] if max_reuse else [])  # last: a text any number of times rather than an item left out
+    for reuse, rewrites_cap, up_to in passes:
         for iid, st in state.items():
             for cid in list(st["unused"]):
                 if len(st["distractors"]) >= st["k"]:
                     break
-                if in_place_only and not in_place(placement_of.get(cid, 0)):
+                if placement_of.get(cid, 0) > up_to:
                     continue
                 if fits(iid, cid, st["distractors"], reuse=reuse, rewrites_cap=rewrites_cap):
                     st["distractors"].append(cid)

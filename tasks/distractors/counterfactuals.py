@@ -292,7 +292,7 @@ SAME_QUESTION = 10.0  # lifts answers to the same question above every other (tw
 
 def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: StageContext | None,
                     foreign: bool = False, left_out: dict[str, int] | None = None,
-                    time: dict[str, str] | None = None, type_left_out: dict[str, int] | None = None) -> Pool:
+                    time: dict[str, str] | None = None) -> Pool:
     """Gold answers of other groups (dialogues) in the same split, the most similar first (the hardest to
     tell apart), with names the other dialogue had swapped for this dialogue's names of the same kind; a
     candidate naming someone this dialogue cannot stand in for is left out.
@@ -300,8 +300,10 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
     Answers to the same question are drawn first (the paper's pool); where fewer than `depth` instances of
     other groups share the question (a file whose question carries its own target, or a question asked
     once), the rest of the split fills in, ranked by the similarity of question plus answer; never an answer
-    to a question of another type (`question_type` by `time`'s relations: a reaction is no cause), each
-    passed over counted in `type_left_out[instance]`.
+    to a question of another type (`question_type` by `time`'s relations: a reaction is no cause).
+    An answer that names no thing of this dialogue but generic ones ("The speaker was out playing") could
+    be about any conversation: it comes after those that name one of this dialogue's things
+    (`retrieval:unanchored:`, `placement.PREFERENCE`).
 
     An answer naming a thing (a noun lemma) that neither this dialogue nor its correct answers name is
     about another conversation: a careful reader dismisses it at a glance. It is left out (counted in
@@ -318,7 +320,6 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
     chinese = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
     answers = written_answers(view)
     kinds = [question_type(q, time) for q in questions] if time else [None] * len(view)
-    mistyped = type_left_out if type_left_out is not None else {}
     foreign_allowed, dropped = foreign, (left_out if left_out is not None else {})
     out: Pool = {i: [] for i in ids}
     members: dict[str, list[int]] = {}
@@ -355,9 +356,8 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                         b = rows[b_local]
                         if groups[b] == groups[a] or golds[b].strip().lower() in seen:
                             continue
-                        if not same_type(kinds[a], kinds[b]):
+                        if not same_type(kinds[a], kinds[b]):  # an answer to another type of question
                             seen.add(golds[b].strip().lower())
-                            mistyped[iid] = mistyped.get(iid, 0) + 1
                             continue
                         # Chinese text: spaCy's English NER finds no names to adapt; taken as written
                         adapted = golds[b] if iid in chinese else \
@@ -366,7 +366,10 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                             seen.add(golds[b].strip().lower())
                             how = "retrieval" if questions[b] == questions[a] else "retrieval:other_question"
                             if here is None or nouns([adapted]) <= here:
-                                taken.append((f"{how}:{ids[b]}", adapted))
+                                # anchored: it names a thing of this dialogue (not only "the speaker", "a
+                                # day"): about its things, not an event any conversation could hold
+                                anchored = here is None or bool(nouns([adapted]) - GENERIC_NOUNS)
+                                taken.append((f"{how}:{'' if anchored else 'unanchored:'}{ids[b]}", adapted))
                             elif not (foreign_allowed or len(_listed(passages[a])) < 2):
                                 dropped[iid] = dropped.get(iid, 0) + 1
                             else:
@@ -598,7 +601,7 @@ def counterfactuals(instances: pd.DataFrame, *,
                                            fluency=fluency, rejected=disfluent, checked=checked),
         "retrieval": lambda: retrieval_pools(view, embed=embed, depth=retrieval_depth, ctx=ctx,
                                              foreign=retrieval_foreign, left_out=foreign_left_out,
-                                             time=question_time, type_left_out=type_left_out),
+                                             time=question_time),
     }
     foreign_left_out: dict[str, int] = {}
     type_left_out: dict[str, int] = {}  # answers of another question type passed over, per instance
@@ -662,6 +665,7 @@ def counterfactuals(instances: pd.DataFrame, *,
              # equal where both are known): answers of another type passed over, and mismatches kept (0)
              "question_types": {str(k): int(v) for k, v in pd.Series(list(kind.values()), dtype=object)
                                 .fillna("unknown").value_counts().sort_index().items()},
+             # this dialogue's answers to another type of question, not offered
              "question_type_left_out": {"candidates": int(sum(type_left_out.values())),
                                         "instances": len(type_left_out)},
              "question_type_mismatches": int(((data["question_type"] != data["item_question_type"]) &
@@ -683,7 +687,7 @@ def counterfactuals(instances: pd.DataFrame, *,
         f"Answers of other dialogues naming a thing this dialogue never names: "
         f"{'offered last' if retrieval_foreign else 'left out'} ({notes['retrieval_foreign_left_out']['candidates']} "
         f"passed over for {notes['retrieval_foreign_left_out']['instances']} items).",
-        f"Answers written for another type of question (an emotion offered as a motivation): left out "
+        f"This dialogue's answers to another type of question (an emotion offered as a motivation): left out "
         f"({notes['question_type_left_out']['candidates']} passed over); candidates answering another type than "
         f"their item's: {notes['question_type_mismatches']}.",
     ]

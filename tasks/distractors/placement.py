@@ -13,7 +13,7 @@ Tiers, nearest first:
 The order AF prefers (`PREFERENCE`, declared once): this dialogue's answers first (people's writing about
 this dialogue's events, never a copy of a correct answer), then rewrites, a negation last among them (a
 "does not" sentence announces itself: readers found 13 of 40 rebuilt distractors negations or antonyms of a
-correct answer), then answers of other dialogues.
+correct answer), then answers of other dialogues, those naming a thing of this dialogue first.
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ TIERS = ("rewrite", "dialogue", "retrieved", "foreign")
 IN_PLACE = frozenset({"rewrite", "dialogue"})
 REWRITES = frozenset({"lexical", "grounded"})  # rewrites of the item's own correct answers
 
-# (name, tier, is it a negation rewrite): the order AF starts an item and swaps in by, first preferred
-PREFERENCE = (("dialogue", "dialogue", False), ("rewrite", "rewrite", False), ("negation", "rewrite", True),
-              ("retrieved", "retrieved", False), ("foreign", "foreign", False))
+# (name, tier, mark): the order AF starts an item and swaps in by, first preferred. A mark sets a candidate
+# behind the rest of its tier: a negation among rewrites, an unanchored answer (naming no thing of this
+# dialogue) among retrieved ones.
+PREFERENCE = (("dialogue", "dialogue", ""), ("rewrite", "rewrite", ""), ("negation", "rewrite", "negation"),
+              ("retrieved", "retrieved", ""), ("unanchored", "retrieved", "unanchored"),
+              ("foreign", "foreign", ""))
 
 
 def tier(generator: str | None, rule: str | None) -> str:
@@ -44,12 +47,25 @@ def negation(generator: str | None, rule: str | None) -> bool:
     return generator in REWRITES and any(p.split(":")[0] == "negation" for p in str(rule or "").split("+"))
 
 
+def mark(generator: str | None, rule: str | None) -> str:
+    """"negation" for a rewrite that adds or removes a negation, "unanchored" for a retrieved answer naming
+    no thing of this dialogue, else ""."""
+    if negation(generator, rule):
+        return "negation"
+    return "unanchored" if generator == "retrieval" and ":unanchored:" in str(rule or "") else ""
+
+
 def preference(generator: str | None, rule: str | None) -> int:
     """The rank AF starts an item and swaps in by (lower first; see PREFERENCE)."""
-    key = (tier(generator, rule), negation(generator, rule))
-    return next(k for k, (_, t, neg) in enumerate(PREFERENCE) if (t, neg) == key)
+    key = (tier(generator, rule), mark(generator, rule))
+    return next(k for k, (_, t, m) in enumerate(PREFERENCE) if (t, m) == key)
 
 
 def in_place(preference_value: int) -> bool:
     """Is a candidate of this `preference` written in place (a rewrite or this dialogue's answer)?"""
     return PREFERENCE[preference_value][1] in IN_PLACE
+
+
+def named(name: str) -> int:
+    """The preference rank of a PREFERENCE entry by its name."""
+    return next(k for k, (n, _, _) in enumerate(PREFERENCE) if n == name)

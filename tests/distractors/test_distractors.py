@@ -540,10 +540,10 @@ def test_af_caps_rewrites_of_the_gold_and_reuse_of_one_text():
             assert all(held.get(text[c], 0) >= 2 * 5 for c in st["unused"] if gen[c] != "lexical")
 
 
-def test_the_start_takes_a_second_rewrite_before_an_answer_of_another_dialogue():
-    """Readers found answers written for other dialogues out of place far more often than rewrites: with
-    max_rewrites 1 an item short of this dialogue's answers starts with two rewrites, not a retrieved answer;
-    with this dialogue's answer at hand it starts with one rewrite and that answer."""
+def test_the_start_takes_a_second_rewrite_only_before_an_answer_naming_none_of_the_dialogues_things():
+    """With max_rewrites 1 an item starts with one rewrite and this dialogue's answer where it has one; else
+    one rewrite and an answer of another dialogue that names one of this dialogue's things (anchored); a
+    second rewrite (a near-copy set) only before an answer that names none (unanchored)."""
     from tasks.distractors.adversarial import af_loop
 
     inst, _ = _af_data()
@@ -551,7 +551,8 @@ def test_the_start_takes_a_second_rewrite_before_an_answer_of_another_dialogue()
     pools, gen, rules = {}, {}, {}
     for k, iid in enumerate(items["id"]):
         own = [(f"{iid}/r{j}", f"rewrite {j} of {iid}", "lexical", "antonym") for j in range(2)]
-        other = [(f"{iid}/x", f"answer of another dialogue {k}", "retrieval", "retrieval:o")]
+        other = [(f"{iid}/x", f"answer of another dialogue {k}", "retrieval",
+                  "retrieval:o" if k % 3 == 0 else "retrieval:unanchored:o")]
         here = [(f"{iid}/d", f"this dialogue's answer {k}", "dialogue", "dialogue:i")] if k % 2 else []
         pools[iid] = [(c, t) for c, t, _, _ in own + other + here]
         gen.update({c: g for c, _, g, _ in own + other + here})
@@ -562,7 +563,8 @@ def test_the_start_takes_a_second_rewrite_before_an_answer_of_another_dialogue()
                        max_rewrites=1, generator_of=gen, placement_of={c: preference(gen[c], rules[c]) for c in gen})
     for k, iid in enumerate(items["id"]):
         start = sorted(gen[c] for c in state[iid]["initial"])
-        assert start == (["dialogue", "lexical"] if k % 2 else ["lexical", "lexical"]), (iid, start)
+        want = ["dialogue", "lexical"] if k % 2 else ["lexical", "retrieval"] if k % 3 == 0 else ["lexical", "lexical"]
+        assert start == want, (iid, start)
 
 
 def test_an_item_whose_only_candidate_is_a_popular_text_still_gets_it():
