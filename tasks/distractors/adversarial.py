@@ -31,7 +31,7 @@ from csk.models import resolve_model
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.counterfactuals import written_answers
-from tasks.distractors.giveaways import EndingOnlyProbe
+from tasks.distractors.giveaways import EndingOnlyProbe, rewrites
 from tasks.distractors.keys import group_order, instance_keys
 from tasks.distractors.placement import PREFERENCE, REWRITES, named, preference
 from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,
@@ -132,12 +132,19 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     split_of = dict(zip(view["id"], view["split"].astype(str))) if "split" in view.columns else {}
     used: dict[tuple[str, str], int] = {}  # (split, text) -> instances holding it as a distractor
 
+    # A rewrite of a correct answer: a rewriting generator's candidate, or any candidate the near-copy rule
+    # reads as one (giveaways.rewrites: word Jaccard >= 0.5, or the same words but a negation); the rule
+    # `distractor_quality` counts near-copy sets by
+    golds = dict(zip(view["id"], view["gold"]))
+    rewrite = {cid: generator_of.get(cid) in REWRITES or
+               any(rewrites(t, a) for a in [golds.get(iid, "")] + list(other_correct.get(iid, [])) if a)
+               for iid, pool in pools.items() for cid, t in pool}
+
     def fits(iid: str, cid: str, holding: list[str], leaving: str | None = None, reuse: int = max_reuse,
              rewrites_cap: int = max_rewrites) -> bool:
         """May instance `iid`, holding `holding` (minus `leaving`), take candidate `cid`?"""
-        if rewrites_cap and generator_of.get(cid) in REWRITES:
-            rewrites = sum(generator_of.get(c) in REWRITES for c in holding if c != leaving)
-            if rewrites >= rewrites_cap:
+        if rewrites_cap and rewrite.get(cid):
+            if sum(rewrite.get(c, False) for c in holding if c != leaving) >= rewrites_cap:
                 return False
         if reuse:
             key = (split_of.get(iid, ""), text[cid].strip().lower())

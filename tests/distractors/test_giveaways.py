@@ -90,3 +90,21 @@ def test_af_swaps_out_distractors_the_choices_alone_give_away():
     state, history = run(lambda seed: gv.EndingOnlyProbe(vector, seed=seed))
     assert history[0]["ending_only_p_vs_chance"] < 0.01 and history[0]["swaps"] > 0
     assert negated_share(state) < 0.4  # a swap needs a candidate above the gold too: not every item has one
+
+
+def test_the_rewrite_cap_counts_any_candidate_the_near_copy_rule_reads_as_a_rewrite():
+    """A candidate of this dialogue or another that rewrites a correct answer (word Jaccard >= 0.5) counts
+    against max_rewrites like a lexical rewrite: the start takes no second one while others are at hand."""
+    from tasks.distractors.adversarial import af_loop
+
+    gold = "The speaker buys a new red car for the trip."
+    items = pd.DataFrame({"id": ["i0", "i1"], "group_id": ["g0", "g1"], "context": ["c0", "c1"], "gold": [gold] * 2})
+    pool = [("{i}/a", "The speaker sells a new red car for the trip."),       # lexical rewrite
+            ("{i}/b", "The speaker buys a new blue car for the trip."),       # dialogue answer, a near-copy
+            ("{i}/c", "The listener worries about the cost of the journey.")]  # dialogue answer
+    pools = {i: [(c.format(i=i), t) for c, t in pool] for i in items["id"]}
+    gen = {f"{i}/{x}": g for i in items["id"] for x, g in zip("abc", ("lexical", "dialogue", "dialogue"))}
+    state, _ = af_loop(items, pools, lambda seed: None, n_distractors=2, max_iterations=0, max_rewrites=1,
+                       generator_of=gen, placement_of={c: 0 for c in gen}, other_correct={"i0": [], "i1": []})
+    for i in items["id"]:
+        assert f"{i}/c" in state[i]["initial"] and len(state[i]["initial"]) == 2
