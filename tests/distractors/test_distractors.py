@@ -305,9 +305,10 @@ def test_af_replaces_trivially_separable_distractors_and_accuracy_falls():
 
     inst, cands = _af_data()
     # the loop's swap rule on the fast discriminator; the chance test off (chance_alpha 1): a fold of 12
-    # items is too few for it at 1% (tests/distractors/test_in_place.py tests it)
+    # items is too few for it at 1% (tests/distractors/test_in_place.py tests it); the hard phrasings share
+    # their words with the gold (near-copies by rule): no rewrite cap here, nor the ending-only adversary
     out = adversarial_filter(_items(inst), cands, seed=0, embed=EMBED, max_iterations=20, window=20,
-                             discriminator="linear-probe", chance_alpha=1.0, ending_only=False,
+                             discriminator="linear-probe", chance_alpha=1.0, ending_only=False, max_rewrites=0,
                              swap_rule="max", max_reuse=0)  # the four junk sentences are every instance's
     history = out.notes["history"]
     junk_left = sum(r == "junk" for rules in out.data["distractor_rules"] for r in rules)
