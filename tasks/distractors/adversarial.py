@@ -173,19 +173,16 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
         state[inst.id] = {"distractors": [], "unused": order, "swaps": 0, "initial": [], "held_out_rounds": [],
                           "swap_rounds": [], "k": k}
     # The start is filled in passes, each over every item in turn, each taking candidates up to a preference
-    # (placement.PREFERENCE): this dialogue's answers, rewrites and answers of other dialogues that name one of
-    # this dialogue's things, within the caps; a second rewrite of the item's own answers before an answer
-    # that names none of them (two rewrites make a near-copy set; draws D and E: readers found 33-70% of the
-    # retrieved answers out of place); then every candidate; then, where an item is still short, popular
-    # texts up to twice max_reuse and rewrites for every slot, and last a popular text however often it is
-    # held already, rather than an item left out (a small file's few fitting answers: 2 of 161 MuTual items in
-    # a CSV layout; the manifest counts texts above max_reuse).
-    every = len(PREFERENCE) - 1
-    passes = [(max_reuse, max_rewrites, named("retrieved"))] + \
-        ([(max_reuse, max_rewrites + 1, named("negation"))] if max_rewrites else []) + \
-        [(max_reuse, max_rewrites, every)] + \
+    # (placement.PREFERENCE): first within the caps (one rewrite: two make a near-copy set, which readers
+    # see at a glance) everything but the reserve; then, where an item is still short, popular texts up to
+    # twice max_reuse and rewrites for every slot, then a popular text however often it is held already, and
+    # last the reserve (answers naming a thing the dialogue lacks) rather than an item left out (a small
+    # file's few fitting answers: 2 of 161 MuTual items in a CSV layout; the manifest counts texts above
+    # max_reuse).
+    every, reserve = named("foreign"), named("reserve")
+    passes = [(max_reuse, max_rewrites, every)] + \
         ([(2 * max_reuse, max_rewrites, every), (2 * max_reuse, 0, every)] if max_reuse or max_rewrites else []) + \
-        ([(0, 0, every)] if max_reuse else [])  # last: a text any number of times rather than an item left out
+        ([(0, 0, every)] if max_reuse else []) + [(0, 0, reserve)]
     for reuse, rewrites_cap, up_to in passes:
         for iid, st in state.items():
             for cid in list(st["unused"]):
@@ -281,7 +278,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             weak = sorted((c for c in st["distractors"] if score_of[c] < gold_score), key=lambda c: (score_of[c], c))
             # only candidates the discriminator prefers to the gold: they are what makes the item harder; among
             # them those written in place first (an answer of another dialogue only where none of these is left)
-            strong = sorted((c for c in st["unused"] if score_of[c] > gold_score),
+            strong = sorted((c for c in st["unused"] if score_of[c] > gold_score and placement_of.get(c, 0) < reserve),
                             key=lambda c: (placement_of.get(c, 0), -score_of[c], c))
             done = 0
             for w in weak:

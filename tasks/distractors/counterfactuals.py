@@ -306,8 +306,11 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
     (`retrieval:unanchored:`, `placement.PREFERENCE`).
 
     An answer naming a thing (a noun lemma) that neither this dialogue nor its correct answers name is
-    about another conversation: a careful reader dismisses it at a glance. It is left out (counted in
-    `left_out[instance]`) unless `foreign`, when it comes after every other. An item whose passage is no
+    about another conversation: a careful reader dismisses it at a glance. Unless `foreign` (then it comes
+    after every other) it is counted in `left_out[instance]` and offered only where the split holds fewer
+    than `depth` other answers for the item, as a reserve (`retrieval:foreign:reserve:`) AF takes only to
+    fill an item it cannot fill otherwise (five of 810 items of a CICERO v2 file had one distractor left
+    after the filters without it) and never swaps in. An item whose passage is no
     dialogue (one text: a SWAG or HellaSwag context, a PaCo statement) has no conversation to be out of
     place in: there such answers come after every other, as with `foreign`."""
     split = view["split"].astype(str).tolist() if "split" in view.columns else ["all"] * len(view)
@@ -344,6 +347,7 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                 here = nouns(_texts(passages[a], golds[a]) + answers[a]) | GENERIC_NOUNS if iid not in chinese else None
                 taken: list[tuple[str, str]] = []
                 foreign: list[tuple[str, str]] = []  # speaking of things this dialogue never names: after the rest
+                reserve: list[tuple[str, str]] = []  # the same, not allowed: only where the rest fall short
                 seen = {golds[a].strip().lower()}
                 looked = 0
                 width = min(n, 4 * depth + 16)
@@ -371,7 +375,10 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                                 anchored = here is None or bool(nouns([adapted]) - GENERIC_NOUNS)
                                 taken.append((f"{how}:{'' if anchored else 'unanchored:'}{ids[b]}", adapted))
                             elif not (foreign_allowed or len(_listed(passages[a])) < 2):
+                                # kept in reserve: offered only to an item that cannot be filled otherwise
                                 dropped[iid] = dropped.get(iid, 0) + 1
+                                if len(reserve) < depth:
+                                    reserve.append((f"{how}:foreign:reserve:{ids[b]}", adapted))
                             else:
                                 foreign.append((f"{how}:foreign:{ids[b]}", adapted))
                     # enough found, the whole split looked at, or 16 widths of it (a 50K split is never walked
@@ -380,7 +387,7 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                             width >= 16 * (4 * depth + 16):
                         break
                     looked, width = width, min(n, width * 4)  # too many skipped: look further down the row
-                out[iid] = (taken + foreign)[:depth]
+                out[iid] = (taken + foreign + reserve)[:depth]
     return out
 
 

@@ -24,10 +24,11 @@ REWRITES = frozenset({"lexical", "grounded"})  # rewrites of the item's own corr
 
 # (name, tier, mark): the order AF starts an item and swaps in by, first preferred. A mark sets a candidate
 # behind the rest of its tier: a negation among rewrites, an unanchored answer (naming no thing of this
-# dialogue) among retrieved ones.
+# dialogue) among retrieved ones; a reserve answer (naming a thing this dialogue lacks, not allowed) only to
+# fill an item that cannot be filled otherwise, never swapped in.
 PREFERENCE = (("dialogue", "dialogue", ""), ("rewrite", "rewrite", ""), ("negation", "rewrite", "negation"),
               ("retrieved", "retrieved", ""), ("unanchored", "retrieved", "unanchored"),
-              ("foreign", "foreign", ""))
+              ("foreign", "foreign", ""), ("reserve", "foreign", "reserve"))
 
 
 def tier(generator: str | None, rule: str | None) -> str:
@@ -49,10 +50,13 @@ def negation(generator: str | None, rule: str | None) -> bool:
 
 def mark(generator: str | None, rule: str | None) -> str:
     """"negation" for a rewrite that adds or removes a negation, "unanchored" for a retrieved answer naming
-    no thing of this dialogue, else ""."""
+    no thing of this dialogue, "reserve" for one naming a thing it lacks kept only to fill an item that
+    cannot be filled otherwise; else ""."""
     if negation(generator, rule):
         return "negation"
-    return "unanchored" if generator == "retrieval" and ":unanchored:" in str(rule or "") else ""
+    if generator != "retrieval":
+        return ""
+    return next((m for m in ("unanchored", "reserve") if f":{m}:" in str(rule or "")), "")
 
 
 def preference(generator: str | None, rule: str | None) -> int:

@@ -184,8 +184,10 @@ def test_retrieval_fills_pools_from_other_dialogues_with_names_adapted():
 
     strict = counterfactuals(items, generators=["lexical", "retrieval"], min_pool=8, embed=EMBED)
     here = {i: list(p) + [g] for i, p, g in zip(items["id"], items["passage"], items["gold"])}
-    kept = strict.data[strict.data["generator"] == "retrieval"]
+    kept = strict.data[(strict.data["generator"] == "retrieval") & ~strict.data["rule"].str.contains(":reserve:")]
     assert all(not foreign_nouns(c, here[i]) for i, c in zip(kept["instance_id"], kept["candidate"]))
+    reserve = strict.data[strict.data["rule"].str.contains(":reserve:")]  # only where too few others: kept last
+    assert all(foreign_nouns(c, here[i]) for i, c in zip(reserve["instance_id"], reserve["candidate"]))
     assert strict.notes["retrieval_foreign_left_out"]["instances"] == len(items)
     out = counterfactuals(items, generators=["lexical", "retrieval"], min_pool=8, embed=EMBED, retrieval_foreign=True)
     per = out.data.groupby("instance_id")["generator"].agg(list)
@@ -205,8 +207,9 @@ def test_retrieval_fills_pools_from_other_dialogues_with_names_adapted():
 def test_retrieved_answers_naming_things_of_another_dialogue_are_left_out_unless_allowed():
     """A retrieved answer whose nouns this dialogue and its correct answers never use reads as copied from
     another conversation (a blind reader marked 77% of such answers out of place): by default it is left
-    out (and counted); allowed, it is marked `foreign` and ranked after every other; AF starts and swaps
-    in by that order (rewrites, this dialogue's answers, retrieved, foreign)."""
+    out of the pool (and counted) but for a reserve where the split holds too few others (AF takes it only
+    to fill an item it cannot fill otherwise); allowed, it is marked `foreign` and ranked after every
+    other; AF starts and swaps in by that order (rewrites, this dialogue's answers, retrieved, foreign)."""
     from tasks.distractors.placement import placement
     from tasks.distractors.counterfactuals import retrieval_pools
 
@@ -217,7 +220,10 @@ def test_retrieved_answers_naming_things_of_another_dialogue_are_left_out_unless
         "gold": ["The car was old.", "The speaker took the car to the garage.", "The watch fell in the sand."]})
     left_out: dict[str, int] = {}
     default = retrieval_pools(view, embed=EMBED, depth=4, ctx=None, left_out=left_out)
-    assert [t for _, t in default["a"]] == ["The speaker took the car to the garage."] and left_out["a"] == 1
+    assert default["a"] == [("retrieval:b", "The speaker took the car to the garage."),
+                            ("retrieval:foreign:reserve:c", "The watch fell in the sand.")] and left_out["a"] == 1
+    from tasks.distractors.placement import named, preference
+    assert preference("retrieval", default["a"][1][0]) == named("reserve")
     pools = retrieval_pools(view, embed=EMBED, depth=4, ctx=None, foreign=True)
     rules = [r for r, _ in pools["a"]]
     assert [t for _, t in pools["a"]] == ["The speaker took the car to the garage.", "The watch fell in the sand."]
@@ -541,19 +547,21 @@ def test_af_caps_rewrites_of_the_gold_and_reuse_of_one_text():
             assert all(held.get(text[c], 0) >= 2 * 5 for c in st["unused"] if gen[c] != "lexical")
 
 
-def test_the_start_takes_a_second_rewrite_only_before_an_answer_naming_none_of_the_dialogues_things():
+def test_the_start_takes_one_rewrite_and_a_reserve_answer_only_for_an_item_it_cannot_fill_otherwise():
     """With max_rewrites 1 an item starts with one rewrite and this dialogue's answer where it has one; else
-    one rewrite and an answer of another dialogue that names one of this dialogue's things (anchored); a
-    second rewrite (a near-copy set) only before an answer that names none (unanchored)."""
+    one rewrite and an answer of another dialogue (one that names a thing of this dialogue before one that
+    names none); never a second rewrite (a near-copy set) while another candidate is at hand; a reserve
+    answer (naming a thing the dialogue lacks) only where nothing else is left."""
     from tasks.distractors.adversarial import af_loop
 
     inst, _ = _af_data()
     items = _items(inst).head(12)
     pools, gen, rules = {}, {}, {}
     for k, iid in enumerate(items["id"]):
-        own = [(f"{iid}/r{j}", f"rewrite {j} of {iid}", "lexical", "antonym") for j in range(2)]
+        own = [(f"{iid}/r{j}", f"rewrite {j} of {iid}", "lexical", "antonym") for j in range(1 if k == 4 else 2)]
         other = [(f"{iid}/x", f"answer of another dialogue {k}", "retrieval",
-                  "retrieval:o" if k % 3 == 0 else "retrieval:unanchored:o")]
+                  "retrieval:o" if k % 3 == 0 else "retrieval:unanchored:o")] if k != 4 else \
+            [(f"{iid}/z", "an answer about a zebra", "retrieval", "retrieval:foreign:reserve:o")]
         here = [(f"{iid}/d", f"this dialogue's answer {k}", "dialogue", "dialogue:i")] if k % 2 else []
         pools[iid] = [(c, t) for c, t, _, _ in own + other + here]
         gen.update({c: g for c, _, g, _ in own + other + here})
@@ -564,8 +572,8 @@ def test_the_start_takes_a_second_rewrite_only_before_an_answer_naming_none_of_t
                        max_rewrites=1, generator_of=gen, placement_of={c: preference(gen[c], rules[c]) for c in gen})
     for k, iid in enumerate(items["id"]):
         start = sorted(gen[c] for c in state[iid]["initial"])
-        want = ["dialogue", "lexical"] if k % 2 else ["lexical", "retrieval"] if k % 3 == 0 else ["lexical", "lexical"]
-        assert start == want, (iid, start)
+        assert start == (["dialogue", "lexical"] if k % 2 else ["lexical", "retrieval"]), (iid, start)
+    assert f"{items['id'][4]}/z" in state[items["id"][4]]["initial"]  # nothing else to fill it with
 
 
 def test_an_item_whose_only_candidate_is_a_popular_text_still_gets_it():
