@@ -33,7 +33,7 @@ from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.counterfactuals import written_answers
 from tasks.distractors.giveaways import EndingOnlyProbe, rewrites
 from tasks.distractors.keys import group_order, instance_keys
-from tasks.distractors.placement import PREFERENCE, REWRITES, named, preference
+from tasks.distractors.placement import REWRITES, named, preference
 from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,
                                               TransformerMC, apply_preset)
 from tasks.distractors.window import reading_windows
