@@ -108,3 +108,44 @@ def test_the_rewrite_cap_counts_any_candidate_the_near_copy_rule_reads_as_a_rewr
                        generator_of=gen, placement_of={c: 0 for c in gen}, other_correct={"i0": [], "i1": []})
     for i in items["id"]:
         assert f"{i}/c" in state[i]["initial"] and len(state[i]["initial"]) == 2
+
+
+def _cicero(real, name):
+    import json
+
+    return [json.loads(line) for line in (real / "cicero" / name).read_text(encoding="utf-8").splitlines() if line]
+
+
+@pytest.mark.parametrize("name", ["cicero_v2_val_sample.jsonl", "cicero_v2_val_mutual.jsonl"])
+def test_every_real_cicero_question_has_a_type_and_the_rules_fire_rarely_on_published_sets(real, name):
+    """On the released CICERO v2 files: every question names one relation (its type); the near-copy rule
+    fires on few published sets (8 of 300, 7 of 161), a negation on 25-32% of published distractors
+    against 5-10% of correct answers (the release's own giveaway, which the ending-only probe reads)."""
+    from tasks.distractors.counterfactuals import question_type
+
+    recs = _cicero(real, name)
+    assert {question_type(r["Question"]) for r in recs} <= {"cause", "motivation", "subsequent event", "reaction",
+                                                              "prerequisite"}
+    near = sum(gv.near_copy_set(r["Choices"], set(r["Correct Answers"])) for r in recs)
+    assert near == {"cicero_v2_val_sample.jsonl": 8, "cicero_v2_val_mutual.jsonl": 7}[name]
+    wrong = [c for r in recs for k, c in enumerate(r["Choices"]) if k not in r["Correct Answers"]]
+    right = [c for r in recs for k, c in enumerate(r["Choices"]) if k in r["Correct Answers"]]
+    assert 0.25 <= np.mean([gv.negated(c) for c in wrong]) <= 0.32
+    assert 0.05 <= np.mean([gv.negated(c) for c in right]) <= 0.10
+
+
+def test_on_the_real_v2_sample_this_dialogues_answers_offered_are_of_the_item_question_type(real):
+    from tasks.distractors.counterfactuals import QUESTION_TIME, dialogue_pools, question_type
+
+    recs = _cicero(real, "cicero_v2_val_sample.jsonl")
+    view = pd.DataFrame({"id": [f"r{k}" for k in range(len(recs))], "group_id": [r["ID"] for r in recs],
+                         "question": [r["Question"] for r in recs], "target": [r["Target"] for r in recs],
+                         "passage": [r["Dialogue"] for r in recs],
+                         "gold": [r["Choices"][r["Correct Answers"][0]] for r in recs],
+                         "choices": [r["Choices"] for r in recs], "correct_answers": [r["Correct Answers"] for r in recs]})
+    left_out: dict[str, int] = {}
+    pools = dialogue_pools(view, time=QUESTION_TIME, left_out=left_out)
+    kind = dict(zip(view["id"], map(question_type, view["question"])))
+    offered = [(iid, rule.rsplit(":", 1)[-1]) for iid, pool in pools.items() for rule, _ in pool]
+    assert offered and all(kind[a] == kind[b] for a, b in offered)
+    assert sum(left_out.values()) > len(offered)  # most of a dialogue's answers are to another type
