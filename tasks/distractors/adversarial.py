@@ -31,7 +31,7 @@ from csk.models import resolve_model
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.counterfactuals import written_answers
-from tasks.distractors.giveaways import EndingOnlyProbe, rewrites
+from tasks.distractors.giveaways import EndingOnlyProbe, centre_is_correct, near_copy_set, rewrites
 from tasks.distractors.keys import group_order, instance_keys
 from tasks.distractors.placement import REWRITES, named, preference
 from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,
@@ -581,6 +581,17 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                                   "final": st["distractors"]} for iid, st in state.items()],
                                 columns=["id", "held_out", "held_out_rounds", "swaps", "swap_rounds", "initial",
                                          "final"])
+    # Giveaways of the final sets a reader sees (every correct answer and the distractors): the correct answer
+    # at the centre of its set, and near-copy sets (tasks/distractors/giveaways.py)
+    giveaways = {}
+    if len(data):
+        sets = [([r.gold] + other_correct.get(r.id, []), list(r.distractors)) for r in data.itertuples() if r.distractors]
+        giveaways["near_copy_sets"] = int(sum(near_copy_set(c + d, set(range(len(c)))) for c, d in sets))
+        if vector is not None:
+            giveaways["centre_is_correct"] = int(sum(
+                centre_is_correct(np.stack([np.asarray(vector(t), dtype=np.float64) for t in c + d]), set(range(len(c))))
+                for c, d in sets))
+        giveaways["sets"] = len(sets)
     held_counts = per_instance["held_out"]
     coverage = {"least": int(held_counts.min()) if len(held_counts) else 0,
                 "median": float(held_counts.median()) if len(held_counts) else 0.0,
@@ -609,7 +620,12 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                               if ending_only else None,
                               # how much of each dialogue the discriminator read (its window, its tokenizer)
                               "reads": {"discriminator": reads},
-                              "card": _card_lines(data, history, reads, len(passed)),
+                              "giveaways": giveaways,
+                              "card": _card_lines(data, history, reads, len(passed)) + (
+                                  [f"Final sets that give a correct answer away without the dialogue: near-copy sets "
+                                   f"{giveaways['near_copy_sets']} of {giveaways['sets']}"
+                                   + (f", a correct answer at the centre of its set {giveaways['centre_is_correct']}"
+                                      if "centre_is_correct" in giveaways else "") + "."] if giveaways else []),
                               "texts_above_max_reuse": int((counts > max_reuse).sum()) if max_reuse else 0,
                               "most_uses_of_one_text": int(counts.max()) if len(counts) else 0,
                               # what each final distractor's wrongness rests on (with an NLI model: contradiction too)

@@ -327,6 +327,9 @@ def test_af_replaces_trivially_separable_distractors_and_accuracy_falls():
     assert last_pw < first_pw - 0.1
     assert sum(h["swaps"] for h in history) > 0
     assert (out.data["distractors"].map(len) == 4).all()
+    # the final sets' giveaways, counted: the hard phrasings are near-copies of the gold
+    assert out.notes["giveaways"]["sets"] == len(out.data) and 0 < out.notes["giveaways"]["near_copy_sets"]
+    assert 0 <= out.notes["giveaways"]["centre_is_correct"] <= len(out.data)
 
 
 def test_af_transformer_discriminator_tiny(tmp_path):
