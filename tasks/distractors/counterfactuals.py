@@ -38,7 +38,7 @@ from tasks.distractors.keys import instance_keys
 from tasks.distractors.grounded import FLUENT as GROUNDED_FLUENT
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
 from tasks.distractors.grounding import GENERIC_NOUNS
-from tasks.distractors.placement import IN_PLACE, TIERS, tier
+from tasks.distractors.placement import IN_PLACE, TIERS, mark, tier
 from tasks.distractors.window import TAG
 from tasks.english import PIPELINE, entities, nouns
 from tasks.embed import EmbedSpec, open_embedder
@@ -286,6 +286,7 @@ def file_pools(view: pd.DataFrame, *, candidates: str | None) -> Pool:
     return {i: [(Path(candidates).name, t) for t in given.get(i, [])] for i in view["id"]}
 
 
+RESERVE = 4  # answers naming a thing the dialogue lacks kept per item, beside its pool, for an item left short
 RETRIEVAL_BLOCK = 1024  # rows of the split scored at once (1024 x 30K float64: 240 MB)
 SAME_QUESTION = 10.0  # lifts answers to the same question above every other (two cosines sum to at most 2)
 
@@ -307,10 +308,10 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
 
     An answer naming a thing (a noun lemma) that neither this dialogue nor its correct answers name is
     about another conversation: a careful reader dismisses it at a glance. Unless `foreign` (then it comes
-    after every other) it is counted in `left_out[instance]` and offered only where the split holds fewer
-    than `depth` other answers for the item, as a reserve (`retrieval:foreign:reserve:`) AF takes only to
-    fill an item it cannot fill otherwise (five of 810 items of a CICERO v2 file had one distractor left
-    after the filters without it) and never swaps in. An item whose passage is no
+    after every other) it is counted in `left_out[instance]`; the first RESERVE of them met are kept beside
+    the pool (`retrieval:foreign:reserve:`, outside `min_pool`), for AF to take only to fill an item it
+    cannot fill otherwise, never to swap in (five of 810 items of a CICERO v2 file had one distractor left
+    after the filters without them: the filters removed their in-place answers as likely correct). An item whose passage is no
     dialogue (one text: a SWAG or HellaSwag context, a PaCo statement) has no conversation to be out of
     place in: there such answers come after every other, as with `foreign`."""
     split = view["split"].astype(str).tolist() if "split" in view.columns else ["all"] * len(view)
@@ -377,7 +378,7 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                             elif not (foreign_allowed or len(_listed(passages[a])) < 2):
                                 # kept in reserve: offered only to an item that cannot be filled otherwise
                                 dropped[iid] = dropped.get(iid, 0) + 1
-                                if len(reserve) < depth:
+                                if len(reserve) < RESERVE:
                                     reserve.append((f"{how}:foreign:reserve:{ids[b]}", adapted))
                             else:
                                 foreign.append((f"{how}:foreign:{ids[b]}", adapted))
@@ -387,7 +388,7 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                             width >= 16 * (4 * depth + 16):
                         break
                     looked, width = width, min(n, width * 4)  # too many skipped: look further down the row
-                out[iid] = (taken + foreign + reserve)[:depth]
+                out[iid] = (taken + foreign)[:depth] + reserve
     return out
 
 
@@ -628,14 +629,15 @@ def counterfactuals(instances: pd.DataFrame, *,
         for iid, found in made.items():
             room = len(found) if k == 0 else max(0, min_pool - len(pools[iid]))
             for rule, text in found:
-                if room <= 0:
-                    break
+                spare = mark(name, rule) == "reserve"  # beside the pool, outside min_pool
+                if room <= 0 and not spare:
+                    continue
                 text = text.strip()
                 if text and text.lower() not in seen[iid]:
                     seen[iid].add(text.lower())
                     pools[iid].append((name, rule, text))
                     added[name] = added.get(name, 0) + 1
-                    room -= 1
+                    room -= not spare
     gold = dict(zip(view["id"], view["gold"]))
     answers = dict(zip(view["id"], written_answers(view)))
     # Every candidate states the question type it answers: a rewrite or a generator's output that of its own
