@@ -48,6 +48,22 @@ def key(r: dict) -> tuple:
     return (r.get("ID"), r.get("Target"), r.get("Question"))
 
 
+def match_sha256(match) -> str:
+    """The item's key as a digest: a committed key names its items without their released text."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(list(match), ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def strip(key_path: str, out: str) -> None:
+    """A key fit to commit: each item's released text (target, question) replaced by its digest."""
+    entries = json.loads(Path(key_path).read_text(encoding="utf-8"))
+    for e in entries:
+        if "match" in e:
+            e["match_sha256"] = match_sha256(e.pop("match"))
+    Path(out).write_text(json.dumps(entries, indent=1), encoding="utf-8")
+
+
 def _replay(entries: list[dict], pub: list[dict], seen: set, where: str) -> set:
     """The items of an earlier draw whose key kept only the dialogue ids (the released text stripped, as
     bench/results holds them): its seed replays the draw over the published file minus the draws before it
@@ -66,7 +82,7 @@ def _replay(entries: list[dict], pub: list[dict], seen: set, where: str) -> set:
 
 
 def make(published: str, rebuilt: str, out: str, n: int = MIN_ITEMS, seed: int | None = None,
-         exclude: list[str] = (), brief: bool = False) -> None:
+         exclude: list[str] = (), brief: bool = False, af: str | None = None) -> None:
     if n < MIN_ITEMS:
         raise SystemExit(f"-n {n}: a reading needs at least {MIN_ITEMS} items (two readers' figures on fewer are noise)")
     if seed is None:
@@ -74,10 +90,13 @@ def make(published: str, rebuilt: str, out: str, n: int = MIN_ITEMS, seed: int |
 
         seed = secrets.randbits(31)  # a fresh draw every time; recorded in the key
     pub, reb = _records(published), _records(rebuilt)
+    for k in range(len(pub)):  # the instance id a rebuild gives a record: its line number
+        pub[k]["_line"] = k + 1
     seen: set = set()
     for old in exclude:
         entries = json.loads((Path(old) / "key.json").read_text(encoding="utf-8"))
         seen |= ({tuple(e["match"]) for e in entries} if all("match" in e for e in entries)
+                 else {e["match_sha256"] for e in entries} if all("match_sha256" in e for e in entries)
                  else _replay(entries, pub, seen, old))
     index = {}
     for r in reb:
@@ -86,7 +105,7 @@ def make(published: str, rebuilt: str, out: str, n: int = MIN_ITEMS, seed: int |
     for r in pub:
         if index.get(key(r)):
             pairs.append((r, index[key(r)].pop(0)))
-    pairs = [p for p in pairs if tuple(key(p[0])) not in seen]
+    pairs = [p for p in pairs if tuple(key(p[0])) not in seen and match_sha256(key(p[0])) not in seen]
     rng = random.Random(seed)
     drawn = rng.sample(range(len(pairs)), min(n, len(pairs)))
     sheet, answer_key = [], []
@@ -108,7 +127,7 @@ def make(published: str, rebuilt: str, out: str, n: int = MIN_ITEMS, seed: int |
         answer_key.append(entry)
     Path(out).mkdir(parents=True, exist_ok=True)
     if brief:
-        _brief_sheet(pairs, drawn, answer_key, seed, out)
+        _brief_sheet(pairs, drawn, answer_key, seed, out, _made_by(af, rebuilt) if af else None)
         return
     head = (f"# Blind reading: {len(drawn)} items, two choice sets each\n\n"
             "For every item read the dialogue, target and question. For each set and each choice say: is it a\n"
@@ -122,7 +141,24 @@ def make(published: str, rebuilt: str, out: str, n: int = MIN_ITEMS, seed: int |
           f"out); key in {Path(out) / 'key.json'}")
 
 
-def _brief_sheet(pairs: list, drawn: list[int], answer_key: list[dict], seed: int, out: str) -> None:
+def _made_by(af: str, rebuilt: str) -> dict:
+    """(record number, distractor text) -> the kind of candidate it is (generator, and for a retrieved answer
+    whether it names a thing of its dialogue; for a rewrite its rule), from the rebuild's adversarial_filter
+    artifact (its instance ids are the records' numbers, r1 first)."""
+    import pandas as pd
+
+    data = pd.read_parquet(Path(af) / "data.parquet")
+    out = {}
+    for r in data.itertuples():
+        for t, g, rule in zip(r.distractors, r.distractor_generators, r.distractor_rules):
+            kind = g + (":" + next((m for m in ("unanchored", "reserve") if f":{m}:" in rule), "anchored")
+                        if g == "retrieval" else ":" + rule.split(":")[0] if g in ("lexical", "grounded") else "")
+            out[(int(str(r.id).lstrip("r")), t.strip().lower())] = kind
+    return out
+
+
+def _brief_sheet(pairs: list, drawn: list[int], answer_key: list[dict], seed: int, out: str,
+                 made_by: dict | None = None) -> None:
     """The layout of ../shared/blind-reading/reader_brief.md: every (item, set) its own question Qnn, the
     questions in a seeded shuffled order (the two sets of an item apart), each choice to be labelled with
     one letter (C, W, O, U, A). The key names each question's item, set and distractors, and whether the
@@ -136,12 +172,15 @@ def _brief_sheet(pairs: list, drawn: list[int], answer_key: list[dict], seed: in
     for q, (entry, name) in enumerate(questions, 1):
         p_rec, r_rec = pairs[drawn[entry["item"] - 1]]
         which = entry["sets"][name]["which"]
-        rec = r_rec if which == "rebuilt" else p_rec
+        rec = dict(r_rec, _line=p_rec["_line"]) if which == "rebuilt" else p_rec
         order = list(range(len(rec["Choices"])))
         random.Random(f"{seed}-{q}").shuffle(order)
         entry["sets"][name]["question"] = f"Q{q:03d}"
         entry["sets"][name]["distractor"] = [c not in _correct(rec) for c in order]
         entry["sets"][name]["near_copy_set"] = near_copy_set(rec["Choices"], _correct(rec))
+        if made_by is not None and which == "rebuilt":  # what made each distractor (no text): readings traced
+            entry["sets"][name]["made_by"] = [made_by.get((rec["_line"], rec["Choices"][c].strip().lower()), "?")
+                                              if c not in _correct(rec) else None for c in order]
         sheet.append("\n".join([f"## Q{q:03d}", "", "Dialogue:"] + [f"    {u}" for u in p_rec["Dialogue"]] +
                                ["", f"Target: {p_rec['Target']}", f"Question: {p_rec['Question']}", "", "Choices:"] +
                                [f"  {j + 1}. {rec['Choices'][c]}" for j, c in enumerate(order)]))
@@ -165,6 +204,7 @@ def score_brief(key: str, verdicts: list[str]) -> dict:
     where = {st["question"]: st for e in entries for st in e["sets"].values()}
     out: dict = {"items": len(entries), "seed": sorted({e.get("seed") for e in entries}), "readers": []}
     labels: list[dict] = []
+    traced: dict[str, dict] = {}  # what made each rebuilt distractor -> its readers' letters
     print(f"{len(entries)} items, seed {out['seed']}")
     for r, path in enumerate(verdicts, 1):
         got = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -178,6 +218,10 @@ def score_brief(key: str, verdicts: list[str]) -> dict:
                     totals[st["which"]][x if x in LETTERS else "A"] += 1
                     mine[(q, j)] = x
         labels.append(mine)
+        for q, st in where.items():
+            for j, kind in enumerate(st.get("made_by") or []):
+                if kind is not None:
+                    traced.setdefault(kind, {x: 0 for x in LETTERS})[mine[(q, j)] if mine[(q, j)] in LETTERS else "A"] += 1
         out["readers"].append(totals)
         for w, t in totals.items():
             d = max(sum(t.values()), 1)
@@ -192,6 +236,10 @@ def score_brief(key: str, verdicts: list[str]) -> dict:
               f"{100 * t['O'] / d:.1f}%, ungrammatical (U) {100 * t['U'] / d:.1f}%, judged correct (C) "
               f"{100 * t['C'] / d:.1f}%, ambiguous (A) {100 * t['A'] / d:.1f}%; near-copy sets (rule) "
               f"{out[f'{w}_all']['near_copy_sets']} of {len(sets)}")
+    for kind, t in sorted(traced.items()):
+        d = max(sum(t.values()), 1)
+        print(f"rebuilt by {kind:<24} readings {d:3d}: " + ", ".join(f"{x} {100 * t[x] / d:.0f}%" for x in LETTERS))
+    out["by_generator"] = traced
     if len(labels) > 1:
         both = sorted(set(labels[0]) & set(labels[1]))
         kappas = {}
@@ -284,6 +332,8 @@ if __name__ == "__main__":
     m.add_argument("-n", "--n", type=int, default=MIN_ITEMS)
     m.add_argument("--seed", type=int, default=None, help="default: a fresh seed from the operating system")
     m.add_argument("--exclude", nargs="*", default=[], help="earlier draws' folders: their items are left out")
+    m.add_argument("--af", help="the rebuild's adversarial_filter artifact folder: each rebuilt distractor's "
+                   "generator goes into the key, and score --brief traces the readers' letters to it")
     m.add_argument("--brief", action="store_true", help="the layout of ../shared/blind-reading/reader_brief.md "
                    "(every set its own question, one letter per choice)")
     s = sub.add_parser("score")
@@ -291,9 +341,14 @@ if __name__ == "__main__":
     s.add_argument("--verdicts", required=True, nargs="+", help="one file per reader")
     s.add_argument("--json", help="also write the figures here")
     s.add_argument("--brief", action="store_true", help="verdicts in reader_brief.md's letters")
+    t = sub.add_parser("strip", help="a key fit to commit: the released text of each item replaced by its digest")
+    t.add_argument("--key", required=True)
+    t.add_argument("--out", required=True)
     a = ap.parse_args()
     if a.cmd == "make":
-        make(a.published, a.rebuilt, a.out, a.n, a.seed, a.exclude, a.brief)
+        make(a.published, a.rebuilt, a.out, a.n, a.seed, a.exclude, a.brief, a.af)
+    elif a.cmd == "strip":
+        strip(a.key, a.out)
     else:
         figures = (score_brief if a.brief else score)(a.key, a.verdicts)
         if a.json:
