@@ -687,7 +687,10 @@ def counterfactuals(instances: pd.DataFrame, *,
                                               data["question_type"].notna() & data["item_question_type"].notna()).sum()),
              "retrieval_foreign_left_out": {"candidates": int(sum(foreign_left_out.values())),
                                             "instances": len(foreign_left_out),
-                                            "allowed": bool(retrieval_foreign)},
+                                            "allowed": bool(retrieval_foreign),
+                                            # kept beside the pool, only to fill an item left short
+                                            "reserve": int(data["rule"].map(lambda r: mark("retrieval", r) ==
+                                                                            "reserve").sum()) if len(data) else 0},
              "instances_without_candidates": int((per == 0).sum()), "mean_pool": float(per.mean()) if len(per) else 0.0,
              "median_pool": float(per.median()) if len(per) else 0.0, "min_pool": min_pool,
              "samples": _samples(data)}
@@ -701,7 +704,9 @@ def counterfactuals(instances: pd.DataFrame, *,
                                                             for g, q in notes["pool_by_generator"].items()) + ".",
         f"Answers of other dialogues naming a thing this dialogue never names: "
         f"{'offered last' if retrieval_foreign else 'left out'} ({notes['retrieval_foreign_left_out']['candidates']} "
-        f"passed over for {notes['retrieval_foreign_left_out']['instances']} items).",
+        f"passed over for {notes['retrieval_foreign_left_out']['instances']} items"
+        + ("" if retrieval_foreign else f"; {notes['retrieval_foreign_left_out']['reserve']} kept in reserve for an "
+           "item the rest cannot fill") + ").",
         f"This dialogue's answers to another type of question (an emotion offered as a motivation): left out "
         f"({notes['question_type_left_out']['candidates']} passed over); candidates answering another type than "
         f"their item's: {notes['question_type_mismatches']}.",
