@@ -288,14 +288,14 @@ def file_pools(view: pd.DataFrame, *, candidates: str | None) -> Pool:
 
 RESERVE = 4  # answers naming a thing the dialogue lacks kept per item, beside its pool, for an item left short
 RETRIEVAL_BLOCK = 1024  # rows of the split scored at once (1024 x 30K float64: 240 MB)
-SAME_QUESTION = 10.0  # lifts answers to the same question above every other (three cosines sum to at most 3)
+SAME_QUESTION = 10.0  # lifts answers to the same question above every other (two cosines sum to at most 2)
 
 
 def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: StageContext | None,
                     foreign: bool = False, left_out: dict[str, int] | None = None,
                     time: dict[str, str] | None = None) -> Pool:
-    """Gold answers of other groups (dialogues) in the same split, the most similar first (to the item's
-    answer and question, the hardest to tell apart, and to its target, so about what the turn says), with names the other dialogue had swapped for this dialogue's names of the same kind; a
+    """Gold answers of other groups (dialogues) in the same split, the most similar first (the hardest to
+    tell apart), with names the other dialogue had swapped for this dialogue's names of the same kind; a
     candidate naming someone this dialogue cannot stand in for is left out.
 
     Answers to the same question are drawn first (the paper's pool); where fewer than `depth` instances of
@@ -316,11 +316,9 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
     place in: there such answers come after every other, as with `foreign`."""
     split = view["split"].astype(str).tolist() if "split" in view.columns else ["all"] * len(view)
     with open_embedder(embed, ctx) as emb:
-        about = (view["target"] if "target" in view.columns else view["question"]).astype(str).tolist()
-        vectors = emb.lookup(view["gold"].tolist() + view["question"].tolist() + about)
+        vectors = emb.lookup(view["gold"].tolist() + view["question"].tolist())
     gold_v = np.stack([vectors(g) for g in view["gold"]]) if len(view) else np.zeros((0, 1))
     question_v = np.stack([vectors(q) for q in view["question"]]) if len(view) else np.zeros((0, 1))
-    target_v = np.stack([vectors(t) for t in about]) if len(view) else np.zeros((0, 1))
     ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
     questions, passages = view["question"].tolist(), view["passage"].tolist()
     chinese = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
@@ -333,7 +331,7 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
         members.setdefault(s, []).append(k)
     for _, rows in members.items():
         rows = np.asarray(rows)
-        g, q, t = (v[rows].astype(np.float64) for v in (gold_v, question_v, target_v))
+        g, q = gold_v[rows].astype(np.float64), question_v[rows].astype(np.float64)
         # answers to a question of the same type (the relation it names; else the same question) come first
         code = pd.factorize(pd.Series([kinds[k] or questions[k] for k in rows]))[0]
         n = len(rows)
@@ -342,11 +340,7 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
         # argpartition, then ordered by (score, id) as a full sort would.
         for start in range(0, n, RETRIEVAL_BLOCK):
             block = np.arange(start, min(n, start + RETRIEVAL_BLOCK))
-            # near this item's answer and question, and about its target (what the turn says): an answer
-            # far from the target reads as written for another conversation (readers marked 28-47% of the
-            # answers ranked by answer similarity alone out of place)
-            scores = g[block] @ g.T + q[block] @ q.T + t[block] @ g.T + \
-                SAME_QUESTION * (code[block][:, None] == code[None, :])
+            scores = g[block] @ g.T + q[block] @ q.T + SAME_QUESTION * (code[block][:, None] == code[None, :])
             for r, a_local in enumerate(block):
                 a = rows[a_local]
                 iid = ids[a]
