@@ -30,7 +30,7 @@ from csk.errors import ConfigError
 from csk.models import resolve_model
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
-from tasks.distractors.counterfactuals import written_answers
+from tasks.distractors.answers import written_answers
 from tasks.distractors.giveaways import EndingOnlyProbe, centre_is_correct, near_copy_set, rewrites
 from tasks.distractors.keys import group_order, instance_keys
 from tasks.distractors.placement import REWRITES, named, preference

@@ -34,6 +34,7 @@ from csk.params import InputPath, ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from readers.base import iter_json_lines
 from tasks import seq2seq
+from tasks.distractors.answers import written_answers
 from tasks.distractors.keys import instance_keys
 from tasks.distractors.grounded import FLUENT as GROUNDED_FLUENT
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
@@ -70,20 +71,6 @@ def read_candidate_file(path: str, known: set[str]) -> dict[str, list[str]]:
 
 
 Pool = dict[str, list[tuple[str, str]]]  # instance id -> [(rule, candidate text)]
-
-
-def written_answers(view: pd.DataFrame) -> list[list[str]]:
-    """Every correct answer of each instance as written: the gold first, then the published choices marked
-    correct (a CICERO v2 item has two to four)."""
-    if "choices" not in view.columns or "correct_answers" not in view.columns:
-        return [[str(g).strip()] for g in view["gold"]]
-    out = []
-    for g, ch, cor in zip(view["gold"], view["choices"], view["correct_answers"]):
-        written = [str(g).strip()]
-        if ch is not None and cor is not None:
-            written += [str(ch[int(k)]).strip() for k in cor if 0 <= int(k) < len(ch)]
-        out.append([t for t in dict.fromkeys(written) if t])
-    return out
 
 
 def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answer: int, seed: int,
