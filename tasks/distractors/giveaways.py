@@ -91,13 +91,10 @@ class EndingOnlyProbe:
         unit = lambda m: m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)  # noqa: E731
         sims = unit(own) @ unit(ref).T
         lowered = [m.strip().lower() for m in members]
-        for r, t in enumerate(texts):  # a choice is not compared with itself
-            for c, m in enumerate(lowered):
-                if m == t.strip().lower():
-                    sims[r, c] = np.nan
-        with np.errstate(all="ignore"):
-            mean = np.where(np.isnan(sims).all(axis=1), 0.0, np.nanmean(np.where(np.isnan(sims), np.nan, sims), axis=1))
-            high = np.where(np.isnan(sims).all(axis=1), 0.0, np.nanmax(np.where(np.isnan(sims), -np.inf, sims), axis=1))
+        itself = np.asarray([[m == t.strip().lower() for m in lowered] for t in texts])  # never compared with itself
+        others = (~itself).sum(axis=1)
+        mean = np.where(others > 0, np.where(itself, 0.0, sims).sum(axis=1) / np.maximum(others, 1), 0.0)
+        high = np.where(others > 0, np.where(itself, -np.inf, sims).max(axis=1), 0.0)
         neg = np.asarray([negated(t) for t in texts], dtype=np.float64)
         return np.concatenate([own, mean[:, None], high[:, None], neg[:, None]], axis=1)
 
