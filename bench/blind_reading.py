@@ -148,6 +148,9 @@ def _made_by(af: str, rebuilt: str) -> dict:
     import pandas as pd
 
     data = pd.read_parquet(Path(af) / "data.parquet")
+    if not data["id"].astype(str).str.fullmatch(r"r\d+").all():
+        raise SystemExit(f"{af}: its instance ids are not record numbers (r1, r2, ...): --af needs the "
+                         "adversarial_filter artifact of `csk distractors rebuild --preset cicero` on the published file")
     out = {}
     for r in data.itertuples():
         for t, g, rule in zip(r.distractors, r.distractor_generators, r.distractor_rules):

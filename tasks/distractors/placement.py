@@ -65,11 +65,6 @@ def preference(generator: str | None, rule: str | None) -> int:
     return next(k for k, (_, t, m) in enumerate(PREFERENCE) if (t, m) == key)
 
 
-def in_place(preference_value: int) -> bool:
-    """Is a candidate of this `preference` written in place (a rewrite or this dialogue's answer)?"""
-    return PREFERENCE[preference_value][1] in IN_PLACE
-
-
 def named(name: str) -> int:
     """The preference rank of a PREFERENCE entry by its name."""
     return next(k for k, (n, _, _) in enumerate(PREFERENCE) if n == name)

@@ -149,3 +149,16 @@ def test_on_the_real_v2_sample_this_dialogues_answers_offered_are_of_the_item_qu
     offered = [(iid, rule.rsplit(":", 1)[-1]) for iid, pool in pools.items() for rule, _ in pool]
     assert offered and all(kind[a] == kind[b] for a, b in offered)
     assert sum(left_out.values()) > len(offered)  # most of a dialogue's answers are to another type
+
+
+def test_the_contract_refuses_a_candidate_of_another_question_type():
+    import pandera.errors as pe
+
+    from data_contracts.distractors import Counterfactuals
+
+    row = {"id": "i/cf000", "instance_id": "i", "gold": "The speaker is hungry.", "candidate": "The listener feels glad.",
+           "generator": "dialogue", "rule": "dialogue:j", "rationale": "x", "item_question_type": "cause"}
+    Counterfactuals.validate(pd.DataFrame([{**row, "question_type": "cause"}]))
+    Counterfactuals.validate(pd.DataFrame([{**row, "question_type": None}]))  # unknown: nothing says it differs
+    with pytest.raises(pe.SchemaError, match="candidate_answers_the_item_question_type"):
+        Counterfactuals.validate(pd.DataFrame([{**row, "question_type": "reaction"}]))
