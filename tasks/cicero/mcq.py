@@ -27,7 +27,7 @@ def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, splits: pd.DataFrame 
     """
     ann = annotations.set_index("id")
     split_of = dict(zip(splits["id"], splits["split"])) if splits is not None else {}
-    rows, rejected = [], []
+    rows, rejected, as_published = [], [], 0
     for r in verified.itertuples():
         a = ann.loc[r.id]
         published = [str(c) for c in a["choices"]]
@@ -43,6 +43,7 @@ def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, splits: pd.DataFrame 
             gold_at = choices.index(r.gold) if r.gold in choices else published_correct[0]
             gold_at = int(gold_at)
             correct = sorted(set(published_correct) | {slots[int(j)] for j in r.correct_distractors})
+            as_published += not slots
         else:
             choices, gold_at, correct = shuffle_choices(seed, r.id, r.gold, list(r.distractors),
                                                         list(r.correct_distractors))
@@ -63,4 +64,6 @@ def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, splits: pd.DataFrame 
     return StageOutput(data=data, rejected=pd.DataFrame(rejected) if rejected else None, rows_in=len(verified),
                        files=files, tables={"mcq": counts},
                        notes={"items": len(data), "multi_answer_items": int((data["n_correct"] > 1).sum()) if len(data) else 0,
-                              "rejected_too_few_candidates": len(rejected)})
+                              "rejected_too_few_candidates": len(rejected),
+                              # every published choice correct: no slot to fill, released as published
+                              "as_published": as_published})

@@ -566,11 +566,13 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                      "distractor_generators": [generator[c] for c in st["distractors"]],
                      "distractor_rationales": [why.get(c, "") for c in st["distractors"]],
                      "swaps": st["swaps"], "unused_left": len(st["unused"]),
-                     "initial_kept": len(set(st["initial"]) & set(st["distractors"]))})
+                     "initial_kept": len(set(st["initial"]) & set(st["distractors"])), "as_published": False})
     rows += [{"id": r.id, "group_id": r.group_id, "gold": r.gold, "distractor_ids": [], "distractors": [],
               "distractor_rules": [], "distractor_generators": [], "distractor_rationales": [], "swaps": 0,
-              "unused_left": 0, "initial_kept": 0} for r in passed.itertuples()]
-    data = pd.DataFrame(rows)
+              "unused_left": 0, "initial_kept": 0, "as_published": True} for r in passed.itertuples()]
+    data = pd.DataFrame(rows, columns=["id", "group_id", "gold", "distractor_ids", "distractors", "distractor_rules",
+                                       "distractor_generators", "distractor_rationales", "swaps", "unused_left",
+                                       "initial_kept", "as_published"])
     if capped:
         rejected = pd.concat([rejected, pd.DataFrame(capped)], ignore_index=True) if len(rejected) else \
             pd.DataFrame(capped)

@@ -465,6 +465,9 @@ def rebuilt_file(distractors: pd.DataFrame, instances: pd.DataFrame) -> StageOut
                        files={f"{stem}.rebuilt{dot}{suffix}": write_records(records, fmt, columns,
                                                                            meta.get("arrow_schema"))},
                        notes={"file": f"{stem}.rebuilt{dot}{suffix}", "format": fmt, "written": len(records),
+                              # every published choice correct: no slot to fill, written as published
+                              "as_published": int((inst.loc[[r["id"] for r in rows], "n_distractors"] == 0).sum())
+                              if rows else 0,
                               "rejected_too_few_candidates": sum(r["reason_code"] == "too_few_candidates"
                                                                  for r in rejected),
                               "rejected_marked_correct": sum(r["reason_code"] == "marked_correct" for r in rejected)})

