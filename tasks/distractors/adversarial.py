@@ -505,6 +505,16 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
     has_pool = view["id"].isin([k for k, v in pools.items() if v]) & ~view["id"].isin(as_published)
     rejected = instances[~has_pool.values & ~view["id"].isin(as_published).values].assign(
         reason_code="no_candidate", reason="no candidate survived the candidate filter")
+    # An item whose published slots outnumber its whole pool can never be filled: rejected before round 1
+    # (it would fail the rebuilt file's full number of choices only after the whole loop)
+    short = [(r.id, len(pools[r.id]), slots_of(r, n_distractors)) for r in view[has_pool.values].itertuples()
+             if "n_distractors" in view.columns and len(pools[r.id]) < slots_of(r, n_distractors)]
+    if short:
+        rejected = pd.concat([rejected, pd.DataFrame([
+            {"id": i, "reason_code": "too_few_candidates",
+             "reason": f"{n} candidate(s) left after the filters, {k} published slot(s) to fill"} for i, n, k in short])],
+            ignore_index=True)
+        has_pool &= ~view["id"].isin([i for i, _, _ in short])
     passed = view[view["id"].isin(as_published)]
     view = view[has_pool.values].reset_index(drop=True)
     import logging
@@ -615,6 +625,9 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                               "discriminator": discriminator, "preset": preset or None, "iterations": len(history),
                               "stopped": history[-1].get("stop") if history else None, "history": history,
                               "as_published": len(passed),  # every published choice correct: nothing to rebuild
+                              # checked before round 1: items no round could fill
+                              "rejected_before_round_1": {"no_candidate": int((~has_pool.values & ~instances["id"].isin(
+                                  as_published).values).sum()) - len(short), "too_few_candidates": len(short)},
                               "held_out_times": coverage, "af_instances": "af_instances.parquet",
                               "swap_rule": swap_rule, "max_rewrites": max_rewrites, "max_reuse": max_reuse,
                               "ending_only": ("a second adversary: logistic regression on each choice's embedding, "

