@@ -2,8 +2,9 @@
 
 SPEC is JSON: {} (no fault), {"kind": "exception", "stage": S} (stage S's function runs, then an
 exception is raised inside the stage before anything is written), or {"kind": "write", "stage": S}
-(writing S's artifact fails part-way with ENOSPC, as on a full disk). Kills need no hook: the bench
-sends SIGKILL from outside.
+(writing S's artifact fails part-way with ENOSPC, as on a full disk), or {"kind": "kill-after-checkpoint",
+"stage": S, "after": N} (SIGKILL right after S commits the checkpoint of its N-th round: a kill at a known
+moment). Other kills need no hook: the bench sends SIGKILL from outside.
 """
 
 from __future__ import annotations
@@ -56,6 +57,21 @@ def install(spec: dict) -> None:
                 rt._write_file = real_write
 
         rt.Store._commit = commit
+    elif kind == "kill-after-checkpoint":
+        # SIGKILL to this process (and its group: nothing cleans up) right after a stage commits a checkpoint
+        # whose state has `after` rounds: a kill at a known moment, not a handled exception
+        import signal
+
+        from csk.runtime import Checkpoint
+
+        real_save, after = Checkpoint.save, int(spec["after"])
+
+        def save(self, state):
+            real_save(self, state)
+            if self.ctx.stage == stage and len(state.get("history", [])) == after:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        Checkpoint.save = save
     elif kind:
         raise SystemExit(f"unknown fault kind {kind!r}")
 

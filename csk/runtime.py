@@ -37,15 +37,73 @@ class StageRun:
     tables: dict[str, list[dict]] = field(default_factory=dict)
 
 
+class Checkpoint:
+    """One stage's resumable state under its key (the key holds code, parameters and inputs, so a checkpoint
+    is never read by other work): `save` commits a JSON state by an fsync'd rename (a kill leaves the last
+    whole state, never a torn one, as torch.distributed.checkpoint commits its metadata); `load` gives it
+    back or None. `folder` holds bulky side files the state names (an activation store), written by their
+    owner before the state that names them is saved."""
+
+    def __init__(self, path: Path, ctx: "StageContext"):
+        self.folder = path
+        self.ctx = ctx
+        self._before: list = []
+
+    def before_save(self, commit) -> None:
+        """`commit()` runs before every `save`: a side file the state relies on is committed first."""
+        self._before.append(commit)
+
+    @property
+    def _state(self) -> Path:
+        return self.folder / "state.json"
+
+    def load(self) -> Any:
+        import json
+
+        try:
+            return json.loads(self._state.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+
+    def save(self, state: Any) -> None:
+        import json
+        import os
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for commit in self._before:
+            commit()
+        tmp = self.folder / f".state.{os.getpid()}.json"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(state, f, ensure_ascii=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._state)
+        fd = os.open(self.folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the rename itself durable
+        finally:
+            os.close(fd)
+
+
 class StageContext:
     """Handed to stage functions that declare a `ctx` parameter: store access and model records."""
 
-    def __init__(self, store: Any, pipeline: str, stage: str):
+    def __init__(self, store: Any, pipeline: str, stage: str, key: str | None = None):
         # store: the csk.store.Store computing the stage (not imported: the store imports this module)
         self.store = store
         self.pipeline = pipeline
         self.stage = stage
+        self.key = key
         self.models: list[dict] = []
+        self.resumed: dict[str, Any] = {}  # what a checkpoint gave this run (into the manifest: `resumed`)
+
+    def checkpoint(self, name: str) -> "Checkpoint | None":
+        """Work in progress of this stage's key that survives a killed run (`<store>/_checkpoints/<pipeline>/
+        <stage>/<key>/<name>`); the store removes it once the artifact is written. None outside a store run
+        (no key: nothing to resume into)."""
+        if self.key is None:
+            return None
+        return Checkpoint(self.store.root / "_checkpoints" / self.pipeline / self.stage / self.key / name, self)
 
     def record_model(self, name: str, path: str | None, sha256: str | None, **extra: Any) -> None:
         """How a model was used (precision, device, counts); merged into its manifest entry."""

@@ -258,7 +258,7 @@ class Store:
             frames = [r.load(verify=True) for r in plan.inputs]
         except IntegrityError as exc:
             raise IntegrityError([f"stage {plan.stage.name!r}: {p}" for p in exc.problems]) from None
-        ctx = StageContext(self, plan.pipeline, plan.stage.name)
+        ctx = StageContext(self, plan.pipeline, plan.stage.name, plan.key)
         kwargs = {name: getattr(plan.params, name) for name in type(plan.params).model_fields}
         if "ctx" in inspect.signature(plan.stage.fn).parameters:
             kwargs["ctx"] = ctx
@@ -357,6 +357,8 @@ class Store:
             "contract": plan.stage.contract_name,
             "data_sha256": hashlib.sha256(data_bytes).hexdigest(),
             "notes": c.out.notes,
+            # work a killed run had finished and this one took from the stage's checkpoint, not recomputed
+            **({"resumed": c.ctx.resumed} if c.ctx.resumed else {}),
             "outputs": sorted(c.out.files),
             "started": c.started.isoformat(),
             "ended": datetime.now(timezone.utc).isoformat(),
@@ -389,6 +391,8 @@ class Store:
                     computed = self.compute(plan)
                     self.check(plan, computed)
                     ref = self.write(plan, computed)
+                    # the work in progress is the artifact now: its checkpoints go
+                    shutil.rmtree(self.root / "_checkpoints" / pipeline / stage.name / plan.key, ignore_errors=True)
                     return StageRun(ref, False, computed.out.tables)
             finally:
                 lock.release()

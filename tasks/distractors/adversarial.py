@@ -92,6 +92,10 @@ def round_lr_scale(seed: int, iteration: int) -> float:
     return float(2.0 ** compute.rng(seed, "af-learning-rate", iteration).uniform(-1.0, 1.0))
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 90 else f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
 def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_discriminator: Callable[..., object], *,
             n_distractors: int = 4, max_iterations: int = 14, held_out: float = 0.2, max_swaps: int = 2,
             swap_rule: str = "paper", window: int = 2, epsilon: float = 0.01, noise_z: float = 2.0,
@@ -99,7 +103,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             max_rewrites: int = 0, max_reuse: int = 0, generator_of: dict[str, str] | None = None,
             placement_of: dict[str, int] | None = None, ending_only: Callable[[int], object] | None = None,
             other_correct: dict[str, list[str]] | None = None, seed: int = 0,
-            log: Callable[[str], None] | None = None) -> tuple[dict[str, dict], list[dict]]:
+            log: Callable[[str], None] | None = None, checkpoint=None) -> tuple[dict[str, dict], list[dict]]:
     """Run AF; returns the per-instance state (distractors, unused pool, swaps, the rounds it was held out
     and swapped in) and the per-round history.
 
@@ -124,7 +128,14 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     and its distractors) and scoring the held-out ones. Each adversary that beats chance on the fold has a
     say: its scores standardised over the item's set (gold and distractors) and summed, so a distractor
     that either model rejects without reading the dialogue, or with it, is swapped for a candidate the
-    two together prefer."""
+    two together prefer.
+
+    `checkpoint` (a `csk.runtime.Checkpoint`): after every round the loop's state (assignments, unused
+    pools, reuse counts, history) is committed there, and a run that finds one resumes at the next round.
+    No random state is carried from round to round (every draw is derived from (seed, round), the resumed
+    Trainer's trap avoided), so a resumed run ends with the bytes of an uninterrupted one."""
+    import time
+
     text = {cid: t for pool in pools.values() for cid, t in pool}
     other_correct = other_correct or {}
     generator_of = generator_of or {}
@@ -204,7 +215,26 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     # cycle's accuracy is over every instance (far steadier than one round's fifth).
     folds = max(2, int(round(1 / held_out))) if held_out > 0 else 2
     cycles: list[dict] = []
-    for it in range(max_iterations):
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is not None:  # a killed run's finished rounds: taken, not recomputed
+        if sorted(saved["state"]) != sorted(state):
+            raise ConfigError(f"adversarial_filter: the checkpoint in {checkpoint.folder} holds other instances than "
+                              "this run's; remove that folder to start afresh")
+        state, history, cycles = saved["state"], saved["history"], saved["cycles"]
+        used = {(sp, t): n for sp, t, n in saved["used"]}
+        checkpoint.ctx.resumed["adversarial_filter_rounds"] = [h["iteration"] for h in history]
+        if log:
+            log(f"AF resumes after round {len(history)} from its checkpoint ({checkpoint.folder})")
+
+    def save() -> None:
+        if checkpoint is not None:
+            checkpoint.save({"state": state, "history": history, "cycles": cycles,
+                             "used": [[sp, t, n] for (sp, t), n in used.items()]})
+
+    stopped = bool(history) and "stop" in history[-1]
+    seconds: list[float] = []
+    for it in range(len(history), len(history) if stopped else max_iterations):
+        started = time.perf_counter()
         cycle, fold = divmod(it, folds)
         rng = compute.rng(seed, "af-iteration", it)
         perm = [groups[i] for i in compute.rng(seed, "af-cycle", cycle).permutation(len(groups))]
@@ -310,12 +340,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
                                         f"{chance_alpha}" + (f"; nor is the ending-only probe (p = "
                                                              f"{ending['ending_only_p_vs_chance']:.3g})"
                                                              if ending else "")} if at_chance else {})})
-        if log:
-            log(f"AF iteration {it + 1} of at most {max_iterations} (cycle {cycle + 1}, fold {fold + 1} of {folds}): "
-                f"held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f} (p {p_chance:.3g} vs chance)"
-                + (f", ending-only pairwise {ending['ending_only_pairwise']:.3f} (p {ending['ending_only_p_vs_chance']:.3g})"
-                   if ending else "") + f", {swaps} swaps"
-                + (" (at chance: no swap)" if at_chance else ""))
+        stop = None
         if fold == folds - 1:  # a cycle ends: every instance was judged once more
             rounds = history[-folds:]
             judged = sum(h["held_out_instances"] for h in rounds)
@@ -331,32 +356,43 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             if all("no_swaps" in h for h in rounds):
                 # not one round of a whole cycle beat chance: the discriminator cannot learn this file (a few
                 # hundred items), so further cycles would only add the 1-in-100 noise swaps of the test
-                history[-1]["stop"] = (f"the discriminator did not beat chance in any round of a whole cycle "
-                                       f"({folds} rounds, every instance judged once): the items keep their start")
-                break
-            if len(cycles) >= max(window, min_held_out) and max(recent) - min(recent) < tolerance:
-                history[-1]["stop"] = (f"converged: the held-out accuracy of a whole cycle (every instance judged once) "
-                                       f"within {tolerance:.3f} (epsilon {epsilon} or {noise_z} standard errors of "
-                                       f"{judged} judgements) over {window} cycles; every instance held out "
-                                       f"{min(times)} times")
-                break
-            if len(cycles) >= min_held_out and cycles[-1]["swaps"] == 0:
-                history[-1]["stop"] = f"converged: a whole cycle made no swap; every instance held out {min(times)} times"
-                break
-        if not any(st["unused"] for st in state.values()):
-            history[-1]["stop"] = "no instance has an unused candidate left"
+                stop = (f"the discriminator did not beat chance in any round of a whole cycle "
+                        f"({folds} rounds, every instance judged once): the items keep their start")
+            elif len(cycles) >= max(window, min_held_out) and max(recent) - min(recent) < tolerance:
+                stop = (f"converged: the held-out accuracy of a whole cycle (every instance judged once) "
+                        f"within {tolerance:.3f} (epsilon {epsilon} or {noise_z} standard errors of "
+                        f"{judged} judgements) over {window} cycles; every instance held out {min(times)} times")
+            elif len(cycles) >= min_held_out and cycles[-1]["swaps"] == 0:
+                stop = f"converged: a whole cycle made no swap; every instance held out {min(times)} times"
+        if stop is None and not any(st["unused"] for st in state.values()):
+            stop = "no instance has an unused candidate left"
+        if stop is None and it + 1 == max_iterations:
+            stop = f"max_iterations ({max_iterations}) reached before convergence"
+        if stop:
+            history[-1]["stop"] = stop
+        save()  # before the line that reports the round: a round reported is a round kept
+        seconds.append(time.perf_counter() - started)
+        if log:
+            left, rate = max_iterations - it - 1, sum(seconds) / len(seconds)
+            eta = (f"; at most {left} more round(s), {_duration(left * rate)} at {_duration(rate)} a round"
+                   if left and not stop else "")
+            log(f"AF iteration {it + 1} of at most {max_iterations} (cycle {cycle + 1}, fold {fold + 1} of {folds}): "
+                f"held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f} (p {p_chance:.3g} vs chance)"
+                + (f", ending-only pairwise {ending['ending_only_pairwise']:.3f} (p {ending['ending_only_p_vs_chance']:.3g})"
+                   if ending else "") + f", {swaps} swaps"
+                + (" (at chance: no swap)" if at_chance else "") + f" in {_duration(seconds[-1])}" + eta)
+        if stop:
             break
-    else:
-        if history:
-            history[-1]["stop"] = f"max_iterations ({max_iterations}) reached before convergence"
     return state, history
 
 
 def make_discriminator_factory(discriminator: str, *, model: str | None, epochs: int, lr: float | None,
                                batch_size: int, seed: int, vector=None, ctx: StageContext | None = None,
-                               trainable_layers: int = 2, max_length: int = 128, setting: str = "adversarial_filter.model"):
+                               trainable_layers: int = 2, max_length: int = 128, setting: str = "adversarial_filter.model",
+                               checkpoint=None):
     """A fresh discriminator per call, seeded by its argument (default `seed`). "cached-transformer" shares one `FrozenLower` (its activation cache)
-    across calls; on CUDA it is the full transformer in bf16 (affordable there)."""
+    across calls; on CUDA it is the full transformer in bf16 (affordable there). With a `checkpoint`, the
+    activation cache lives in its folder and is committed with every saved round: a resumed run reads it."""
     if discriminator == "linear-probe":
         return lambda round_seed=seed, lr_scale=1.0: LinearProbe(vector, seed=round_seed)
     if discriminator not in ("transformer", "cached-transformer"):
@@ -377,7 +413,10 @@ def make_discriminator_factory(discriminator: str, *, model: str | None, epochs:
         return lambda round_seed=seed, lr_scale=1.0: TransformerMC(str(path), epochs=epochs, lr=rate * lr_scale,
                                                                    batch_size=batch_size, seed=round_seed,
                                                                    max_length=max_length)
-    lower = FrozenLower(str(path), trainable_layers=trainable_layers, max_length=max_length)
+    lower = FrozenLower(str(path), trainable_layers=trainable_layers, max_length=max_length,
+                        **({"cache_dir": str(checkpoint.folder / "activations"), "keep_cache": True} if checkpoint else {}))
+    if checkpoint is not None:
+        checkpoint.before_save(lower.cache.persist)
     return lambda round_seed=seed, lr_scale=1.0: CachedTransformerMC(lower, epochs=epochs, lr=rate * lr_scale,
                                                                      batch_size=batch_size, seed=round_seed)
 
@@ -547,9 +586,11 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                                + [t for ts in other_correct.values() for t in ts], embed, ctx)
     ending = (lambda round_seed: EndingOnlyProbe(vector, seed=round_seed)) if ending_only and not passed_through \
         else None
+    # a killed run resumes at its next round (the checkpoint lives under this stage's key)
+    checkpoint = ctx.checkpoint("af") if ctx is not None and not passed_through else None
     factory = None if passed_through else make_discriminator_factory(
         discriminator, model=model, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, vector=vector, ctx=ctx,
-        trainable_layers=trainable_layers, max_length=max_length)
+        trainable_layers=trainable_layers, max_length=max_length, checkpoint=checkpoint)
     state, history = af_loop(view, pools, factory, n_distractors=n_distractors, max_iterations=max_iterations,
                              held_out=held_out, max_swaps=max_swaps, swap_rule=swap_rule, window=window,
                              epsilon=epsilon, noise_z=noise_z, min_held_out=min_held_out, chance_alpha=chance_alpha,
@@ -558,7 +599,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                              placement_of={c: preference(g, r) for c, g, r in zip(candidates["id"], candidates["generator"],
                                                                                   candidates["rule"])},
                              ending_only=ending, other_correct=other_correct,
-                             seed=seed, log=logging.getLogger("csk").info)
+                             seed=seed, log=logging.getLogger("csk").info, checkpoint=checkpoint)
     text = dict(zip(candidates["id"], candidates["candidate"]))
     rule = dict(zip(candidates["id"], candidates["rule"]))
     generator = dict(zip(candidates["id"], candidates["generator"]))

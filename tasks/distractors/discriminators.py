@@ -624,20 +624,57 @@ class ActivationStore:
     cache, so a small run reads from memory and the full CICERO (53K instances, ~900K pairs) stays within
     a 24 GiB machine: the process holds the index (pair -> rows), never the activations."""
 
-    def __init__(self, hidden: int, directory: str | None = None, max_gb: float = 64.0):
+    def __init__(self, hidden: int, directory: str | None = None, max_gb: float = 64.0, keep: bool = False):
+        """`keep`: `directory` is the store itself, kept across runs (a stage's checkpoint folder): what
+        `persist` last committed is read back and rows appended after it (by a killed run) are cut off;
+        else a temporary folder inside `directory` that dies with the store."""
+        import os
+        import pickle
         import shutil
         import tempfile
         import weakref
 
         self.hidden, self.max_bytes = hidden, max_gb * 2**30
-        self.directory = tempfile.mkdtemp(prefix="csk-activations-", dir=directory)
-        weakref.finalize(self, shutil.rmtree, self.directory, True)  # the cache dies with its discriminator
-        self.path = f"{self.directory}/activations.bf16"
-        self._file = open(self.path, "ab")
-        weakref.finalize(self, self._file.close)
         self.index: dict[tuple[str, str], tuple[int, int]] = {}  # pair -> (first row, rows)
         self.rows = 0
+        if keep:
+            os.makedirs(directory, exist_ok=True)
+            self.directory = str(directory)
+            try:
+                with open(f"{self.directory}/index.pickle", "rb") as f:
+                    self.rows, self.index = pickle.load(f)
+            except FileNotFoundError:
+                pass
+            self.path = f"{self.directory}/activations.bf16"
+            with open(self.path, "ab") as f:
+                f.truncate(self.rows * hidden * 2)
+        else:
+            self.directory = tempfile.mkdtemp(prefix="csk-activations-", dir=directory)
+            weakref.finalize(self, shutil.rmtree, self.directory, True)  # the cache dies with its discriminator
+            self.path = f"{self.directory}/activations.bf16"
+        self.kept = keep
+        self._file = open(self.path, "ab")
+        weakref.finalize(self, self._file.close)
+        self._persisted = self.rows if keep else -1
         self._map = None
+
+    def persist(self) -> None:
+        """Commit the rows written so far and their index (fsync, then the index by an atomic rename): a
+        later store opened on this directory with `keep` starts from here."""
+        import os
+        import pickle
+
+        if not self.kept or self._persisted == self.rows:
+            return
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        tmp = f"{self.directory}/.index.{os.getpid()}.pickle"
+        with open(tmp, "wb") as f:
+            pickle.dump((self.rows, self.index), f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, f"{self.directory}/index.pickle")
+        self._persisted = self.rows
 
     def __contains__(self, pair) -> bool:
         return pair in self.index
@@ -688,7 +725,7 @@ class FrozenLower:
 
     def __init__(self, model_dir: str, trainable_layers: int = 2, max_length: int = 128, device: str | None = None,
                  precision: str | None = None, max_cache_gb: float = 64.0, attention: str = "sdpa",
-                 cache_dir: str | None = None):
+                 cache_dir: str | None = None, keep_cache: bool = False):
         import torch
         from transformers import AutoModelForMultipleChoice, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -733,7 +770,7 @@ class FrozenLower:
         self.base = base.to(self.device).eval()
         for p in self.base.parameters():
             p.requires_grad_(False)
-        self.cache = ActivationStore(int(model.config.hidden_size), cache_dir, max_cache_gb)
+        self.cache = ActivationStore(int(model.config.hidden_size), cache_dir, max_cache_gb, keep=keep_cache)
         self.computed = 0
         self.packed: bool | None = None  # row invariance of a pass, probed on first use
         self.batch_tokens = 16384 if self.device.startswith("cuda") else 4096

@@ -4,6 +4,8 @@ whose published choices are all correct."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import pandas as pd
@@ -221,3 +223,85 @@ def test_on_the_real_cicero_sample_the_judge_reads_the_target_and_its_neighbours
     assert report["target_and_neighbours"]["tokens_share"] >= 0.9
     _, cut = window.contexts_for(items, choices, judge, 64)
     assert cut["target_and_neighbours"]["tokens_share"] < 0.5
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_af_resumes_from_its_checkpoint_with_the_bytes_of_an_uninterrupted_run(tmp_path):
+    """The loop's state is committed after every round; a run that dies after round 2 (here: the save
+    after it raises, as a kill right after the commit) resumes at round 3 without refitting rounds 1-2 and
+    ends with the uninterrupted run's assignments and history."""
+    import hashlib
+
+    from csk.runtime import StageContext
+    from csk.store import Store
+    from tasks.distractors.adversarial import af_loop
+    from tasks.distractors.discriminators import LinearProbe
+
+    items, pools = _chance_items()
+
+    def vector(text: str) -> np.ndarray:  # a function of the text alone, whatever asks first
+        return np.random.default_rng(int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)).normal(size=16)
+
+    fitted: list[int] = []
+
+    def make(seed):
+        fitted.append(seed)
+        return LinearProbe(vector, seed=seed)
+
+    run = dict(n_distractors=3, max_iterations=6, min_held_out=1, chance_alpha=1.0)  # noise swaps: state moves
+    whole, whole_history = af_loop(items, pools, make, **run)
+    assert sum(h["swaps"] for h in whole_history) > 0 and len(whole_history) == 6
+    rounds_whole = list(fitted)
+
+    ctx = StageContext(Store(tmp_path / "store"), "distractors", "adversarial_filter", key="k" * 24)
+    checkpoint = ctx.checkpoint("af")
+    real_save, saves = checkpoint.save, []
+
+    def dies_after_round_2(state):
+        real_save(state)
+        saves.append(len(state["history"]))
+        if len(state["history"]) == 2:
+            raise _Killed
+
+    checkpoint.save = dies_after_round_2
+    fitted.clear()
+    with pytest.raises(_Killed):
+        af_loop(items, pools, make, checkpoint=checkpoint, **run)
+    assert fitted == rounds_whole[:2] and checkpoint.load()["history"] == whole_history[:2]
+    fitted.clear()
+    resumed_ctx = StageContext(Store(tmp_path / "store"), "distractors", "adversarial_filter", key="k" * 24)
+    state, history = af_loop(items, pools, make, checkpoint=resumed_ctx.checkpoint("af"), **run)
+    assert fitted == rounds_whole[2:]  # rounds 1-2 were not fitted again
+    assert resumed_ctx.resumed == {"adversarial_filter_rounds": [1, 2]}
+    assert history == whole_history and state == whole
+    # a finished loop's checkpoint resumes to its end: no round is run again
+    fitted.clear()
+    again, _ = af_loop(items, pools, make, checkpoint=resumed_ctx.checkpoint("af"), **run)
+    assert fitted == [] and again == whole
+
+
+def test_a_kept_activation_store_reads_back_what_it_committed_and_drops_the_rest(tmp_path):
+    """AF's activation cache in its checkpoint folder: a resumed run reads the rows committed with the last
+    saved round; rows a killed run appended after that are cut off (their pairs are computed again)."""
+    import torch
+
+    from tasks.distractors.discriminators import ActivationStore
+
+    folder = tmp_path / "activations"
+    first = ActivationStore(4, str(folder), keep=True)
+    a, b = torch.arange(8, dtype=torch.float32).reshape(2, 4), torch.ones(3, 4)
+    first.add(("ctx", "a"), a)
+    first.persist()
+    first.add(("ctx", "b"), b)  # never committed: the run dies here
+    first._file.flush()
+    again = ActivationStore(4, str(folder), keep=True)
+    assert ("ctx", "a") in again and ("ctx", "b") not in again and again.rows == 2
+    assert (folder / "activations.bf16").stat().st_size == 2 * 4 * 2
+    assert np.array_equal(again.get(("ctx", "a")), a.to(torch.bfloat16).view(torch.int16).numpy())
+    again.add(("ctx", "b"), b)
+    assert again.index[("ctx", "b")] == (2, 3)
+    temporary = ActivationStore(4, str(tmp_path))
+    assert Path(temporary.directory).parent == tmp_path and not temporary.kept
