@@ -226,6 +226,12 @@ def find_garbage(store: Store, keep_minutes: float = 60.0) -> Garbage:
     gone = set(g.artifacts)
     kept = [d for _, _, d in artifact_dirs(store) if d not in gone]
     g.caches = _unneeded_caches(store, kept, keep_minutes, now)
+    # a stage's checkpoint is resumable work until its artifact is written (the run then removes it); one
+    # left beside a written artifact (a run killed between the two) is garbage
+    points = store.root / "_checkpoints"
+    if points.is_dir():  # <pipeline>/<stage>/<key>
+        g.caches += sorted(d for d in points.glob("*/*/*")
+                           if d.is_dir() and store.find(*d.relative_to(points).parts) is not None)
     q = store.root / "_quarantine"
     if q.is_dir():  # <pipeline>/<stage>/<key>-<stamp>
         g.quarantine = sorted(d for d in q.glob("*/*/*") if d.is_dir() and now - d.stat().st_mtime >= keep_minutes * 60)
