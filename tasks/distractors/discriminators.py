@@ -637,14 +637,25 @@ class ActivationStore:
         self.hidden, self.max_bytes = hidden, max_gb * 2**30
         self.index: dict[tuple[str, str], tuple[int, int]] = {}  # pair -> (first row, rows)
         self.rows = 0
+        self._new: list[tuple[tuple[str, str], tuple[int, int]]] = []  # entries not yet persisted
         if keep:
             os.makedirs(directory, exist_ok=True)
             self.directory = str(directory)
+            log = f"{self.directory}/index.log"  # appended frames (rows after it, its entries); a torn last one dropped
+            good = 0
             try:
-                with open(f"{self.directory}/index.pickle", "rb") as f:
-                    self.rows, self.index = pickle.load(f)
+                with open(log, "rb") as f:
+                    while True:
+                        try:
+                            rows, entries = pickle.load(f)
+                        except (EOFError, pickle.UnpicklingError, ValueError, TypeError):
+                            break
+                        self.index.update(entries)
+                        self.rows, good = rows, f.tell()
             except FileNotFoundError:
                 pass
+            with open(log, "ab") as f:
+                f.truncate(good)
             self.path = f"{self.directory}/activations.bf16"
             with open(self.path, "ab") as f:
                 f.truncate(self.rows * hidden * 2)
@@ -659,21 +670,20 @@ class ActivationStore:
         self._map = None
 
     def persist(self) -> None:
-        """Commit the rows written so far and their index (fsync, then the index by an atomic rename): a
-        later store opened on this directory with `keep` starts from here."""
+        """Commit the rows written so far and their index entries (fsync the rows, then append and fsync a
+        frame of the new entries): a later store opened on this directory with `keep` starts from here."""
         import os
         import pickle
 
         if not self.kept or self._persisted == self.rows:
             return
         self._file.flush()
-        os.fsync(self._file.fileno())
-        tmp = f"{self.directory}/.index.{os.getpid()}.pickle"
-        with open(tmp, "wb") as f:
-            pickle.dump((self.rows, self.index), f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.fsync(self._file.fileno())  # the rows first, then the frame that names them
+        with open(f"{self.directory}/index.log", "ab") as f:
+            pickle.dump((self.rows, self._new), f, protocol=pickle.HIGHEST_PROTOCOL)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, f"{self.directory}/index.pickle")
+        self._new = []
         self._persisted = self.rows
 
     def __contains__(self, pair) -> bool:
@@ -703,6 +713,8 @@ class ActivationStore:
                               "a GPU)")
         self._file.write(kept.view(torch.int16).numpy().tobytes())
         self.index[pair] = (self.rows, kept.shape[0])
+        if self.kept:
+            self._new.append((pair, self.index[pair]))
         self.rows += kept.shape[0]
 
     def flush(self) -> None:
@@ -855,6 +867,7 @@ class FrozenLower:
                             self.cache.add(block[i], h[:len(ids[i])])
                         self.computed += len(idx)
                         bar.update(len(idx))
+                self.cache.persist()  # a kept cache (AF's checkpoint) commits each block: a kill loses one at most
         self.cache.flush()
 
     def stack(self, pairs: list[tuple[str, str]]):

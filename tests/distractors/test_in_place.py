@@ -297,11 +297,16 @@ def test_a_kept_activation_store_reads_back_what_it_committed_and_drops_the_rest
     first.persist()
     first.add(("ctx", "b"), b)  # never committed: the run dies here
     first._file.flush()
+    with open(folder / "index.log", "ab") as f:
+        f.write(b"\x80\x05torn")  # a frame cut short by the kill
     again = ActivationStore(4, str(folder), keep=True)
     assert ("ctx", "a") in again and ("ctx", "b") not in again and again.rows == 2
     assert (folder / "activations.bf16").stat().st_size == 2 * 4 * 2
     assert np.array_equal(again.get(("ctx", "a")), a.to(torch.bfloat16).view(torch.int16).numpy())
     again.add(("ctx", "b"), b)
+    again.persist()
     assert again.index[("ctx", "b")] == (2, 3)
+    third = ActivationStore(4, str(folder), keep=True)
+    assert third.rows == 5 and third.index == again.index
     temporary = ActivationStore(4, str(tmp_path))
     assert Path(temporary.directory).parent == tmp_path and not temporary.kept
