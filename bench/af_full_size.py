@@ -7,8 +7,9 @@ round for 53K instances on this machine.
 
 I / C: the `mcq_file` (or `instances`) and `candidate_filter` artifacts of a run, e.g.
 `csk distractors rebuild --input cicero_v2_val_sample.jsonl --preset cicero`. Their instances are
-repeated with new ids until there are --size of them; every copy's context is made distinct (a copy
-number in front), so no (context, choice) pair is shared between copies: the activation cache holds as
+repeated with new ids until there are --size of them; every copy's context and question are made distinct
+(a copy number in front: the stage reads its window from question, target and passage), so no (context,
+choice) pair is shared between copies: the activation cache holds as
 many pairs as the real dataset would, and the memory figure is honest. Each copy is its own split, so the
 stage's reuse cap (one text in at most max_reuse items of a split) binds as it would on one real split.
 
@@ -54,6 +55,8 @@ def repeat(inst: pd.DataFrame, cands: pd.DataFrame, size: int) -> tuple[pd.DataF
             part["id"] = [f"{i}~copy{k}" for i in base["id"]]
             part["group_id"] = [f"{g}~copy{k}" for g in base["group_id"]]
             part["context"] = [f"(copy {k}) {c}" for c in base["context"]]
+            if "question" in part.columns:  # the stage builds its reading window from question, target, passage
+                part["question"] = [f"(copy {k}) {q}" for q in base["question"]]
         part["split"] = f"copy{k}"
         for old, new in zip(base["id"], part["id"]):
             out_pools[new] = [(f"{cid}~{k}", text) for cid, text in pools[old]]

@@ -44,26 +44,58 @@ def _in_prefect_task() -> bool:
         return False
 
 
+DELAY = 5.0  # a bar shows once its work has run this long: short work prints nothing, long work always shows
+LOG_EVERY = 30.0  # seconds between two lines of a bar written to a file or pipe (a log), not a terminal
+
+
+class _Lines:
+    """A bar's output as whole lines: tqdm redraws a terminal line with carriage returns, which a log file
+    keeps as one ever longer line; here each redraw is a line of its own."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        text = text.replace("\r", "\n")
+        for line in filter(None, (t.strip() for t in text.split("\n"))):
+            self.stream.write(line + "\n")
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def _bar_stream():
+    """(stream, seconds between redraws): the terminal as tqdm draws it, else whole lines every LOG_EVERY."""
+    import sys
+
+    stream = sys.stderr
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return (stream, 1.0) if tty else (_Lines(stream), LOG_EVERY)
+
+
 class Progress:
-    """A tqdm bar plus, in a Prefect task, a progress artifact; `disable` (short work) turns both off."""
+    """A tqdm bar plus, in a Prefect task, a progress artifact; `disable` (short work, or nothing to count)
+    turns both off."""
 
     def __init__(self, total: int | None, desc: str, unit: str = "it", disable: bool = False):
         from tqdm.auto import tqdm
 
         self.desc = label(desc)
         self.total = total
+        disable = disable or total == 0  # "0 lines [00:00, ?]" tells a reader nothing
+        stream, every = _bar_stream()
         self.bar = tqdm(total=total, desc=self.desc, unit=f" {unit}" if unit != "it" else unit, disable=disable,
-                        mininterval=1.0, dynamic_ncols=True)
+                        mininterval=every, maxinterval=max(every, 10.0), dynamic_ncols=every == 1.0, file=stream,
+                        delay=DELAY)
         self.n = 0
         self._artifact = None
         self._last = 0.0
-        if total and not disable and _in_prefect_task():  # long work only: small runs make no artifact
-            try:
-                from prefect.artifacts import create_progress_artifact
-
-                self._artifact = create_progress_artifact(0.0, description=self.desc)
-            except Exception:  # noqa: BLE001 - progress must never fail a stage
-                self._artifact = None
+        self._started = time.monotonic()
+        # long work only (past DELAY): small runs make no artifact
+        self._wants_artifact = bool(total) and not disable and _in_prefect_task()
 
     def update(self, n: int = 1, **postfix) -> None:
         self.n += n
@@ -71,6 +103,14 @@ class Progress:
         if postfix:
             self.bar.set_postfix(**postfix)
         now = time.monotonic()
+        if self._wants_artifact and self._artifact is None and now - self._started >= DELAY:
+            self._wants_artifact = False
+            try:
+                from prefect.artifacts import create_progress_artifact
+
+                self._artifact = create_progress_artifact(0.0, description=self.desc)
+            except Exception:  # noqa: BLE001 - progress must never fail a stage
+                self._artifact = None
         if self._artifact is not None and (now - self._last >= PREFECT_EVERY or self.n >= (self.total or 0)):
             self._last = now
             self._push()

@@ -29,6 +29,10 @@ def line_png(x: Sequence, series: dict[str, Sequence[float]], title: str, xlabel
     for name, ys in series.items():
         ax.plot(list(x), list(ys), marker="o", label=name)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    if all(float(v).is_integer() for v in x):  # rounds, iterations, sizes: no tick at 1.5
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend()
     return png(plt, fig)
 

@@ -466,7 +466,7 @@ class TransformerMC:
         self.model.train()
         from csk.progress import Progress
 
-        bar = Progress(steps, f"AF discriminator (fit {self.fits})", unit="steps", disable=steps < 50)
+        bar = Progress(steps, f"AF discriminator (fit {self.fits})", unit="steps")
         self._graphs = {}
         for _ in range(self.epochs):
             order = self._order(rng, data["longest"])
@@ -584,7 +584,8 @@ class TransformerMC:
         chunk = self.score_chunk or (self.SCORE_CHUNK if cuda else max(len(first), 1))
         model, cast = self._inference_model()
         flat = torch.empty(len(first), dtype=torch.float32, device=self.device)
-        with ThreadPoolExecutor(1) as pool, torch.inference_mode():
+        with ThreadPoolExecutor(1) as pool, torch.inference_mode(), \
+                progress(len(first), "discriminator: score", unit="pairs", disable=not first) as bar:
             jobs = [(s, pool.submit(TokenRows, self.tokenizer, first[s:s + chunk], second[s:s + chunk],
                                     self.max_length)) for s in range(0, len(first), chunk)]
             for start, job in jobs:
@@ -595,6 +596,7 @@ class TransformerMC:
                     with cast:
                         logits = model(**enc).logits.float()[0]
                     flat[self._tensors({"i": part + start})["i"]] = logits
+                    bar.update(len(part))
         flat = flat.cpu().numpy()
         bounds = np.cumsum([0] + n_choices)
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
@@ -614,8 +616,6 @@ class TransformerMC:
         return self.model, self._autocast()
 
 
-LONG_PAIRS = 20000  # a pass over more new pairs than this shows progress (minutes on a CPU)
-LONG_STEPS = 2000  # a fine-tune of more steps than this shows progress
 
 
 class ActivationStore:
@@ -847,7 +847,7 @@ class FrozenLower:
 
         todo = sorted({p for p in pairs if p not in self.cache})
         packed = self._row_invariant()
-        with progress(len(todo), "discriminator: lower layers", unit="pairs", disable=len(todo) < LONG_PAIRS) as bar:
+        with progress(len(todo), "discriminator: lower layers", unit="pairs", disable=not todo) as bar:
             # Tokenised a block at a time: a round at the full CICERO size brings ~200K new pairs, whose token
             # lists alone would hold gigabytes. A pair's pass shape depends on its own length, so blocks change
             # no byte.
@@ -946,7 +946,7 @@ class CachedTransformerMC:
         sched = get_linear_schedule_with_warmup(opt, int(self.warmup * steps), max(steps, 1))
         rng = compute.rng(self.seed, "cached-mc-batches", self.fits)
         self.head.train()
-        with progress(steps, "discriminator: fine-tune", unit="steps", disable=steps < LONG_STEPS) as bar:
+        with progress(steps, "discriminator: fine-tune", unit="steps") as bar:
             self._train(contexts, choices, gold, opt, sched, rng, bar)
         self.head.eval()
         return self
@@ -978,8 +978,10 @@ class CachedTransformerMC:
         self.lower.ensure(pairs)
         lengths = np.asarray([self.lower.cache.index[p][1] for p in pairs], dtype=np.int64)
         flat = np.zeros(len(pairs), np.float32)
-        with torch.inference_mode():
+        with torch.inference_mode(), progress(len(pairs), "discriminator: score", unit="pairs",
+                                              disable=not pairs) as bar:
             for part in length_passes(lengths, self.lower.batch_tokens, multiple=1):
                 flat[part] = self._logits([pairs[i][0] for i in part], [[pairs[i][1]] for i in part])[:, 0].cpu().numpy()
+                bar.update(len(part))
         bounds = np.cumsum([0] + [len(ch) for ch in choices])
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]

@@ -17,8 +17,30 @@ def test_bars_are_labelled_with_the_running_stage():
     assert list(track(range(0, 10, 4), 10, "batches", step=4, disable=True)) == [0, 4, 8]
 
 
+def test_a_bar_in_a_log_file_writes_whole_lines(capsys, monkeypatch):
+    """Not a terminal (a log file, a pipe): one line per redraw, no carriage returns, at most one every
+    LOG_EVERY seconds; nothing to count (a total of 0) draws no bar at all."""
+    import csk.progress as p
+
+    monkeypatch.setattr(p, "LOG_EVERY", 0.0)  # every update a line here
+    monkeypatch.setattr(p, "DELAY", 0.0)  # shown at once (else only work past 5 s shows)
+    with progress(3, "score", unit="pairs") as bar:
+        for _ in range(3):
+            bar.update(1)
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert "\r" not in err and len(lines) >= 2 and all(line.startswith("score:") for line in lines)
+    assert "3/3" in lines[-1] and "pairs" in lines[-1]
+    with progress(0, "nothing", unit="lines") as bar:
+        pass
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.flow
-def test_a_task_shows_its_progress_in_prefect(prefect_harness):
+def test_a_task_shows_its_progress_in_prefect(prefect_harness, monkeypatch):
+    import csk.progress as p
+
+    monkeypatch.setattr(p, "DELAY", 0.0)  # long work's artifact, made at once here
     from prefect import flow, task
     from prefect.client.orchestration import get_client
 
