@@ -83,12 +83,9 @@ def rebuild_command(
     from csk.lineage import latest_ref
     from csk.store import Store
 
-    if not input.exists():
-        raise CskError(f"{input}: file not found")
-    if not preset and not map_:  # said before Prefect starts, not after
-        from tasks.distractors.mcq_file import Layout
+    from tasks.distractors.mcq_file import check_layout
 
-        Layout.of(preset, parse_map(map_))
+    check_layout(input, format, preset, parse_map(map_))  # the file, its format and layout: before Prefect starts
     read = {"input": str(input.resolve()), "format": format}
     if preset:
         read["preset"] = preset

@@ -110,6 +110,40 @@ class Layout:
         return cls(**values)
 
 
+PROBE_RECORDS = 200  # records read before a run starts, to check the layout's columns against the file
+
+
+def check_layout(input: str | Path, format: str = "auto", preset: str = "", map: dict[str, str] | None = None) -> Layout:
+    """Everything about a file and its layout that can be told before a run starts (a command checks it
+    before Prefect does anything): a readable file, its format, the preset and map fields, and every column
+    the layout needs (choices, answer, and the named context, question, id, group, correct, passage)
+    present in at least one of the first PROBE_RECORDS records. One error naming the field, the column and
+    the file, with the columns the file has."""
+    layout = Layout.of(preset, map)
+    path = require_file(input)
+    fmt = file_format(str(path), format)
+    result = ReadResult()
+    columns, records = _records(path, fmt, result, True)
+    seen: set[str] = set(columns or [])
+    for k, (_, _, record) in enumerate(records):
+        seen |= {c for c, v in record.items() if v is not None and v != ""}
+        if k + 1 >= PROBE_RECORDS:
+            break
+    if not seen:
+        return layout  # nothing readable: the stage rejects every record with its reason
+    for field in ("choices", "answer", "context", "question", "id", "group", "correct", "passage"):
+        spec = getattr(layout, field)
+        if not spec or any(c in spec for c in "*?["):
+            continue
+        for part in spec.split("+"):
+            names = part.split("|")
+            if not any(n in seen for n in names):  # a|b: the first present (or the choice columns) is enough
+                how = f"--map {field}={spec}" if map and field in map else f"preset {preset!r}"
+                raise InputError(str(path), None, f"no record holds the column {' or '.join(repr(n) for n in names)} "
+                                 f"({field}, from {how}); its first records have {', '.join(sorted(seen)[:20])}")
+    return layout
+
+
 def parse_map(text: str) -> dict[str, str]:
     """`context=a+b,choices=x|y,answer=label` -> {field: columns}."""
     out = {}
@@ -326,7 +360,7 @@ def mcq_file(*, input: InputFile = None, format: Format = "auto", preset: str = 
     if not input:
         raise ConfigError("distractors.mcq_file.input is not set: `csk distractors rebuild --input FILE "
                           "--preset NAME` (or --map ...)")
-    layout = Layout.of(preset, map)
+    layout = check_layout(input, format, preset, map)
     path = require_file(input)
     fmt = file_format(str(path), format)
     result = ReadResult()

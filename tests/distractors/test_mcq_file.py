@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from csk.errors import ConfigError
+from csk.errors import ConfigError, InputError
 from readers.base import RecordError
 from tasks.distractors import chinese
 from tasks.distractors.mcq_file import (Layout, answer_indices, choice_columns, instance, language, mcq_file,
@@ -118,8 +118,12 @@ def test_unreadable_records_are_rejected_with_reasons(tmp_path):
 
 def test_a_wrong_layout_stops_the_run_naming_the_file(tmp_path):
     text = "\n".join(json.dumps({"q": "x", "c": ["a", "b"], "a": 0}) for _ in range(4)) + "\n"
-    out = _read(tmp_path, "f.jsonl", text, map={"choices": "choices", "answer": "a"})
-    assert "f.jsonl" in out.notes["stop"] and "no 'choices' field" in out.notes["stop"]
+    with pytest.raises(InputError, match=r"f.jsonl.*no record holds the column 'choices' \(choices"):
+        _read(tmp_path, "f.jsonl", text, map={"choices": "choices", "answer": "a"})
+    # a column most records lack (not all): the stage reads on, and stops naming the file
+    text = json.dumps({"q": "x", "choices": ["a", "b"], "a": 0}) + "\n" + text
+    out = _read(tmp_path, "g.jsonl", text, map={"choices": "choices", "answer": "a"})
+    assert "g.jsonl" in out.notes["stop"] and "no 'choices' field" in out.notes["stop"]
 
 
 def test_a_label_set_is_refused(tmp_path):
@@ -216,3 +220,27 @@ def test_a_target_column_is_read_where_present_and_never_rejects_a_record():
     assert instance(rec, layout, "jsonl", list(rec), 1)["target"] == "I missed the bus ."
     no_target = {k: v for k, v in rec.items() if k != "Target"}
     assert instance(no_target, layout, "jsonl", list(no_target), 1)["target"] == ""
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--map", "choices=endings,answer=label"], "no record holds the column 'label' (answer, from --map answer=label)"),
+    (["--preset", "nope"], "unknown preset 'nope'"),
+    (["--map", "choices=endings,answer=key,colour=x"], "unknown field(s) colour"),
+    (["--preset", "swag", "--directory"], "expected a file, found a directory"),
+])
+def test_bad_inputs_are_one_line_before_prefect_starts(tmp_path, args, says):
+    """A file, its format and its layout are checked before a run starts: one line naming what is wrong (a
+    mapped column no record holds, an unknown preset or field, a directory), no Prefect server, no artifact."""
+    from typer.testing import CliRunner
+
+    from csk.cli import app
+
+    path = tmp_path / "items.csv"
+    path.write_text('ctx,endings,key\nhello,"[""a"", ""b""]",0\n', encoding="utf-8")
+    source = tmp_path if "--directory" in args else path
+    args = [a for a in args if a != "--directory"]
+    res = CliRunner().invoke(app, ["distractors", "rebuild", "--input", str(source), *args,
+                                   "--store", str(tmp_path / "store")])
+    assert res.exit_code != 0 and says in res.output, res.output
+    assert "temporary server" not in res.output and len(res.output.strip().splitlines()) == 1
+    assert not (tmp_path / "store" / "distractors").exists()
