@@ -582,7 +582,10 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
     vector = None
     other_correct = {iid: answers[1:] for iid, answers in zip(view["id"], written_answers(view))}
     if (discriminator == "linear-probe" or ending_only) and not passed_through:
-        vector = vector_lookup(view["context"].tolist() + view["gold"].tolist() + candidates["candidate"].tolist()
+        # the contexts only for the linear probe: the ending-only adversary reads the choices alone (at 53K
+        # items the contexts are most of the texts to embed)
+        vector = vector_lookup((view["context"].tolist() if discriminator == "linear-probe" else [])
+                               + view["gold"].tolist() + candidates["candidate"].tolist()
                                + [t for ts in other_correct.values() for t in ts], embed, ctx)
     ending = (lambda round_seed: EndingOnlyProbe(vector, seed=round_seed)) if ending_only and not passed_through \
         else None
