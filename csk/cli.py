@@ -432,6 +432,12 @@ def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "
                 say(f"{'':<20} annotated by {a['annotator']} (Label Studio annotation {a.get('annotation_id')}, "
                     f"task {a.get('ls_task_id')} made from row {a.get('task_id', '?')}; created {a.get('created_at')}, "
                     f"lead time {a.get('lead_time')} s)")
+            if "origin" in step:
+                o = step["origin"]
+                say(f"{'':<20} made by {o['generator']} ({o['rule']}): {o.get('rationale') or ''}")
+                if o.get("source"):
+                    say(f"{'':<20} the answer of {o['written_for']}, read from {o['source'].get('file')} "
+                        f"{o['source'].get('locator')}")
             for who in ("checkers", "validators", "raters", "labellers", "writers"):
                 if step.get(who):
                     say(f"{'':<20} {who}: {', '.join(step[who])}")

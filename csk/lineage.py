@@ -122,6 +122,18 @@ def _evidence(ref: ArtifactRef, items: list[dict]) -> list[dict]:
             for e in (items if isinstance(items, (list, tuple)) else []) if isinstance(e, dict)]
 
 
+def _origin_source(ref: ArtifactRef, manifest: dict, item: str) -> dict | None:
+    """The source record of the item a candidate was written for (its answer, taken for another item)."""
+    for i in manifest["inputs"][:manifest.get("parent_inputs", 1)]:
+        parent = ArtifactRef(ref.pipeline, i["stage"], i["key"], i["path"])
+        if _find_row(parent, item) is not None:
+            try:
+                return row_lineage(None, parent, item)[-1].get("source")
+            except CskError:
+                return None
+    return None
+
+
 def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
     """The row's ancestors, one per stage, down to the source file and record it was read from."""
     steps = []
@@ -157,8 +169,13 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
         for k in ("checkers", "validators", "raters", "labellers", "writers"):  # the people who voted on it
             if row.get(k) is not None and len(row[k]):
                 step[k] = [str(v) for v in row[k]]
-        steps.append(step)
         parent_col = m.get("parent_column")
+        if row.get("generator") and row.get("written_for") and "origin" not in (steps[-1] if steps else {}):
+            # a distractor candidate: what made it, and the item (and source record) whose answer it is
+            step["origin"] = {k: row.get(k) for k in ("generator", "rule", "rationale", "written_for")}
+            if parent_col and row["written_for"] != row.get(parent_col):
+                step["origin"]["source"] = _origin_source(current, m, str(row["written_for"]))
+        steps.append(step)
         if not m["inputs"] or parent_col is None:
             files = _known_files(current)
             src = row.get("source_file")

@@ -63,6 +63,8 @@ class Counterfactuals(Contract):
     question_type: Series[str] = pa.Field(nullable=True)
     """the relation the question the candidate was written for names ("cause", "reaction"); null: unknown"""
     item_question_type: Series[str] = pa.Field(nullable=True)
+    written_for: Series[str]
+    """the item whose answer the candidate comes from: another item's, or its own (a rewrite)"""
 
     @pa.dataframe_check(name="candidate_answers_the_item_question_type")
     def typed(cls, df):

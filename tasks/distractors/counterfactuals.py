@@ -632,12 +632,16 @@ def counterfactuals(instances: pd.DataFrame, *,
     kind = {i: question_type(q, question_time) for i, q in zip(view["id"], view["question"].astype(str))}
     written_for = lambda iid, name, rule: kind.get(str(rule).rsplit(":", 1)[-1]) \
         if name in ("dialogue", "retrieval") else kind[iid]  # noqa: E731
+    # the item whose answer a candidate comes from: another item's (an answer of this or another dialogue), or
+    # its own (a rewrite of its correct answer, a generator's output for it): `csk lineage` follows it
+    origin = lambda iid, name, rule: str(rule).rsplit(":", 1)[-1] if name in ("dialogue", "retrieval") else iid  # noqa: E731
     rows = [{"id": f"{iid}/cf{k:03d}", "instance_id": iid, "gold": gold[iid], "candidate": text, "generator": name,
              "rule": rule, "rationale": _rationale(name, rule, answers[iid], text),
-             "question_type": written_for(iid, name, rule), "item_question_type": kind[iid]}
+             "question_type": written_for(iid, name, rule), "item_question_type": kind[iid],
+             "written_for": origin(iid, name, rule)}
             for iid, pool in pools.items() for k, (name, rule, text) in enumerate(pool)]
     data = pd.DataFrame(rows, columns=["id", "instance_id", "gold", "candidate", "generator", "rule", "rationale",
-                                       "question_type", "item_question_type"])
+                                       "question_type", "item_question_type", "written_for"])
     per = data.groupby("instance_id").size().reindex(view["id"], fill_value=0)
     tiers = pd.Series([tier(g, r) for g, r in zip(data["generator"], data["rule"])], index=data.index, dtype=object)
     in_place = data[tiers.isin(IN_PLACE)].groupby("instance_id").size().reindex(view["id"], fill_value=0)

@@ -63,6 +63,16 @@ def _check_run(store, source, records: int) -> tuple[dict, pd.DataFrame]:
     assert [s["stage"] for s in steps] == ["candidate_filter", "counterfactuals", "mcq_file"]
     pool = pd.read_parquet(f"{by['counterfactuals']['path']}/data.parquet").set_index("id")
     assert pool.loc[cand, "generator"] in {"lexical", "dialogue", "retrieval"} and pool.loc[cand, "rule"]
+    origin = steps[0]["origin"]  # the candidate's own origin: what made it, and the item whose answer it is
+    assert origin["generator"] == pool.loc[cand, "generator"] and origin["rule"] == pool.loc[cand, "rule"]
+    taken = pool[pool["written_for"] != pool["instance_id"]]
+    if len(taken):  # an answer written for another item: lineage names that item's own source record
+        other = taken.index[0]
+        steps = json.loads(_csk("lineage", "distractors", "counterfactuals", "--row", other, "--store", store,
+                                "--json").output)
+        src = steps[0]["origin"]["source"]
+        assert steps[0]["origin"]["written_for"] == taken.loc[other, "written_for"]
+        assert src["file"] == str(source) and src["record"] != steps[-1]["source"]["record"]
     return by, rebuilt
 
 
