@@ -355,8 +355,14 @@ def _print_stages(pipeline, stages: list[dict], partial: bool = False) -> None:
     for s in stages:
         r = s["rows"]
         unit = f" {units[s['stage']]}" if s["stage"] in units else ""
+        try:  # why rows were rejected, at a glance (`csk show PIPELINE STAGE --rejected` has each row's reason)
+            reasons = json.loads((Path(s["path"]) / "manifest.json").read_text()).get("rejected_reasons") or {}
+        except (OSError, ValueError):
+            reasons = {}
+        top = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+        why = ", ".join(f"{k} {v}" for k, v in top[:2]) + (", ..." if len(top) > 2 else "")
         table.add_row(s["stage"], "reused" if s["reused"] else "computed", str(r["in"]), f"{r['out']}{unit}",
-                      str(r["rejected"]), _short(s["path"]))
+                      f"{r['rejected']}" + (f" ({why})" if why else ""), _short(s["path"]))
     console.print(table)
     for s in stages:  # what a stage could not do (too few rows, no model): said here, not only in its manifest
         if s["rows"]["out"] == 0 and s["rows"]["in"]:  # the flow went on without what needs its rows

@@ -81,6 +81,16 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     by_stage = {s["stage"]: s for s in stages}
     import pandas as pd
 
+    # the first run's MCQ: every released item with its published number of choices, or rejected with its
+    # reason (README: a 28-dialogue sample offers few answers of one question type to retrieve)
+    instances = set(pd.read_parquet(f"{by_stage['instances']['path']}/data.parquet")["id"])
+    made = set(pd.read_parquet(f"{by_stage['mcq']['path']}/data.parquet")["id"])
+    why = pd.concat([pd.read_parquet(p) for st in ("adversarial_filter", "mcq")
+                     for p in [Path(by_stage[st]["path"]) / "rejected.parquet"] if p.exists()])
+    assert made and made | set(why["id"]) == instances and not made & set(why["id"])
+    assert why["reason"].str.len().gt(0).all() and set(why["reason_code"]) <= {"too_few_candidates", "no_candidate"}
+    assert "(too_few_candidates" in first.output  # the run's table says why at a glance
+
     nlg = pd.read_parquet(f"{by_stage['nlg']['path']}/data.parquet")
     row = nlg[nlg["dialogue_id"].str.startswith("dailydialog-")].iloc[0]
     out = _csk("lineage", "cicero", "nlg", "--row", row["id"], "--store", store, "--json")
