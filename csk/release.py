@@ -39,6 +39,9 @@ class Release:
         run's parameters ({stage: its params}) returning the sentence (None: not a deviation of this run),
         so the card states what the run did (`lambda p: f"... at cosine {p['dedup']['threshold']}"`).
     file_notes: a folder of the release (e.g. "release/mcq") -> what its files hold.
+    rebuilt: (stage, columns): the columns of `table` a later stage rebuilt (CICERO's choices, from `mcq`):
+        the data files carry that stage's values under the columns' names (null where it rejected the row,
+        `rebuilt_reason` says why) and the table's own as `published_<column>`.
     """
 
     table: str
@@ -52,6 +55,29 @@ class Release:
     licences: dict[str, str] = field(default_factory=dict)
     deviations: tuple = ()
     file_notes: dict[str, str] = field(default_factory=dict)
+    rebuilt: tuple[str, tuple[str, ...]] | None = None
+
+
+def _rebuilt_columns(df: pd.DataFrame, rel: Release, entries: dict) -> pd.DataFrame:
+    """`rel.rebuilt`'s columns from the stage that rebuilt them, the table's own kept as published_*."""
+    stage, columns = rel.rebuilt
+    if stage not in entries:
+        return df
+    path = Path(entries[stage]["path"])
+    new = read_parquet(path / "data.parquet")[["id", *columns]]
+    out = df.rename(columns={c: f"published_{c}" for c in columns}).merge(new, on="id", how="left",
+                                                                          validate="one_to_one")
+    # why a row has none: the first stage that rejected it under its id (AF before round 1, the MCQ stage)
+    reasons: dict[str, str] = {}
+    wanted = set(out.loc[out[columns[0]].isna(), "id"])
+    for name, e in _stages(entries).items():
+        rej = Path(e["path"]) / "rejected.parquet"
+        if wanted and rej.exists():
+            r = read_parquet(rej)
+            r = r[r["id"].isin(wanted - set(reasons))]
+            reasons.update({i: f"{name}: {c}: {t}" for i, c, t in zip(r["id"], r["reason_code"], r["reason"])})
+    out["rebuilt_reason"] = [reasons.get(i, "not rebuilt") if i in wanted else None for i in out["id"]]
+    return out
 
 
 def _pipeline_release(pipeline: str) -> tuple[object, Release]:
@@ -131,6 +157,8 @@ def dataset_table(store: Store, pipeline: str, run: str | None = None, entries: 
         if missing.any():
             raise CskError(f"{pipeline}: {int(missing.sum())} rows of {rel.table!r} have no split in "
                            f"{rel.split_stage!r} (e.g. {df.loc[missing, 'id'].head(3).tolist()}); rerun the pipeline")
+    if rel.rebuilt:
+        df = _rebuilt_columns(df, rel, entries)
     return _public_columns(df, entries)
 
 
@@ -236,7 +264,10 @@ def card(store: Store, pipeline: str, run: str | None = None) -> str:
             folders.setdefault(key, rel.file_notes.get(key, f"the `{stage}` stage's files"))
     if folders:
         out += ["", "## Files", "", "| folder | what it holds |", "|---|---|",
-                "| `data/` | the dataset's rows, one Parquet file per split |"]
+                "| `data/` | the dataset's rows, one Parquet file per split" + (
+                    f"; {', '.join(f'`{c}`' for c in rel.rebuilt[1])}: as the `{rel.rebuilt[0]}` stage REBUILT them "
+                    f"(null where it could not, `rebuilt_reason` says why), `published_*`: the release's own |"
+                    if rel.rebuilt and rel.rebuilt[0] in stages else " |")]
         out += [f"| `{k}/` | {v} |" for k, v in folders.items()]
     out += ["", "## Construction steps", ""]
     declared = {s.name for s in p.stages}

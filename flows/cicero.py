@@ -171,6 +171,7 @@ train_generator_command.command_name = "train-generator"
 
 RELEASE = Release(
     table="quality_check", split_stage="splits", files=("quality_check", "nlg", "mcq", "experiments"),
+    rebuilt=("mcq", ("choices", "correct_answers", "human_written_answer")),
     pretty_name="CICERO (rebuilt)", task_categories=("question-answering", "text-generation"),
     licences={"dailydialog": "CC BY-NC-SA 4.0", "mutual": "no licence stated (Nealcly/MuTual): check before redistributing",
               "dream": "DREAM's license.txt (nlpdata/dream): check before redistributing",

@@ -51,6 +51,17 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
 
     splits = check_release("cicero", store, tmp_path / "release")
     assert splits
+    # the export's data files carry the REBUILT choices (the release's own as published_*), and why an item has none
+    import pandas as pd
+
+    data = pd.concat([pd.read_parquet(p) for p in sorted((tmp_path / "release" / "data").glob("*.parquet"))])
+    assert {"choices", "published_choices", "correct_answers", "published_correct_answers", "rebuilt_reason"} <= \
+        set(data.columns)
+    rebuilt = data[data["rebuilt_reason"].isna()]
+    assert len(rebuilt) and all(c is not None and len(c) == len(p) for c, p in
+                                zip(rebuilt["choices"], rebuilt["published_choices"]))
+    assert data.loc[data["choices"].isna(), "rebuilt_reason"].str.contains("too_few_candidates|no_candidate").all()
+    assert "REBUILT" in (tmp_path / "release" / "README.md").read_text(encoding="utf-8")
     # the human steps' Label Studio projects, written from this run (the round trip itself: tests/kernel/test_label_studio.py)
     for step, stage in (("answers", "annotation_tasks"), ("quality_check", "annotations"), ("verification", "verification")):
         out = _csk("label", "export", "cicero", step, "--out", tmp_path / "ls" / step, "--store", store)
