@@ -81,6 +81,29 @@ def beats_chance(won: list[int], choices: list[int]) -> float:
     return float(norm.sf((total - 0.5 - mean) / np.sqrt(var)))
 
 
+# The futility test: a sequential probability ratio test (Wald 1945) over the rounds at chance since the last
+# round that swapped, one per adversary, on each held-out item's share of distractors ranked below its gold
+# (under chance uniform on 0..k, so mean 1/2 and variance ((k+1)^2 - 1) / (12 k^2)) against the least
+# advantage worth a swap: HellaSwag swaps two distractors above a pairwise accuracy of 0.575. Its errors: the
+# round test's level (`chance_alpha`) for going on at chance, FUTILITY_BETA (the conventional 80% power) for
+# stopping an adversary that has that advantage.
+# AF stops once every adversary is at chance by this test, often rounds before a whole cycle without a swap.
+FUTILE_AGAINST = 0.575
+FUTILITY_BETA = 0.2
+
+
+def futility_llr(won: list[int], choices: list[int]) -> float:
+    """Log-likelihood ratio (advantage FUTILE_AGAINST vs chance) of one round's held-out items, each item's
+    share normal with its chance variance: negative evidence says the adversary is at chance."""
+    delta = FUTILE_AGAINST - 0.5
+    out = 0.0
+    for w, k in zip(won, choices):
+        if k:
+            var = ((k + 1) ** 2 - 1) / (12 * k * k)
+            out += delta / var * (w / k - 0.5 - delta / 2)
+    return out
+
+
 def round_seed(seed: int, iteration: int) -> int:
     """The discriminator's own seed in one round: AF trains a fresh model every round (Zellers et al.), so
     every round starts from its own random head and data order, not the same function again."""
@@ -290,6 +313,11 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
             if passes(ending["ending_only_p_vs_chance"]):
                 voices.append(e_scores)
         at_chance = not voices
+        # the futility test's evidence: summed over the rounds at chance since the last that was not
+        evidence = {"discriminator": futility_llr(won, sizes),
+                    **({"ending_only": futility_llr(e_won, sizes)} if ending else {})}
+        since = (history[-1].get("futility", {}) if history and "no_swaps" in history[-1] else {})
+        futility = {k: round(since.get(k, 0.0) + v, 6) for k, v in evidence.items()} if at_chance else {}
         if at_chance:
             allowed = 0
         else:  # each adversary that beats chance has a say, on one scale: standardised over the item's set
@@ -334,6 +362,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
                         "train_instances": len(train), "held_out_instances": len(held),
                         "discriminator_seed": disc_seed, "lr_scale": lr_scale,
                         "least_held_out": min(times) if times else 0, "p_vs_chance": p_chance, **ending,
+                        **({"futility": futility} if futility else {}),
                         **({"no_swaps": f"the discriminator is not better than chance on its held-out fold: "
                                         f"{pairs_won} of {pairs} (gold, distractor) pairs ordered right over "
                                         f"{len(held)} items, one-sided rank test p = {p_chance:.3g} >= "
@@ -364,6 +393,14 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
                         f"{judged} judgements) over {window} cycles; every instance held out {min(times)} times")
             elif len(cycles) >= min_held_out and cycles[-1]["swaps"] == 0:
                 stop = f"converged: a whole cycle made no swap; every instance held out {min(times)} times"
+        # Wald's bound for accepting chance: log(beta / (1 - alpha))
+        bound = float(np.log(FUTILITY_BETA / (1 - chance_alpha))) if 0 < chance_alpha < 1 else None
+        if stop is None and futility and bound is not None and all(v <= bound for v in futility.values()):
+            stop = (f"at chance: a sequential test (Wald's SPRT, alpha {chance_alpha}, beta {FUTILITY_BETA}) over the "
+                    f"{next((j for j, h in enumerate(reversed(history)) if 'no_swaps' not in h), len(history))} round(s) at chance "
+                    f"finds every adversary at chance, not at a pairwise accuracy of {FUTILE_AGAINST} (log-likelihood "
+                    f"ratios {', '.join(f'{k} {v:.2f}' for k, v in futility.items())} <= {bound:.2f}): the items keep "
+                    f"what they hold")
         if stop is None and not any(st["unused"] for st in state.values()):
             stop = "no instance has an unused candidate left"
         if stop is None and it + 1 == max_iterations:

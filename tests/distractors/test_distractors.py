@@ -514,7 +514,7 @@ def test_hellaswag_rounds_redraw_the_learning_rate_and_convergence_knows_samplin
         scales.append(lr_scale)
         return TableScorer(seed)
 
-    _, history = af_loop(items, pools, make, max_iterations=4, swap_rule="hellaswag", window=9)
+    _, history = af_loop(items, pools, make, max_iterations=4, swap_rule="hellaswag", window=9, chance_alpha=1.0)
     assert len(set(scales)) == 4 and all(0.5 <= s <= 2.0 for s in scales)
     assert [h["lr_scale"] for h in history] == scales
     scales.clear()

@@ -310,3 +310,49 @@ def test_a_kept_activation_store_reads_back_what_it_committed_and_drops_the_rest
     assert third.rows == 5 and third.index == again.index
     temporary = ActivationStore(4, str(tmp_path))
     assert Path(temporary.directory).parent == tmp_path and not temporary.kept
+
+
+def test_af_at_chance_stops_by_a_sequential_test_before_a_whole_cycle():
+    """Wald's SPRT over the rounds at chance: with a discriminator at chance every adversary is found at chance (not at
+    HellaSwag's two-swap accuracy, 0.575) within a few rounds of 240 items, before a whole cycle of five;
+    a discriminator that orders the gold first is never stopped by it."""
+    from tasks.distractors.adversarial import FUTILE_AGAINST, af_loop, futility_llr
+
+    assert futility_llr([2] * 50, [4] * 50) < 0 < futility_llr([4] * 50, [4] * 50)  # at chance vs always right
+    assert futility_llr([0], [0]) == 0.0 and 0.5 < FUTILE_AGAINST < 0.6
+    items, pools = _chance_items(240)
+    _, history = af_loop(items, pools, lambda seed: _Coin(seed), n_distractors=3, max_iterations=10, min_held_out=1)
+    assert len(history) < 5 and "Wald's SPRT" in history[-1]["stop"], [h.get("stop") for h in history]
+    assert history[-1]["futility"]["discriminator"] <= np.log(0.2 / 0.99)
+    inst, cands = _items_where_the_gold_is_plain(60)
+    _, right = af_loop(inst, cands, lambda seed: _GoldFirst(), n_distractors=3, max_iterations=6, min_held_out=1)
+    assert not any("SPRT" in str(h.get("stop")) for h in right) and not any("futility" in h for h in right)
+
+
+class _Coin:
+    """A discriminator at chance: every choice's score a fresh random draw of its round's seed."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+
+    def fit(self, *a):
+        return self
+
+    def score(self, contexts, choices):
+        return [self.rng.normal(size=len(ch)) for ch in choices]
+
+
+class _GoldFirst:
+    """A discriminator that scores the gold (AF's first choice) above every other choice."""
+
+    def fit(self, *a):
+        return self
+
+    def score(self, contexts, choices):
+        return [np.array([1.0] + [0.0] * (len(ch) - 1)) for ch in choices]
+
+
+def _items_where_the_gold_is_plain(n: int):
+    items = pd.DataFrame({"id": [f"i{k:02d}" for k in range(n)], "group_id": [f"g{k}" for k in range(n)],
+                          "context": [f"c{k}" for k in range(n)], "gold": [f"gold {k}" for k in range(n)]})
+    return items, {i: [(f"{i}/c{j}", f"candidate {j} of {i}") for j in range(8)] for i in items["id"]}
