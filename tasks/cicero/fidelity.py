@@ -5,6 +5,8 @@ instances the rebuild reproduces. A table and a plot."""
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 
@@ -113,12 +115,18 @@ def _plot(data: pd.DataFrame) -> bytes:
                                   ("where targets sit", "inference-type shares", "unique targets per dialogue")):
         part = data[data["section"] == section]
         x = np.arange(len(part))
+        missing = []
         for k, (col, label) in enumerate((("rebuild", "rebuild"), ("release", "release (same dialogues)"),
                                           ("paper", "paper"))):
             values = part[col].astype(float).fillna(0).to_numpy()
             if part[col].notna().any():
                 ax.bar(x + (k - 1) * 0.27, values, 0.27, label=label)
-        ax.set_xticks(x, [g.replace("_", "\n") for g in part["group"]], fontsize=7)
-        ax.set_title(title)
-        ax.legend(fontsize=7)
+            elif col != "rebuild":  # said on the panel: an absent bar is no reference, not a zero
+                missing.append("no release read" if col == "release" else "the paper gives no figure")
+        ax.set_xticks(x, [textwrap.fill(g.replace("_", " "), 14) for g in part["group"]], fontsize=7)
+        ax.set_title(title + (f"\n({'; '.join(missing)})" if missing else ""), fontsize=9)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "nothing measured", ha="center", va="center", transform=ax.transAxes)
     return png(plt, fig)
