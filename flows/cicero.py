@@ -143,8 +143,10 @@ def rebuild_distractors_command(
     """Rerun only CICERO's distractor stages, on the cached upstream artifacts or on a release file alone."""
     from csk.cli import run_flow
 
-    if release is not None and not release.exists():
-        raise CskError(f"{release}: file not found")
+    if release is not None:  # a readable file, before Prefect starts (a directory or an empty file: one line)
+        from readers.base import require_file
+
+        require_file(release)
     run_flow("cicero", rebuild_distractors, config, store, set_,
              {"release": str(release.resolve())} if release else {})
 

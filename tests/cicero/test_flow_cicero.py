@@ -345,3 +345,9 @@ def test_a_flipped_byte_in_any_file_of_the_bundled_cicero_store_is_named(prefect
         finally:
             f.write_bytes(before)
     assert _csk("verify", "cicero", "--store", store).exit_code == 0
+
+
+def test_rebuild_distractors_refuses_a_directory_before_prefect_starts(tmp_path):
+    res = _csk("cicero", "rebuild-distractors", "--release", tmp_path, "--store", tmp_path / "store")
+    assert res.exit_code != 0 and "expected a file, found a directory" in res.output
+    assert "temporary server" not in res.output and not (tmp_path / "store" / "cicero").exists()
