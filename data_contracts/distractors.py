@@ -56,7 +56,7 @@ class Counterfactuals(Contract):
     instance_id: Series[str]
     gold: Series[str]
     candidate: Series[str] = pa.Field(str_length={"min_value": 1})
-    generator: Series[str] = pa.Field(isin=["lexical", "dialogue", "grounded", "t5", "file", "retrieval"])
+    generator: Series[str] = pa.Field(isin=["lexical", "dialogue", "grounded", "t5", "file", "server", "retrieval"])
     rule: Series[str]
     rationale: Series[str]
     """why it may be wrong: a rewrite's changed words ("happy -> sad"), a retrieved answer's source"""

@@ -79,3 +79,19 @@ def bart(out: Path) -> Path:
                      decoder_start_token_id=tok.sep_token_id, forced_eos_token_id=tok.sep_token_id)
     BartForConditionalGeneration(cfg).save_pretrained(out)
     return out
+
+
+def causal_chat(out: Path) -> Path:
+    """A tiny causal language model with a chat template (what `transformers serve` needs to answer
+    /v1/chat/completions); random weights: it writes words of the test text."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = tokenizer(out)
+    tok.chat_template = ("{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} {% endfor %}"
+                         "{% if add_generation_prompt %}assistant : {% endif %}")
+    tok.save_pretrained(out)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
+                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=tok.cls_token_id)
+    LlamaForCausalLM(cfg).save_pretrained(out)
+    return out

@@ -40,6 +40,7 @@ from tasks.distractors.grounded import FLUENT as GROUNDED_FLUENT
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
 from tasks.distractors.grounding import GENERIC_NOUNS
 from tasks.distractors.placement import IN_PLACE, TIERS, mark, tier
+from tasks.distractors.served import ServerSpec, server_pools
 from tasks.distractors.window import TAG
 from tasks.english import PIPELINE, entities, nouns
 from tasks.embed import EmbedSpec, open_embedder
@@ -521,7 +522,7 @@ def adapt_names(text: str, theirs: dict[str, str], ours: dict[str, str]) -> str 
 
 
 def counterfactuals(instances: pd.DataFrame, *,
-                    generators: list[Literal["lexical", "dialogue", "grounded", "t5", "file", "retrieval"]] =
+                    generators: list[Literal["lexical", "dialogue", "grounded", "t5", "file", "server", "retrieval"]] =
                     ["lexical", "dialogue", "grounded", "retrieval"],
                     min_pool: int = 16, model: ModelDir = None, conceptnet_db: InputPath = None,
                     max_per_answer: int = 24, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
@@ -532,7 +533,7 @@ def counterfactuals(instances: pd.DataFrame, *,
                     list(CONTRADICTING),
                     grounded_rules: list[Literal["swap_place", "swap_time", "role_flip", "swap_event", "swap_object",
                                                  "swap_attribute"]] = list(GROUNDED_FLUENT),
-                    grounded_per_rule: int = 2, retrieval_foreign: bool = False,
+                    grounded_per_rule: int = 2, retrieval_foreign: bool = False, server: ServerSpec = ServerSpec(),
                     seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
     """A pool of alternatives to every instance's gold answer (distractors.Instances in).
 
@@ -542,8 +543,8 @@ def counterfactuals(instances: pd.DataFrame, *,
             (answers written for the same dialogue about other targets, to the same type of question: in
             place, as a reader expects), grounded (correct answers rewritten with
             the dialogue's own places, times and people), t5 (a seq2seq directory in
-            model), file (candidates from any other generator), retrieval (answers to the same question
-            from other dialogues)
+            model), file (candidates from any other generator), server (a language model behind an
+            OpenAI-compatible server: `server`), retrieval (answers to the same question from other dialogues)
         min_pool: candidates per instance the later generators fill up to (the candidate filter removes
             some; AF needs spares to swap in)
         model: seq2seq model directory for the t5 generator (see csk cicero train-generator)
@@ -577,12 +578,27 @@ def counterfactuals(instances: pd.DataFrame, *,
         retrieval_foreign: also offer retrieved answers that name a thing (a noun) this dialogue and its
             correct answers never name (then after every other candidate); off: left out, counted in the
             manifest (`retrieval_foreign_left_out`)
+        server: the server generator's server, model, sampling, concurrency, retries and prompt templates
+            (tasks/distractors/served.py; the API key only by the name of its environment variable)
         seed: seed of subsampling and sampling
     """
     view = instances
     if not generators:
         raise ConfigError("counterfactuals.generators is empty: name at least one of lexical, dialogue, t5, file, "
                           "retrieval")
+    # the question type each item asks (the relation its question names) and its written answers
+    kind = {i: question_type(q, question_time) for i, q in zip(view["id"], view["question"].astype(str))}
+    answers = dict(zip(view["id"], written_answers(view)))
+    responses: list[dict] = []  # one row per server request, for the artifact and lineage
+    sent = {"requests": 0}
+
+    def served_pools():
+        pools, sent["requests"] = server_pools(view, spec=server, kind=kind, answers=answers, seed=seed,
+                                               cache_dir=ctx.cache_dir if ctx is not None else None,
+                                               rejected=server_rejected, responses=responses)
+        return pools
+
+    server_rejected: list[dict] = []
     make = {
         "lexical": lambda: lexical_pools(view, conceptnet_db=conceptnet_db, max_per_answer=max_per_answer, seed=seed,
                                          fluency=fluency, rejected=disfluent, checked=checked,
@@ -594,6 +610,7 @@ def counterfactuals(instances: pd.DataFrame, *,
                                            left_out=type_left_out),
         "grounded": lambda: grounded_pools(view, rules=tuple(grounded_rules), per_rule=grounded_per_rule,
                                            fluency=fluency, rejected=disfluent, checked=checked),
+        "server": lambda: served_pools(),
         "retrieval": lambda: retrieval_pools(view, embed=embed, depth=retrieval_depth, ctx=ctx,
                                              foreign=retrieval_foreign, left_out=foreign_left_out,
                                              time=question_time),
@@ -626,10 +643,8 @@ def counterfactuals(instances: pd.DataFrame, *,
                     added[name] = added.get(name, 0) + 1
                     room -= not spare
     gold = dict(zip(view["id"], view["gold"]))
-    answers = dict(zip(view["id"], written_answers(view)))
     # Every candidate states the question type it answers: a rewrite or a generator's output that of its own
     # item; an answer of this or another dialogue that of the item it was written for (the rule names it)
-    kind = {i: question_type(q, question_time) for i, q in zip(view["id"], view["question"].astype(str))}
     written_for = lambda iid, name, rule: kind.get(str(rule).rsplit(":", 1)[-1]) \
         if name in ("dialogue", "retrieval") else kind[iid]  # noqa: E731
     # the item whose answer a candidate comes from: another item's (an answer of this or another dialogue), or
@@ -713,10 +728,22 @@ def counterfactuals(instances: pd.DataFrame, *,
                      "candidate": r["candidate"], "generator": r.get("generator", "lexical"), "rule": r["rule"]}
                     for k, r in enumerate(disfluent)]
         parts.append(pd.DataFrame(rows_out))
+    if server_rejected:  # responses and candidates of the server that could not be used, with the reason
+        parts.append(pd.DataFrame([{**r, "gold": gold[r["instance_id"]], "generator": "server"}
+                                   for r in server_rejected]))
     rejected = pd.concat(parts, ignore_index=True) if parts else None
     # every generator's yield per instance: where a pool came up short, and why
     files = {"pool_per_instance.parquet": to_parquet_bytes(pd.DataFrame(_per_instance(view, data, generators)))}
     notes["pool_per_instance"] = "pool_per_instance.parquet"
+    if responses:  # every server request and its response: a candidate's rule names its request
+        files["server_responses.parquet"] = to_parquet_bytes(pd.DataFrame(responses))
+        notes["server"] = {"model": server.model, "requests": len({r["request"] for r in responses}),
+                           "sent_this_run": sent["requests"], "responses": "server_responses.parquet",
+                           "rejected": {k: int(v) for k, v in pd.Series([r["reason_code"] for r in server_rejected],
+                                                                        dtype=object).value_counts().items()}}
+        if ctx is not None:
+            ctx.record_model("counterfactual-generator", None, None, kind="served chat model", served_as=server.model,
+                             temperature=server.temperature, candidates=server.candidates)
     return StageOutput(data=data, rejected=rejected, rows_in=len(view), notes=notes, files=files,
                        tables={"pools": [{"measure": k, "value": json.dumps(v) if not isinstance(v, (int, float)) else v}
                                          for k, v in notes.items() if k != "samples"],
@@ -738,6 +765,10 @@ def _rationale(generator: str, rule: str, answers: list[str], text: str) -> str:
             (", naming things this dialogue does not" if ":foreign:" in rule else "")
     if generator == "dialogue":
         return f"the answer of {rule.rsplit(':', 1)[-1]}, this dialogue, about another target, same type of question"
+    if generator == "server":  # server:<model>:<template>:<request>: the response it came from
+        _, model, template, request = (rule.split(":", 1)[0], *rule.split(":", 1)[1].rsplit(":", 2))
+        return (f"written by {model} behind the server, asked with the {template!r} template (request {request}: "
+                f"server_responses.parquet)")
     return f"{generator} output ({rule})"
 
 
