@@ -468,6 +468,10 @@ def _card_lines(data: pd.DataFrame, history: list[dict], reads: dict, as_publish
     total = max(len(tiers), 1)
     lines = ["Final distractors by placement: " + ", ".join(f"{t} {int((tiers == t).sum())} "
                                                              f"({100 * (tiers == t).sum() / total:.1f}%)" for t in TIERS) + "."]
+    made_by = pd.Series([g for gs in data.get("distractor_generators", []) for g in gs], dtype=object).value_counts()
+    if len(made_by):  # each generator's share of the final distractors (the pool's: counterfactuals' card)
+        lines.append("Final distractors by generator: " + ", ".join(
+            f"{g} {int(n)} ({100 * n / total:.1f}%)" for g, n in made_by.sort_index().items()) + ".")
     if reads.get("located"):
         near = reads["target_and_neighbours"]
         lines.append(f"The discriminator read {reads['max_length']} tokens: the target and its two neighbouring "

@@ -701,7 +701,9 @@ def counterfactuals(instances: pd.DataFrame, *,
             for t, q in notes["pool_by_placement"].items()) + f"; in place (rewrites and this dialogue's answers): "
         f"median {notes['in_place_per_instance']['median']:g}.",
         "Pool per item by generator (median): " + ", ".join(f"{g} {q['median']:g}"
-                                                            for g, q in notes["pool_by_generator"].items()) + ".",
+                                                            for g, q in notes["pool_by_generator"].items()) + "; "
+        "candidates by generator: " + ", ".join(f"{g} {n} ({100 * n / max(len(data), 1):.1f}%)"
+                                               for g, n in sorted(added.items())) + ".",
         f"Answers of other dialogues naming a thing this dialogue never names: "
         f"{'offered last' if retrieval_foreign else 'left out'} ({notes['retrieval_foreign_left_out']['candidates']} "
         f"passed over for {notes['retrieval_foreign_left_out']['instances']} items"

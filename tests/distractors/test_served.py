@@ -236,6 +236,16 @@ def test_transformers_serve_writes_candidates_of_a_cicero_rebuild(prefect_harnes
     assert steps[0]["origin"]["generator"] == "server" and "template" in steps[0]["origin"]["rationale"]
     responses = pd.read_parquet(Path(stages["counterfactuals"]["path"]) / "server_responses.parquet")
     assert len(responses) == items and responses["text"].notna().all()
+    # the engine's promises hold with the server on: every item its published number of choices, the
+    # published correct answers where they were, no distractor a near-copy of a correct answer
+    rebuilt = pd.read_parquet(Path(stages["rebuilt_file"]["path"]) / "data.parquet")
+    assert len(rebuilt) and (rebuilt["choices"].map(len) == rebuilt["published_choices"].map(len)).all()
+    for r in rebuilt.itertuples():
+        assert all(r.choices[k] == r.published_choices[k] for k in r.correct_answers)
+    quality = pd.read_parquet(Path(stages["distractor_quality"]["path"]) / "data.parquet").set_index("measure")
+    assert quality.loc["distractor_correct_cosine_max_embed", "value"] < 0.91
+    af = json.load(open(Path(stages["adversarial_filter"]["path"]) / "manifest.json"))["notes"]
+    assert any(line.startswith("Final distractors by generator:") for line in af["card"])
     # the server stopped: the same command reuses every stage
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "computed" not in again.stdout.split("artifacts")[-1], again.stdout[-2000:]
