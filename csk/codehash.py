@@ -175,10 +175,31 @@ def threaded_third_party(roots: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted(set().union(*(tops for name, tops in walked.items() if not one_thread_module(name)))))
 
 
+def canonical_source(raw: bytes, filename: str = "<module>") -> bytes:
+    """What of a module's source can change what it computes: its syntax tree without docstrings (module,
+    class and function), comments, blank lines or positions. A docstring or comment edit, or code moved
+    down a line, keeps every key; any change to code or to a string it uses moves them (Bazel: a key holds
+    content, and here the content is the program, not its prose)."""
+    tree = ast.parse(raw, filename)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and \
+                    isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
+
+
+@lru_cache(maxsize=None)
+def _canonical(name: str) -> bytes:
+    path = module_file(name)
+    return canonical_source(path.read_bytes(), str(path)) if path is not None else b""
+
+
 def code_hash(roots: tuple[str, ...]) -> str:
     h = hashlib.sha256()
     for name in closure(roots)[0]:
-        h.update(name.encode() + b"\0" + _parsed(name)[0] + b"\0")
+        h.update(name.encode() + b"\0" + _canonical(name) + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -241,7 +262,8 @@ def packages(roots: tuple[str, ...]) -> dict[str, str]:
 
 def forget() -> None:
     """Read the sources and installed versions again (tests that edit a module or fake a version)."""
-    for f in (module_file, _parsed, _walk, closure, one_thread_module, threaded_third_party, packages, _distributions_of_module, _requirements, _version):
+    for f in (module_file, _parsed, _canonical, _walk, closure, one_thread_module, threaded_third_party, packages,
+              _distributions_of_module, _requirements, _version):
         getattr(f, "cache_clear", lambda: None)()  # (a test may have put a plain function in one's place)
 
 

@@ -69,7 +69,7 @@ def test_corequisite_flow_bundled_sample(prefect_harness, tmp_path, config_copy,
         return {s["stage"]: s for s in json.loads(out.output)}
 
     edited = tmp_path / "english.py"
-    edited.write_text(codehash.module_file("tasks.english").read_text() + "\n# an edit\n")
+    edited.write_text(codehash.module_file("tasks.english").read_text() + "\n_AN_EDIT = 1\n")
     real_file, real_version = codehash.module_file, codehash._version
     for patch, reason in ((("module_file", lambda n: edited if n == "tasks.english" else real_file(n)), "code changed"),
                           (("_version", lambda d: "99.0" if d == "spacy" else real_version(d)), "package spacy")):

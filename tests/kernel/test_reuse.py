@@ -19,9 +19,10 @@ def _all(attr: str) -> dict:
 
 
 def _edit(tmp_path, monkeypatch, module: str) -> None:
-    """As if `module`'s file had been edited (a copy with one more line stands in for it)."""
+    """As if `module`'s file had been edited (a copy with one more statement stands in for it: a comment or
+    docstring edit changes no key)."""
     edited = tmp_path / f"{module}.py"
-    edited.write_text(codehash.module_file(module).read_text() + "\n# an edit\n")
+    edited.write_text(codehash.module_file(module).read_text() + "\n_AN_EDIT = 1\n")
     real = codehash.module_file
     codehash.forget()
     monkeypatch.setattr(codehash, "module_file", lambda name: edited if name == module else real(name))

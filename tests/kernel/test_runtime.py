@@ -274,3 +274,20 @@ def test_every_stage_runs_with_the_machines_thread_count_whatever_the_runner_set
         compute.training_threads = real
     assert store.plan("cicero", plain, {}, [a.ref]).threads["in_key"] is False
     assert "trains" in store.plan("cicero", model, {}, [a.ref]).threads["why"]
+
+
+def test_a_docstring_or_comment_edit_keeps_the_code_hash_and_a_code_edit_moves_it():
+    """Keys hold what a stage computes: a module's syntax tree without docstrings and positions. A
+    docstring, comment or blank-line edit keeps the hash; a changed constant or string the code uses moves it."""
+    from csk.codehash import canonical_source
+
+    base = b'"""Module doc."""\nTHRESHOLD = 0.9\n\n\ndef rule(x):\n    """Why."""\n    return x > THRESHOLD  # c\n'
+    prose = b'"""Module doc, reworded."""\n# a comment\nTHRESHOLD = 0.9\n\n\n\ndef rule(x):\n    """Why, again."""\n' \
+        b'    return x > THRESHOLD  # another comment\n'
+    assert canonical_source(base) == canonical_source(prose)
+    assert canonical_source(base) != canonical_source(base.replace(b"0.9", b"0.8"))
+    assert canonical_source(base) != canonical_source(base.replace(b"x > ", b"x >= "))
+    data = b'PROMPT = "Write {n} answers."\n'  # a string the code uses is code
+    assert canonical_source(data) != canonical_source(data.replace(b"Write", b"Give"))
+    only_doc = b'def f():\n    """Only a docstring."""\n'
+    assert canonical_source(only_doc) == canonical_source(b'def f():\n    """Another."""\n')
