@@ -65,10 +65,11 @@ def _drop_inherited_records(steps: list[dict]) -> list[dict]:
     return steps
 
 
-def _known_files(ref: ArtifactRef) -> dict[str, str]:
-    """path -> sha256 of the files the artifact, or the artifacts it read, hashed (a stage that reads rows
-    out of a database built upstream names the dump its `conceptnet` input hashed)."""
-    out: dict[str, str] = {}
+def _files_by_name(ref: ArtifactRef) -> dict[str, tuple[str, str]]:
+    """path and portable name -> (sha256, the path where this store's run read it)."""
+    from csk.params import portable_name, setting_value
+
+    out: dict[str, tuple[str, str]] = {}
     todo, seen = [ref], set()
     while todo:
         r = todo.pop()
@@ -76,8 +77,10 @@ def _known_files(ref: ArtifactRef) -> dict[str, str]:
             continue
         seen.add(r.key)
         m = r.manifest()
-        for f in source_files(m):
-            out.setdefault(f["path"], f["sha256"])
+        for f in m.get("files", []):
+            out.setdefault(f["path"], (f["sha256"], f["path"]))
+            out.setdefault(portable_name(f["path"], setting_value(m.get("params", {}), f["param"])),
+                           (f["sha256"], f["path"]))
         todo += [ArtifactRef(r.pipeline, i["stage"], i["key"], i["path"]) for i in m["inputs"]]
     return out
 
@@ -85,7 +88,7 @@ def _known_files(ref: ArtifactRef) -> dict[str, str]:
 def _sha(path: str) -> str | None:
     from csk.compute import sha256_file
 
-    return sha256_file(path) if Path(path).is_file() else None
+    return sha256_file(path) if path and Path(path).is_file() else None
 
 
 def _rejected_upstream(ref: ArtifactRef, row_id: str) -> tuple[ArtifactRef, dict] | None:
@@ -116,9 +119,10 @@ def _find_row(ref: ArtifactRef, row_id: str) -> tuple[dict, bool] | None:
 def _evidence(ref: ArtifactRef, items: list[dict]) -> list[dict]:
     """A row's `evidence`: the records of other files it rests on (e.g. the ConceptNet edges that
     kept a dialogue), each with its file's sha256 as the run hashed it."""
-    files = _known_files(ref)
-    return [{"text": e.get("text"), "file": e.get("source_file"), "locator": e.get("source_locator"),
-             "sha256": files.get(e.get("source_file")) or _sha(e.get("source_file") or "")}
+    files = _files_by_name(ref)
+    return [{"text": e.get("text"), "file": files.get(e.get("source_file"), (None, e.get("source_file")))[1],
+             "locator": e.get("source_locator"),
+             "sha256": files.get(e.get("source_file"), (None,))[0] or _sha(e.get("source_file") or "")}
             for e in (items if isinstance(items, (list, tuple)) else []) if isinstance(e, dict)]
 
 
@@ -177,13 +181,15 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
                 step["origin"]["source"] = _origin_source(current, m, str(row["written_for"]))
         steps.append(step)
         if not m["inputs"] or parent_col is None:
-            files = _known_files(current)
+            files = _files_by_name(current)
             src = row.get("source_file")
-            step["source"] = {"file": src, "sha256": files.get(src) or _sha(src), "record": row.get("source_record"),
+            sha, local = files.get(src, (None, src))
+            step["source"] = {"file": local, "sha256": sha or _sha(src), "record": row.get("source_record"),
                               "locator": row.get("source_locator")}
             return _drop_inherited_records(steps)
         if row.get("source_file"):  # rows read from a file mid-pipeline (e.g. an annotation release)
-            step["record"] = {"file": row["source_file"], "sha256": _sha(row["source_file"]),
+            sha, local = _files_by_name(current).get(row["source_file"], (None, row["source_file"]))
+            step["record"] = {"file": local, "sha256": sha or _sha(row["source_file"]),
                               "locator": row.get("source_locator")}
         parent_id = row.get(parent_col)
         if parent_id is None or (isinstance(parent_id, float) and pd.isna(parent_id)):

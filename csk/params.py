@@ -66,6 +66,41 @@ def _resolve_path(value: str | None, info: ValidationInfo) -> str | None:
     return str(p)
 
 
+def portable_name(path: str, root: str | None) -> str:
+    """A read file's name that travels with a store (in keys and rows, never a machine's folder): relative
+    to the configured setting's folder (`mutual/dev/dev_1.txt` for a file of the configured directory
+    `.../mutual`), else its last component (`dialogues_text.txt` for a configured file)."""
+    p = Path(path)
+    if root and p != Path(root) and p.is_relative_to(root):
+        return f"{Path(root).name}/{p.relative_to(root).as_posix()}"
+    return p.name
+
+
+def setting_value(values: dict, dotted: str):
+    """The value of a dotted setting (`server.templates`) in a params dict, or None."""
+    for part in dotted.split("."):
+        if not isinstance(values, dict):
+            return None
+        values = values.get(part)
+    return values
+
+
+def portable_params(model: type[BaseModel], values: dict) -> dict:
+    """`values` with every typed input (file, directory, model folder) that is a local path replaced by its
+    last component: the key holds the content of what it names (its sha256, beside), not where it lives."""
+    import copy
+
+    out = copy.deepcopy(values)
+    for setting, _kind, value in typed_inputs(model, values):
+        if isinstance(value, str) and not unused(value) and Path(value).is_absolute():
+            *parents, last = setting.split(".")
+            node = out
+            for part in parents:
+                node = node[part]
+            node[last] = Path(value).name
+    return out
+
+
 InputPath = Annotated[str | None, Input("path"), AfterValidator(_resolve_path)]
 InputFile = Annotated[str | None, Input("file"), AfterValidator(_resolve_path)]
 ModelDir = Annotated[str | None, Input("model"), AfterValidator(_resolve_path)]

@@ -119,16 +119,13 @@ def public_paths(entries: dict) -> dict[str, str]:
     directory `.../mutual`, `dialogues_text.txt` for a configured file), any other path (a model
     directory, a configured file) by its last component. A release names no local folder."""
     out: dict[str, str] = {}
+    from csk.params import portable_name, setting_value
+
     for e in _stages(entries).values():
         m = e["manifest"]
         params = m.get("params", {})
-        for f in m.get("files", []):
-            root = params.get(f["param"])
-            path = Path(f["path"])
-            if isinstance(root, str) and root and path != Path(root) and path.is_relative_to(root):
-                out[f["path"]] = f"{Path(root).name}/{path.relative_to(root).as_posix()}"
-            else:
-                out[f["path"]] = path.name
+        for f in m.get("files", []):  # the name keys and rows give it (csk.params.portable_name)
+            out[f["path"]] = portable_name(f["path"], setting_value(params, f["param"]))
         for v in _walk_strings([params, m.get("models", [])]):
             if v.startswith(("/", "~")) and len(v) > 1:
                 out.setdefault(v, Path(v).name)
@@ -171,6 +168,7 @@ def _public_columns(df: pd.DataFrame, entries: dict) -> pd.DataFrame:
     `source_file`, so a row is traceable without a local path."""
     paths = public_paths(entries)
     sha = {f["path"]: f["sha256"] for e in _stages(entries).values() for f in e["manifest"].get("files", [])}
+    sha.update({paths[p]: h for p, h in list(sha.items()) if p in paths})  # rows name a file by its portable name
 
     def public(v, field: str | None = None):
         # only paths: a value the manifests name as a file read, or a file field (`source_file`, an

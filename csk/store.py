@@ -43,7 +43,7 @@ import pandas as pd
 
 from csk import compute
 from csk.compute import host_record, sha256_file
-from csk.params import resolve_settings
+from csk.params import portable_name, portable_params, resolve_settings, setting_value
 from csk.progress import stage_label
 from csk.artifacts import (MANIFEST, REJECTED_LEAD, ArtifactRef, canonical_json, check_artifact, file_stat, manifest_bytes,
                            to_parquet_bytes)
@@ -74,6 +74,7 @@ class Plan:
     resolved: dict = field(default_factory=dict)  # Device / Precision settings as this machine resolves them
     input_names: list[str] = field(default_factory=list)  # the stage function's parameter of each input
     threads: dict = field(default_factory=dict)  # the count it computes with, whether its key holds it, why
+    portable: dict = field(default_factory=dict)  # each read file's path here -> its name in keys and rows
 
     @property
     def parent_count(self) -> int:
@@ -188,6 +189,19 @@ class Store:
         path.parent.mkdir(parents=True, exist_ok=True)
         return FileLock(path)
 
+    def local_file(self, sha256: str) -> Path | None:
+        """A file this store's runs read whose bytes have `sha256` and that is still there (rows name a file
+        by its portable name; this finds it on this machine by its content)."""
+        for manifest in self.root.glob("*/*/*/" + MANIFEST):
+            try:
+                files = json.loads(manifest.read_text()).get("files", [])
+            except (OSError, ValueError):
+                continue
+            for f in files:
+                if f.get("sha256") == sha256 and Path(f["path"]).is_file():
+                    return Path(f["path"])
+        return None
+
     def quarantine(self, path: str | Path) -> Path:
         """Move a damaged artifact directory aside (`_quarantine/...`), so a rerun recomputes its key."""
         src = Path(path)
@@ -224,10 +238,15 @@ class Store:
         params_json = model.model_dump(mode="json")
         files, models = hash_inputs(stage.params_model, params_json, self.root / "_cache")
         input_hashes = [r.data_sha256 for r in inputs]
+        # A key holds content, never a path (Bazel's portable cache): the files read by their names relative to
+        # their setting and their sha256, the settings that name them by their last component. The same data
+        # in another checkout, on another machine, gives the same key.
+        portable = {f["path"]: portable_name(f["path"], setting_value(params_json, f["param"])) for f in files}
         material = {
             "pipeline": pipeline, "stage": stage.name, "version": stage.version, "code": stage.code_hash(),
-            "packages": stage.packages(), "params": params_json, "inputs": [list(x) for x in zip(names, input_hashes)],
-            "files": [(f["param"], f["path"], f["sha256"]) for f in files],
+            "packages": stage.packages(), "params": portable_params(stage.params_model, params_json),
+            "inputs": [list(x) for x in zip(names, input_hashes)],
+            "files": [(f["param"], portable[f["path"]], f["sha256"]) for f in files],
             "models": [(m["param"], m["sha256"]) for m in models],
         }
         resolved = resolve_settings(stage.params_model, params_json, models, self.root / "_cache")
@@ -245,7 +264,7 @@ class Store:
                    "why": why or stage.thread_count_free}
         key = hashlib.sha256(canonical_json(material).encode()).hexdigest()[:24]
         return Plan(pipeline, stage, model, params_json, list(inputs), input_hashes, files, models, key, resolved,
-                    names, threads)
+                    names, threads, portable)
 
     def key(self, pipeline: str, stage: "Stage", params: dict, inputs) -> str:
         return self.plan(pipeline, stage, params, inputs).key
@@ -267,8 +286,10 @@ class Store:
             out = plan.stage.fn(**kwargs)
         if not isinstance(out, StageOutput):
             raise TypeError(f"stage {plan.stage.name!r} must return a StageOutput, got {type(out).__name__}")
-        data = out.data.reset_index(drop=True)
-        rejected = out.rejected.reset_index(drop=True) if out.rejected is not None and len(out.rejected) else None
+        # rows name the files they were read from as the key does: portable, not this machine's folders
+        data = portable_rows(out.data.reset_index(drop=True), plan.portable)
+        rejected = portable_rows(out.rejected.reset_index(drop=True), plan.portable) \
+            if out.rejected is not None and len(out.rejected) else None
         n_rejected = 0 if rejected is None else len(rejected)
         rows_in = out.rows_in if out.rows_in is not None else (len(frames[0]) if frames else len(data) + n_rejected)
         parents = frames[:plan.parent_count]  # rows of these inputs may be parents (the primary first)
@@ -480,6 +501,36 @@ def _merge_models(hashed: list[dict], used: list[dict]) -> list[dict]:
             same.update({k: v for k, v in u.items() if k != "path" and v is not None})
         else:
             out.append(dict(u))
+    return out
+
+
+PATH_COLUMNS = ("source_file",)  # row fields (top level, or inside a list of records such as `evidence`)
+
+
+def portable_rows(df: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
+    """The rows with every read file's path (`source_file`, at the top or in a list of records) replaced by
+    its portable name (`names`: this stage's files)."""
+    if not names or not len(df):
+        return df
+
+    def fix(v):
+        if isinstance(v, dict):
+            return {k: (names.get(x, x) if k in PATH_COLUMNS and isinstance(x, str) else fix(x)) for k, x in v.items()}
+        if isinstance(v, (list, tuple)) or (hasattr(v, "tolist") and getattr(v, "ndim", 0) == 1):
+            items = list(v)
+            return [fix(x) for x in items] if any(isinstance(x, dict) for x in items) else v
+        return v
+
+    out = df
+    for col in df.columns:
+        if col in PATH_COLUMNS:
+            if df[col].map(lambda x: isinstance(x, str) and x in names).any():
+                out = out.assign(**{col: df[col].map(lambda x: names.get(x, x) if isinstance(x, str) else x)})
+        elif df[col].dtype == object and df[col].map(lambda x: isinstance(x, (list, tuple, dict)) or
+                                                     (hasattr(x, "ndim") and getattr(x, "ndim", 0) == 1)).any():
+            fixed = df[col].map(fix)
+            if any(a is not b for a, b in zip(fixed, df[col])):
+                out = out.assign(**{col: fixed})
     return out
 
 

@@ -105,6 +105,8 @@ def open_database(table: pd.DataFrame, ctx: StageContext | None = None) -> dict:
         db = ctx.store.root / db
     if not db.exists() and row.get("languages"):  # built by the conceptnet stage: rebuild the lost cache
         dump = Path(row["source_file"])
+        if not dump.is_absolute() and ctx is not None:  # a portable name: the file of that content here
+            dump = ctx.store.local_file(row["dump_sha256"]) or dump
         if not dump.is_file() or sha256_file(dump) != row["dump_sha256"]:
             raise InputError(str(dump), None, f"the ConceptNet database {db} is gone and this dump, which it was "
                              "built from, is missing or changed: rerun the conceptnet stage (csk run)")

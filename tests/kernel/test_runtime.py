@@ -291,3 +291,27 @@ def test_a_docstring_or_comment_edit_keeps_the_code_hash_and_a_code_edit_moves_i
     assert canonical_source(data) != canonical_source(data.replace(b"Write", b"Give"))
     only_doc = b'def f():\n    """Only a docstring."""\n'
     assert canonical_source(only_doc) == canonical_source(b'def f():\n    """Another."""\n')
+
+
+def test_a_store_travels_the_same_data_at_another_path_has_the_same_keys_and_bytes(tmp_path):
+    """Keys and rows hold content and portable names, never a machine's folders: the bundled sample copied
+    byte for byte to two places gives the same keys and the same bytes at every stage; lineage in each store
+    names its own copy, with the same sha256."""
+    import shutil
+
+    stores = []
+    for where in ("here", "elsewhere/deeper"):
+        copy = tmp_path / where / "sample"
+        shutil.copytree(SAMPLE, copy)
+        src = {k: v.replace(str(SAMPLE), str(copy)) if isinstance(v, str) else v for k, v in SRC_PARAMS.items()}
+        store = Store(tmp_path / where / "store")
+        stores.append((copy, store, _run_both(store, src=src)))
+    (_, _, (a1, b1)), (copy2, store2, (a2, b2)) = stores
+    assert (a1.ref.key, b1.ref.key) == (a2.ref.key, b2.ref.key)
+    assert a1.ref.data_path.read_bytes() == a2.ref.data_path.read_bytes()
+    assert b1.ref.data_path.read_bytes() == b2.ref.data_path.read_bytes()
+    rows = a1.ref.load()
+    assert not rows["source_file"].str.startswith("/").any() and "mutual/" in " ".join(rows["source_file"])
+    steps = row_lineage(store2, b2.ref, "dailydialog-000003")
+    assert steps[-1]["source"]["file"] == str(copy2 / "dailydialog" / "dialogues_text.txt")
+    assert steps[-1]["source"]["sha256"] == row_lineage(stores[0][1], b1.ref, "dailydialog-000003")[-1]["source"]["sha256"]
