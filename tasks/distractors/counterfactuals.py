@@ -308,6 +308,7 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
     gold_v = np.stack([vectors(g) for g in view["gold"]]) if len(view) else np.zeros((0, 1))
     question_v = np.stack([vectors(q) for q in view["question"]]) if len(view) else np.zeros((0, 1))
     ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
+    content = instance_keys(view)  # ties broken by what an item is, not by its id
     questions, passages = view["question"].tolist(), view["passage"].tolist()
     chinese = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
     answers = written_answers(view)
@@ -342,7 +343,7 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
                 width = min(n, 4 * depth + 16)
                 while len(taken) < depth and looked < n:  # in-place answers up to depth, within 4 x depth + 16
                     best = np.argpartition(-scores[r], width - 1)[:width] if width < n else np.arange(n)
-                    order = sorted(best.tolist(), key=lambda b: (-scores[r, b], ids[rows[b]]))[looked:]
+                    order = sorted(best.tolist(), key=lambda b: (-scores[r, b], content[ids[rows[b]]]))[looked:]
                     for b_local in order:
                         if len(taken) >= depth:
                             break
@@ -445,7 +446,7 @@ def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | 
     event (after it) that of an earlier one. Events chain: the cause of an earlier turn is often a cause of
     this one too, and what follows a later turn also follows this one (a blind reader judged such answers
     correct). Elsewhere answers about a target fewer than `min_gap` utterances away are left out. In
-    dialogue order of the other items (their ids), deterministic. Every correct answer of the other item
+    dialogue order of the other items (their targets' places, then their content), deterministic. Every correct answer of the other item
     is offered, not only its first."""
     ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
     about = (view["target"] if "target" in view.columns and view["target"].astype(str).str.strip().any()
@@ -476,10 +477,14 @@ def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | 
         return abs(where[a] - where[b]) >= min_gap
 
     answers = written_answers(view)
+    # dialogue order: the other targets by their place in the dialogue, then by content (never by id: the
+    # two rebuild commands name one record differently, and "r266" sorts before "r57")
+    keys = instance_keys(view)
+    order = lambda b: (where[b] if where[b] is not None else float("inf"), keys[str(ids[b])])  # noqa: E731
     out: Pool = {}
     for a, iid in enumerate(ids):
         found, seen = [], set(correct[a])
-        for b in sorted(members[groups[a]], key=lambda b: ids[b]):
+        for b in sorted(members[groups[a]], key=order):
             if b == a or about[b] == about[a]:
                 continue
             if not same_type(kind[a], kind[b]):

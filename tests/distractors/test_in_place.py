@@ -356,3 +356,20 @@ def _items_where_the_gold_is_plain(n: int):
     items = pd.DataFrame({"id": [f"i{k:02d}" for k in range(n)], "group_id": [f"g{k}" for k in range(n)],
                           "context": [f"c{k}" for k in range(n)], "gold": [f"gold {k}" for k in range(n)]})
     return items, {i: [(f"{i}/c{j}", f"candidate {j} of {i}") for j in range(8)] for i in items["id"]}
+
+
+def test_dialogue_answers_come_in_dialogue_order_whatever_the_items_are_called():
+    """The two rebuild commands name one record `r57` and `cicero-<file>-000057`; as strings "r266" sorts
+    before "r57" and "000057" before "000266". The dialogue's other answers come in the order of their
+    targets in the dialogue, so both names give one pool order (and one AF start)."""
+    from tasks.distractors.counterfactuals import QUESTION_TIME, dialogue_pools
+
+    passage = ["A: I lost my keys .", "B: Look in your bag .", "A: Found them !", "B: Good , let us go ."]
+    cause = "What is the cause of target?"
+    rows = {"question": [cause] * 3, "group_id": ["D"] * 3, "passage": [passage] * 3,
+            "target": ["I lost my keys .", "Found them !", "Good , let us go ."],
+            "gold": ["The speaker dropped them.", "The bag was searched.", "The keys were found."]}
+    pools = [dialogue_pools(pd.DataFrame({**rows, "id": ids}), time=QUESTION_TIME)
+             for ids in (["r9", "r266", "r57"], ["x-000009", "x-000266", "x-000057"])]
+    texts = [[t for _, t in p[first]] for p, first in zip(pools, ("r9", "x-000009"))]
+    assert texts[0] == texts[1] == ["The bag was searched.", "The keys were found."]
