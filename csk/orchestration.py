@@ -379,7 +379,11 @@ def no_rows_message(pipeline: Pipeline, ref: ArtifactRef, consumer: str | None =
     rejected = ref.load_rejected()
     head = f"stage {ref.stage!r} kept no rows ({rows['in']} in, {rows['rejected']} rejected)"
     lines = [head + (f": nothing for {consumer!r} to do" if consumer else ": the run stops here")]
-    files = list(dict.fromkeys(f["path"] for f in m.get("files", [])))
+    from csk.params import portable_name, setting_value
+
+    # each file read: its path here, and its name in the rows (portable, as the key names it)
+    files = list(dict.fromkeys((f["path"], portable_name(f["path"], setting_value(m.get("params", {}), f["param"])))
+                               for f in m.get("files", [])))
     read = (m.get("notes") or {}).get("read")
     if read:  # a stage whose records are not rows (a dump's lines) says what each file gave
         for path, r in read.items():
@@ -391,8 +395,9 @@ def no_rows_message(pipeline: Pipeline, ref: ArtifactRef, consumer: str | None =
             if "source_file" in rejected.columns and len(rejected) else []
         by_file = {f: g for f, g in seen}
         per_file = []
-        for path in files:
-            g = by_file.pop(path, None)
+        for path, name in files:
+            g = by_file.pop(name, None)
+            g = by_file.pop(path, None) if g is None else g
             n = 0 if g is None else len(g)
             per_file.append(f"  {path}: {n} record{'s' if n != 1 else ''}" +
                             (f", {n} rejected ({_reason_counts(g)})" if n else " read"))

@@ -70,7 +70,16 @@ def _rebuilt_columns(df: pd.DataFrame, rel: Release, entries: dict) -> pd.DataFr
     # why a row has none: the first stage that rejected it under its id (AF before round 1, the MCQ stage)
     reasons: dict[str, str] = {}
     wanted = set(out.loc[out[columns[0]].isna(), "id"])
-    for name, e in _stages(entries).items():
+    stages = _stages(entries)
+    on_the_way, todo = {stage}, [stage]  # the stages `stage` read from, at any depth (not a sibling's rejections)
+    while todo:
+        for i in stages[todo.pop()]["manifest"].get("inputs", []):
+            if i["stage"] in stages and i["stage"] not in on_the_way:
+                on_the_way.add(i["stage"])
+                todo.append(i["stage"])
+    for name, e in stages.items():
+        if name not in on_the_way:
+            continue
         rej = Path(e["path"]) / "rejected.parquet"
         if wanted and rej.exists():
             r = read_parquet(rej)

@@ -83,7 +83,7 @@ def mcqa_instances(answers: pd.DataFrame, splits: pd.DataFrame, *, embed: EmbedS
     for r in a.itertuples(index=False):
         same = a[(a["fact_id"] == r.fact_id) & (a["polarity"] != r.polarity)]
         base = {"answer_id": r.id, "group_id": r.fact_id, "split": r.split, "polarity": r.polarity,
-                "passage": [r.statement], "swaps": 0}
+                "passage": [r.statement], "swaps": 0, "as_published": False}
         for variant in variants:
             if variant == "same_fact":
                 ids = same["id"].tolist()

@@ -628,8 +628,8 @@ class ActivationStore:
         """`keep`: `directory` is the store itself, kept across runs (a stage's checkpoint folder): what
         `persist` last committed is read back and rows appended after it (by a killed run) are cut off;
         else a temporary folder inside `directory` that dies with the store."""
+        import json
         import os
-        import pickle
         import shutil
         import tempfile
         import weakref
@@ -641,17 +641,20 @@ class ActivationStore:
         if keep:
             os.makedirs(directory, exist_ok=True)
             self.directory = str(directory)
-            log = f"{self.directory}/index.log"  # appended frames (rows after it, its entries); a torn last one dropped
+            # appended frames, one JSON line each: the rows after it and its entries; a torn last one dropped
+            log = f"{self.directory}/index.jsonl"
             good = 0
             try:
                 with open(log, "rb") as f:
-                    while True:
+                    for line in f:
                         try:
-                            rows, entries = pickle.load(f)
-                        except (EOFError, pickle.UnpicklingError, ValueError, TypeError):
+                            frame = json.loads(line)
+                        except ValueError:
                             break
-                        self.index.update(entries)
-                        self.rows, good = rows, f.tell()
+                        if not line.endswith(b"\n"):
+                            break
+                        self.index.update({(c, x): (int(a), int(n)) for c, x, a, n in frame["entries"]})
+                        self.rows, good = int(frame["rows"]), good + len(line)
             except FileNotFoundError:
                 pass
             with open(log, "ab") as f:
@@ -672,15 +675,16 @@ class ActivationStore:
     def persist(self) -> None:
         """Commit the rows written so far and their index entries (fsync the rows, then append and fsync a
         frame of the new entries): a later store opened on this directory with `keep` starts from here."""
+        import json
         import os
-        import pickle
 
         if not self.kept or self._persisted == self.rows:
             return
         self._file.flush()
         os.fsync(self._file.fileno())  # the rows first, then the frame that names them
-        with open(f"{self.directory}/index.log", "ab") as f:
-            pickle.dump((self.rows, self._new), f, protocol=pickle.HIGHEST_PROTOCOL)
+        frame = {"rows": self.rows, "entries": [[c, x, a, n] for (c, x), (a, n) in self._new]}
+        with open(f"{self.directory}/index.jsonl", "ab") as f:
+            f.write((json.dumps(frame, ensure_ascii=False) + "\n").encode())
             f.flush()
             os.fsync(f.fileno())
         self._new = []

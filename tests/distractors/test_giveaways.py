@@ -157,7 +157,8 @@ def test_the_contract_refuses_a_candidate_of_another_question_type():
     from data_contracts.distractors import Counterfactuals
 
     row = {"id": "i/cf000", "instance_id": "i", "gold": "The speaker is hungry.", "candidate": "The listener feels glad.",
-           "generator": "dialogue", "rule": "dialogue:j", "rationale": "x", "item_question_type": "cause"}
+           "generator": "dialogue", "rule": "dialogue:j", "rationale": "x", "item_question_type": "cause",
+           "written_for": "j"}
     Counterfactuals.validate(pd.DataFrame([{**row, "question_type": "cause"}]))
     Counterfactuals.validate(pd.DataFrame([{**row, "question_type": None}]))  # unknown: nothing says it differs
     with pytest.raises(pe.SchemaError, match="candidate_answers_the_item_question_type"):

@@ -297,8 +297,8 @@ def test_a_kept_activation_store_reads_back_what_it_committed_and_drops_the_rest
     first.persist()
     first.add(("ctx", "b"), b)  # never committed: the run dies here
     first._file.flush()
-    with open(folder / "index.log", "ab") as f:
-        f.write(b"\x80\x05torn")  # a frame cut short by the kill
+    with open(folder / "index.jsonl", "ab") as f:
+        f.write(b'{"rows": 9, "entries": [["ctx", "c"')  # a frame cut short by the kill
     again = ActivationStore(4, str(folder), keep=True)
     assert ("ctx", "a") in again and ("ctx", "b") not in again and again.rows == 2
     assert (folder / "activations.bf16").stat().st_size == 2 * 4 * 2
