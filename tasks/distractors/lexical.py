@@ -187,25 +187,29 @@ def negation_rewrites(text: str) -> list[tuple[str, str]]:
     return []
 
 
-# After "has" / "have" / "had": a past participle (an auxiliary) or anything else (the main verb).
-_PARTICIPLE = re.compile(r"\s+(?:just\s+|already\s+|never\s+|not\s+|always\s+|been\b|[a-z]+(?:ed|en|wn|ne|ught|ept|ound|ade|id|ot|un|ung|ood|ept|eft|ent|elt|ost|aid|old|ard)\b)",
-                         re.I)
+# After "has" / "have" / "had": an adverb of the perfect or "been" (the auxiliary), else the next word decides
+_PERFECT_ADVERB = re.compile(r"\s+(?:just|already|never|not|always|ever|been|recently|finally|also)\b", re.I)
 
 
 def _participle_follows(after: str) -> bool:
     """Is the word after "has" / "have" / "had" a past participle (the perfect's auxiliary, no do-support)?
-    The suffix pattern, and lemminflect's lexicon for the irregular ones ("had put", "has cut", "had read";
-    a blind reader found "did not have put")."""
-    if _PARTICIPLE.match(after):
+    Asked of lemminflect's lexicon and rules: a form of some verb whose past participle it is ("had put",
+    "has cut", "has finished"; a blind reader found "did not have put"), never guessed from its ending
+    ("He has ten dollars", "gold coins", "red hair", "good news" hold no participle). A word the lexicon
+    does not know as any part of speech and that ends in -ed is read as one."""
+    if _PERFECT_ADVERB.match(after):
         return True
     m = re.match(r"\s+([a-z]+)\b", after, re.I)
     if m is None:
         return False
-    from lemminflect import getAllInflections, getAllLemmas
+    from lemminflect import getAllLemmas, getInflection
 
     word = m.group(1).lower()
-    return any(word in getAllInflections(lemma, upos="VERB").get("VBN", ())
-               for lemma in getAllLemmas(word, upos="VERB").get("VERB", ()))
+    lemmas = getAllLemmas(word, upos="VERB").get("VERB", ())
+    if any(word in getInflection(lemma, tag="VBN") for lemma in lemmas):
+        return True
+    known = any(getAllLemmas(word, upos=pos) for pos in ("NOUN", "ADJ", "VERB", "ADV"))
+    return not known and word.endswith("ed")
 
 
 def _some(text: str, start: int) -> str:

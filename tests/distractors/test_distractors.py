@@ -39,6 +39,19 @@ def test_negation_flip_keeps_grammar():
     assert lx.negation_rewrites("He never goes out.") == []  # no double negative
 
 
+@pytest.mark.parametrize("text,negated", [
+    # "have" as the main verb takes do-support, whatever its object ends in (no guess from a suffix)
+    ("He has ten dollars.", "He does not have ten dollars."), ("They have gold coins.", "They do not have gold coins."),
+    ("She has red hair.", "She does not have red hair."), ("They have good news.", "They do not have good news."),
+    ("She had two sons.", "She did not have two sons."), ("She has a meeting.", "She does not have a meeting."),
+    # the perfect: "not" after the auxiliary, regular and irregular participles alike
+    ("She has finished the report.", "She has not finished the report."),
+    ("He had put the keys away.", "He had not put the keys away."),
+    ("The speaker has bought a car.", "The speaker has not bought a car."), ("He has been there.", "He has not been there.")])
+def test_have_is_negated_as_a_main_verb_or_as_the_perfect_by_the_word_after_it(text, negated):
+    assert lx.negation_rewrites(text) == [("negation:add", negated)]
+
+
 def test_quantity_role_entity():
     assert lx.quantity_rewrites("They buy 2 cups.")[0][1] == "They buy 4 cups."
     assert lx.quantity_rewrites("Three friends came.")[0][1] == "Six friends came."
