@@ -276,9 +276,12 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
         disc_seed = round_seed(seed, it)
         lr_scale = round_lr_scale(seed, it) if swap_rule == "hellaswag" else 1.0
         disc = make_discriminator(disc_seed, lr_scale) if lr_scale != 1.0 else make_discriminator(disc_seed)
-        disc.fit([by_id.loc[i, "context"] for i in train], t_choices, t_gold)
         contexts = [by_id.loc[i, "context"] for i in held]
         choice_ids = [state[i]["distractors"] + state[i]["unused"] for i in held]
+        if hasattr(disc, "prepare"):  # a round's cacheable work first (committed as it goes: a kill in the fit keeps it)
+            disc.prepare([by_id.loc[i, "context"] for i in train] + contexts,
+                         t_choices + [[by_id.loc[i, "gold"]] + [text[c] for c in ids] for i, ids in zip(held, choice_ids)])
+        disc.fit([by_id.loc[i, "context"] for i in train], t_choices, t_gold)
         scores = disc.score(contexts, [[by_id.loc[i, "gold"]] + [text[c] for c in ids]
                                        for i, ids in zip(held, choice_ids)])
         correct, pairs_won, pairs = 0, 0, 0

@@ -938,6 +938,12 @@ class CachedTransformerMC:
         valid = torch.tensor(valid, device=logits.device)
         return logits.masked_fill(~valid, -1e4)
 
+    def prepare(self, contexts: list[str], choices: list[list[str]]) -> None:
+        """Compute (and, in a kept store, commit) the lower layers of every pair a round will fit and score,
+        before it fits: a round killed during its fit resumes with all of them. Activations are a function of
+        their own pair, so the order changes no byte."""
+        self.lower.ensure([(c, x) for c, ch in zip(contexts, choices) for x in ch])
+
     def fit(self, contexts: list[str], choices: list[list[str]], gold: list[int]) -> "CachedTransformerMC":
         import torch
         from transformers import get_linear_schedule_with_warmup
