@@ -3,9 +3,9 @@
 A kernel refactor must not change what a stage writes: record the bytes before (`--out FILE`),
 then compare after (`--compare FILE`; exit 1 naming each stage whose bytes moved). Keys may
 change (the key scheme is the kernel's); bytes may not. Float stages are compared on the same
-machine: the record carries its CPU and precision decision. Compare trees checked out at the same
-path: provenance rows hold the absolute path of each file read (`source_file`), so the same code at
-another path gives other bytes for every stage that carries them.
+machine: the record carries its CPU and precision decision. Trees checked out at different paths
+compare too: provenance rows name each file read by its portable name (`source_file`, relative to its
+setting), never by a machine's folder.
 
     python bench/sample_bytes.py --out bench/results/sample_bytes_<cpu>.json
     python bench/sample_bytes.py --compare bench/results/sample_bytes_<cpu>.json
