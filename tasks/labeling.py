@@ -1,6 +1,7 @@
-"""What every labeling step shares (csk.label_studio declares the steps; readers.label_studio reads the
-exports): a dialogue as an annotator sees it in Label Studio, the annotations of an export as rows an
-import stage reads, and the agreement measures the papers report.
+"""What every labeling step's import shares (csk.label_studio declares the steps; readers.label_studio reads
+the exports): the annotations of an export as rows an import stage reads, and the agreement measures the
+papers report. How a task looks in Label Studio is tasks/labeling_views.py: stage code never imports it, so
+a styling edit moves no key.
 
 An import stage that reads a Label Studio export keeps, for every row it makes, the annotation it came
 from: `ANNOTATION_COLUMNS` (annotator, Label Studio's annotation and task ids, created / updated time,
@@ -9,7 +10,6 @@ lead time, the export file and task), so `csk lineage` goes from a final row to 
 
 from __future__ import annotations
 
-from html import escape
 from itertools import combinations
 from pathlib import Path
 
@@ -20,35 +20,6 @@ from csk.errors import InputError
 from readers.label_studio import is_label_studio_export, read_label_studio_export
 
 ANNOTATION_COLUMNS = ["annotator", "annotation_id", "ls_task_id", "created_at", "updated_at", "lead_time"]
-
-# Pieces of the labeling interfaces (Label Studio XML): the dialogue as `dialogue_html` renders it, and a
-# titled box showing one task field; the marked box (the target, the response) is yellow as its mark.
-DIALOGUE = '  <HyperText name="dialogue" value="$dialogue_html"/>'
-MARKED = "background:#fff7d6;padding:6px;margin:6px 0;border-left:4px solid #f0b400"
-SHOWN = "background:#eef4ff;padding:6px;margin:6px 0"
-
-
-def box(title: str, name: str, style: str = MARKED) -> str:
-    """A titled box showing the task field `name`."""
-    return (f'  <View style="{style}">\n    <Header value="{title}" size="6"/>\n'
-            f'    <Text name="{name}" value="${name}"/>\n  </View>')
-
-
-def dialogue_html(turns: list[str], highlight: int | None = None, speakers: list[str] | None = None) -> str:
-    """The dialogue as turns, one a line with its speaker in bold, the target turn marked: Label Studio's
-    HyperText shows it as is (the text is escaped: a turn cannot inject markup)."""
-    lines = []
-    for k, turn in enumerate(turns):
-        speaker, sep, text = (str(turn).partition(": ") if speakers is None else (speakers[k], ": ", str(turn)))
-        if not sep:
-            speaker, text = "", str(turn)
-        body = escape(text)
-        if k == highlight:
-            body = f'<mark style="background:#ffe08a;padding:0 2px"><b>{body}</b></mark>'
-        who = f"<b>{escape(speaker)}:</b> " if speaker else ""
-        lines.append(f'<p style="margin:4px 0">{who}{body}</p>')
-    return "<div>" + "".join(lines) + "</div>"
-
 
 def is_export(path: str | Path | None) -> bool:
     """Is this setting's file a Label Studio JSON export (rather than the stage's own layout)?"""

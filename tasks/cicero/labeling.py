@@ -14,7 +14,7 @@ from __future__ import annotations
 from csk.label_studio import LabelingStep
 from tasks.cicero.annotation import annotation_tasks, annotations
 from tasks.cicero.quality_check import quality_check
-from tasks.labeling import DIALOGUE, SHOWN, box, dialogue_html
+from tasks.labeling_views import DIALOGUE, SHOWN, box, dialogue_html
 
 VALID, INVALID = "valid", "invalid"
 

@@ -28,7 +28,7 @@ from readers.deco import relation as spelt
 from tasks.deco.extract import ACCEPT, REJECT, extract
 from tasks.deco.extraction import RELATIONS, WHERE
 from tasks.deco.sample import sample
-from tasks.labeling import DIALOGUE, SHOWN, box, dialogue_html
+from tasks.labeling_views import DIALOGUE, SHOWN, box, dialogue_html
 
 SPEAKERS = ("A", "B")  # DECO's histories name no speakers: the turns alternate, the response is B's
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from csk.label_studio import LabelingStep
 from tasks.distractors.verification import verification
-from tasks.labeling import DIALOGUE, box, dialogue_html
+from tasks.labeling_views import DIALOGUE, box, dialogue_html
 
 CONFIG = "\n".join([
     "<View>", DIALOGUE, box("Target", "target"), '  <Header value="$question"/>',

@@ -64,7 +64,7 @@ def test_project_files_carry_each_rows_id_and_what_the_interface_shows():
 
 
 def test_the_dialogue_is_escaped_so_a_turn_cannot_inject_markup():
-    from tasks.labeling import dialogue_html
+    from tasks.labeling_views import dialogue_html
 
     html = dialogue_html(["A: <script>alert(1)</script>", "B: fine & you?"], highlight=1)
     assert "<script>" not in html and "&lt;script&gt;" in html and "fine &amp; you?" in html

@@ -144,3 +144,13 @@ def test_an_edit_to_ciceros_targets_recomputes_only_cicero(fresh_codehash, tmp_p
     after = _all("code_hash")
     changed = sorted(k for k in before if after[k] != before[k])
     assert changed and all(k.startswith("cicero/") for k in changed), changed
+
+
+def test_a_styling_edit_of_the_labeling_views_moves_no_stage_key(fresh_codehash, tmp_path, monkeypatch):
+    """How a task looks in Label Studio (tasks/labeling_views.py) is no stage's code: an edit to its HTML or
+    XML leaves every key; the import helpers that stages run (tasks/labeling.py) still key them."""
+    before = _all("code_hash")
+    _edit(tmp_path, monkeypatch, "tasks.labeling_views")
+    assert _all("code_hash") == before
+    _edit(tmp_path, monkeypatch, "tasks.labeling")
+    assert {k for k, v in _all("code_hash").items() if v != before[k]} >= {"cicero/annotations", "cicero/quality_check"}
