@@ -25,7 +25,8 @@ from tasks.deco import labeling as deco_labeling
 from tasks.deco.agreement import agreement
 from tasks.deco.compatibility import compatibility
 from tasks.deco.correlation import correlation
-from tasks.deco.extract import extract, extraction_tasks
+from tasks.deco.extract import extract
+from tasks.deco.extraction import extraction_tasks
 from tasks.deco.response_filter import response_filter
 from tasks.deco.sample import sample
 from tasks.deco.sources import sources

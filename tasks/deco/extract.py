@@ -24,7 +24,8 @@ from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from readers.deco import RELATIONS, UTT
 from tasks import seq2seq
 from tasks.deco.agreement import fleiss_kappa
-from tasks.deco.extraction import NONE, OutputError, none_negatives, parse_output, prompt, tasks_of, training_pairs
+from tasks.deco.extraction import (NONE, OutputError, extraction_tasks, none_negatives, parse_output,  # noqa: F401
+                                   prompt, tasks_of, training_pairs)
 from tasks.labeling import export_rows, is_export, light_kappa, observed_agreement
 
 
@@ -122,36 +123,6 @@ def apply_validations(data: pd.DataFrame, path: str) -> tuple[pd.DataFrame, pd.D
     if bad:
         files["rejected_annotations.parquet"] = to_parquet_bytes(pd.DataFrame(bad).astype({"reason": str}))
     return df[~removed].reset_index(drop=True), rejected, agreement, files
-
-
-def extraction_tasks(samples: pd.DataFrame, *, none_single: int = 3, none_pair: int = 2,
-                     train_on_dev: bool = True, seed: int = 0) -> StageOutput:
-    """One extractor input per sample and relation, with the human targets where there are tuples;
-    the extractor's training pairs as `extractor_train.jsonl` (and `extractor_dev.jsonl`).
-
-    Args:
-        none_single: "None" examples per relation in the single setting (ACCENT: 3)
-        none_pair: "None" examples per relation in the pair setting (ACCENT: 2)
-        train_on_dev: the dev samples' tuples are trained on too (ACCENT's released script trains on
-            the whole released train file); false: they go to extractor_dev.jsonl only
-        seed: seed of the "None" examples
-    """
-    train = samples[samples["split"] == "train"]
-    fit = train if train_on_dev else train[~train["dev"].astype(bool)]
-    negatives = none_negatives(fit, single=none_single, pair=none_pair, seed=seed)
-    data = pd.DataFrame(list(tasks_of(samples, negatives)),
-                        columns=["id", "sample_id", "relation", "input", "gold_targets", "gold_settings", "annotated",
-                                 "negative", "split", "dev"])
-    pairs = training_pairs(fit, negatives)
-    dev = training_pairs(train[train["dev"].astype(bool)], {}) if not train_on_dev else []
-    per_relation = {rel: sum(1 for p in pairs if p["relation"] == rel and p["target"] != NONE) for rel in RELATIONS}
-    return StageOutput(
-        data=data, rows_in=len(samples),
-        files={"extractor_train.jsonl": compute.jsonl_bytes(pairs), **({"extractor_dev.jsonl": compute.jsonl_bytes(dev)} if dev else {})},
-        notes={"relations": list(RELATIONS), "training_pairs": len(pairs),
-               "none_examples": sum(1 for p in pairs if p["target"] == NONE),
-               "tuples_per_relation": per_relation,
-               "annotated_samples": int(samples["tuples_single"].map(len).add(samples["tuples_pair"].map(len)).gt(0).sum())})
 
 
 def extract(tasks: pd.DataFrame, *, extractor: ModelDir = None, num_beams: int = 10, max_length: int = 64,

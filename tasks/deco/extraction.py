@@ -10,6 +10,7 @@ from typing import Iterable
 import pandas as pd
 
 from csk import compute
+from csk.runtime import StageOutput
 from data_contracts.deco import TARGET  # noqa: F401  (the target format is the contract's)
 from readers.deco import RELATIONS, join_history, relation
 
@@ -124,3 +125,35 @@ def tasks_of(samples: pd.DataFrame, negatives: dict[str, list[tuple[str, str]]])
                    "gold_targets": [t for t, _ in mine], "gold_settings": [st for _, st in mine],
                    "annotated": bool(gold), "negative": negative.get((s["id"], rel)),
                    "split": s["split"], "dev": bool(s["dev"])}
+
+
+# The stage that writes the extractor's inputs: prompts only, kept out of tasks/deco/extract.py (which runs
+# the seq2seq model) so its key holds no thread count.
+def extraction_tasks(samples: pd.DataFrame, *, none_single: int = 3, none_pair: int = 2,
+                     train_on_dev: bool = True, seed: int = 0) -> StageOutput:
+    """One extractor input per sample and relation, with the human targets where there are tuples;
+    the extractor's training pairs as `extractor_train.jsonl` (and `extractor_dev.jsonl`).
+
+    Args:
+        none_single: "None" examples per relation in the single setting (ACCENT: 3)
+        none_pair: "None" examples per relation in the pair setting (ACCENT: 2)
+        train_on_dev: the dev samples' tuples are trained on too (ACCENT's released script trains on
+            the whole released train file); false: they go to extractor_dev.jsonl only
+        seed: seed of the "None" examples
+    """
+    train = samples[samples["split"] == "train"]
+    fit = train if train_on_dev else train[~train["dev"].astype(bool)]
+    negatives = none_negatives(fit, single=none_single, pair=none_pair, seed=seed)
+    data = pd.DataFrame(list(tasks_of(samples, negatives)),
+                        columns=["id", "sample_id", "relation", "input", "gold_targets", "gold_settings", "annotated",
+                                 "negative", "split", "dev"])
+    pairs = training_pairs(fit, negatives)
+    dev = training_pairs(train[train["dev"].astype(bool)], {}) if not train_on_dev else []
+    per_relation = {rel: sum(1 for p in pairs if p["relation"] == rel and p["target"] != NONE) for rel in RELATIONS}
+    return StageOutput(
+        data=data, rows_in=len(samples),
+        files={"extractor_train.jsonl": compute.jsonl_bytes(pairs), **({"extractor_dev.jsonl": compute.jsonl_bytes(dev)} if dev else {})},
+        notes={"relations": list(RELATIONS), "training_pairs": len(pairs),
+               "none_examples": sum(1 for p in pairs if p["target"] == NONE),
+               "tuples_per_relation": per_relation,
+               "annotated_samples": int(samples["tuples_single"].map(len).add(samples["tuples_pair"].map(len)).gt(0).sum())})

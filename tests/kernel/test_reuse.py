@@ -154,3 +154,11 @@ def test_a_styling_edit_of_the_labeling_views_moves_no_stage_key(fresh_codehash,
     assert _all("code_hash") == before
     _edit(tmp_path, monkeypatch, "tasks.labeling")
     assert {k for k, v in _all("code_hash").items() if v != before[k]} >= {"cicero/annotations", "cicero/quality_check"}
+
+
+def test_a_stage_that_writes_prompts_keys_no_thread_count():
+    """DECO's extraction_tasks writes the extractor's inputs (prompts only): its module imports no model
+    code, so its key holds no thread count; extract, which runs the seq2seq model, does."""
+    deco = discover()["deco"]
+    assert deco.stage("extraction_tasks").threads_matter is None
+    assert deco.stage("extract").threads_matter
