@@ -188,10 +188,10 @@ def release_files(path: str | Path) -> tuple[list[tuple[Path, str]], list[str]]:
 
 
 def _release(path: Path, layout: str, facts: pd.DataFrame, lenient: bool, counter: dict[tuple, int],
-             seen: dict[tuple, tuple[str, str]]) -> tuple[list[dict], list[dict], dict]:
+             seen: dict[tuple, list[tuple[str, str]]]) -> tuple[list[dict], list[dict], dict]:
     """One release file's answers. `counter` numbers each (fact, polarity)'s answers across the files of a
-    release; `seen`: (fact, polarity, answer) -> (file, line) where it was read first (a directory's files overlap: P-G
-    holds answers of the P-NLI files): a copy in a later file is rejected as `duplicate_answer`."""
+    release; `seen`: (fact, polarity, answer) -> the (file, line) of each copy read (a directory's files overlap: P-G
+    holds answers of the P-NLI files): a copy a later file repeats is rejected as `duplicate_answer`."""
     if layout == "p-nli":
         result = read_paco_nli(path, lenient=lenient)
         items = [(r, r["statement"], r["polarity"], [r["precondition"]]) for r in result.rows]
@@ -201,6 +201,10 @@ def _release(path: Path, layout: str, facts: pd.DataFrame, lenient: bool, counte
     by_text = {norm(s): i for i, s in zip(facts["id"], facts["statement"])}
     split = split_in_name(path, RELEASE_SPLITS)  # PaCo_nli_train.csv: its rows stay in train
     rows, duplicates = [], []
+    # Answers are a multiset: the n-th copy of an answer in this file repeats an earlier file's only if that
+    # file held at least n + 1 copies (a P-G row may hold one answer twice where P-NLI held it once)
+    earlier = {k: len(v) for k, v in seen.items()}
+    here: dict[tuple, int] = {}
     for rec, statement, polarity, answers in items:
         fid = by_text.get(norm(statement))
         own = fid or "release-" + hashlib.sha1(norm(statement).encode()).hexdigest()[:10]
@@ -209,13 +213,17 @@ def _release(path: Path, layout: str, facts: pd.DataFrame, lenient: bool, counte
                    "question": QUESTIONS[polarity], "answer": a, "worker_id": None, "fact_from_release": fid is None,
                    "source_file": rec["source_file"], "source_record": rec["source_record"],
                    "source_locator": rec["source_locator"], "release_split": split}
-            first = seen.setdefault((own, polarity, norm(a)), (path.name, rec["source_locator"]))
-            if first[0] != path.name:  # within one file every answer stays, as released
+            key = (own, polarity, norm(a))
+            n = here.get(key, 0)
+            here[key] = n + 1
+            if n < earlier.get(key, 0):  # within one file every answer stays, as released
+                first = seen[key][n]
                 duplicates.append({"id": f"{rec['id']}/answer{j}", **row, "parent_id": None,
                                    "reason_code": "duplicate_answer",
                                    "reason": f"the same {polarity} answer to this statement was read from "
                                              f"{first[0]} {first[1]}"})
                 continue
+            seen.setdefault(key, []).append((path.name, rec["source_locator"]))
             k = counter.get((own, polarity), 0)
             counter[(own, polarity)] = k + 1
             rows.append({"id": f"{own}/{polarity}/r{k}", **row})

@@ -279,6 +279,21 @@ def test_a_release_directory_reads_pnli_first_and_rejects_answers_a_later_file_r
         _import(empty)
 
 
+def test_a_reference_repeated_within_a_pg_row_is_kept_as_released(tmp_path):
+    """Answers are a multiset: P-G's row holds "it is soft" twice, P-NLI once; one P-G copy repeats the
+    P-NLI row (rejected, naming it), the other stays, so the fact's answers hold it twice, as P-G does."""
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "PaCo_nli_test.csv").write_text("context,question,label\nit is soft,A pillow is used for sleep.,1\n")
+    (release / "PaCo_Gen.csv").write_text("prompt,refs_0,refs_1,refs_2\n"
+                                          "A pillow is used for sleep. What makes this possible? ,it is soft,it is soft,"
+                                          "it is clean\n")
+    out = _import(release)
+    assert list(out.data["answer"]) == ["it is soft", "it is soft", "it is clean"]
+    (dup,) = out.rejected.itertuples()
+    assert dup.id == "paco-gen-PaCo_Gen-000002/answer0" and "PaCo_nli_test.csv line 2" in dup.reason
+
+
 def test_the_real_release_files_together(real, tmp_path):
     """The real P-NLI sample and P-G file as one release: every P-NLI row kept in train, P-G's answers that
     repeat one of them rejected with where it was read."""
