@@ -643,8 +643,10 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                              epsilon=epsilon, noise_z=noise_z, min_held_out=min_held_out, chance_alpha=chance_alpha,
                              max_rewrites=max_rewrites,
                              max_reuse=max_reuse, generator_of=dict(zip(candidates["id"], candidates["generator"])),
-                             placement_of={c: preference(g, r) for c, g, r in zip(candidates["id"], candidates["generator"],
-                                                                                  candidates["rule"])},
+                             placement_of=(dict(zip(candidates["id"], candidates["placement"].map(named)))
+                                           if "placement" in candidates.columns else  # as counterfactuals declared it
+                                           {c: preference(g, r) for c, g, r in zip(candidates["id"], candidates["generator"],
+                                                                                   candidates["rule"])}),
                              ending_only=ending, other_correct=other_correct,
                              seed=seed, log=logging.getLogger("csk").info, checkpoint=checkpoint)
     text = dict(zip(candidates["id"], candidates["candidate"]))

@@ -39,7 +39,7 @@ from tasks.distractors.keys import instance_keys
 from tasks.distractors.grounded import FLUENT as GROUNDED_FLUENT
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
 from tasks.distractors.grounding import GENERIC_NOUNS
-from tasks.distractors.placement import IN_PLACE, TIERS, mark, tier
+from tasks.distractors.placement import IN_PLACE, PREFERENCE, TIERS, mark, preference, tier
 from tasks.distractors.served import ServerSpec, server_pools
 from tasks.distractors.window import TAG
 from tasks.english import PIPELINE, entities, nouns
@@ -658,10 +658,13 @@ def counterfactuals(instances: pd.DataFrame, *,
     rows = [{"id": f"{iid}/cf{k:03d}", "instance_id": iid, "gold": gold[iid], "candidate": text, "generator": name,
              "rule": rule, "rationale": _rationale(name, rule, answers[iid], text),
              "question_type": written_for(iid, name, rule), "item_question_type": kind[iid],
-             "written_for": origin(iid, name, rule)}
+             "written_for": origin(iid, name, rule),
+             # where it was written, declared once here for AF's order (placement.PREFERENCE), not re-read from
+             # the rule's words downstream
+             "placement": PREFERENCE[preference(name, rule)][0]}
             for iid, pool in pools.items() for k, (name, rule, text) in enumerate(pool)]
     data = pd.DataFrame(rows, columns=["id", "instance_id", "gold", "candidate", "generator", "rule", "rationale",
-                                       "question_type", "item_question_type", "written_for"])
+                                       "question_type", "item_question_type", "written_for", "placement"])
     per = data.groupby("instance_id").size().reindex(view["id"], fill_value=0)
     tiers = pd.Series([tier(g, r) for g, r in zip(data["generator"], data["rule"])], index=data.index, dtype=object)
     in_place = data[tiers.isin(IN_PLACE)].groupby("instance_id").size().reindex(view["id"], fill_value=0)

@@ -158,8 +158,13 @@ def test_the_contract_refuses_a_candidate_of_another_question_type():
 
     row = {"id": "i/cf000", "instance_id": "i", "gold": "The speaker is hungry.", "candidate": "The listener feels glad.",
            "generator": "dialogue", "rule": "dialogue:j", "rationale": "x", "item_question_type": "cause",
-           "written_for": "j"}
+           "written_for": "j", "placement": "dialogue"}
     Counterfactuals.validate(pd.DataFrame([{**row, "question_type": "cause"}]))
     Counterfactuals.validate(pd.DataFrame([{**row, "question_type": None}]))  # unknown: nothing says it differs
     with pytest.raises(pe.SchemaError, match="candidate_answers_the_item_question_type"):
         Counterfactuals.validate(pd.DataFrame([{**row, "question_type": "reaction"}]))
+    # the placements the contract knows are AF's declared order, every one of them
+    from tasks.distractors.placement import PREFERENCE
+
+    allowed = Counterfactuals.to_schema().columns["placement"].checks[0].statistics["allowed_values"]
+    assert sorted(allowed) == sorted(n for n, _, _ in PREFERENCE)
