@@ -37,7 +37,7 @@ def build_db(dump: str | Path, db: str | Path, languages: tuple[str, ...] | None
     import json as _json
 
     from conceptnet_lite.db import load_dump_to_db
-    from tqdm.auto import tqdm
+    from csk.progress import Progress
 
     dump, db = Path(dump), Path(db)
     if not dump.is_file():
@@ -55,8 +55,10 @@ def build_db(dump: str | Path, db: str | Path, languages: tuple[str, ...] | None
             out.truncate(state["bytes"])
             out.seek(state["bytes"])
             linemap.truncate(8 * state["kept"])
-            bar = tqdm(desc=f"ConceptNet: filtering {dump.name}", unit=" lines", disable=not progress,
-                       initial=state["line"])
+            # the project's bar: shown once the filter has run a few seconds, whole lines in a log file
+            bar = Progress(None, f"ConceptNet: filtering {dump.name}", unit="lines", disable=not progress)
+            if state["line"]:
+                bar.update(state["line"])  # lines a killed run filtered already
             n = 0
             for n, raw in enumerate(src, start=1):
                 if n <= state["line"]:
