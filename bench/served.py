@@ -30,7 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import machine_line, reporter  # noqa: E402
 
 
-def start_tiny_server(work: Path) -> tuple[subprocess.Popen, str, str]:
+def start_tiny_server(work: Path, log=subprocess.DEVNULL) -> tuple[subprocess.Popen, str, str]:
+    """`transformers serve` (the pinned transformers) of a tiny random causal model built from a config, on a
+    free port of 127.0.0.1, once it accepts connections: (process, base_url, model). `log`: where its output
+    goes (the slow test counts the requests it logs)."""
     from tests.tiny_models import causal_chat
 
     model = causal_chat(work / "tinychat")
@@ -38,8 +41,9 @@ def start_tiny_server(work: Path) -> tuple[subprocess.Popen, str, str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen([str(Path(sys.executable).parent / "transformers"), "serve", str(model), "--host",
-                             "127.0.0.1", "--port", str(port), "--device", "cpu"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True)
+                             "127.0.0.1", "--port", str(port), "--device", "cpu"], stdout=log,
+                            stderr=subprocess.STDOUT if log is not subprocess.DEVNULL else subprocess.DEVNULL,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True)
     for _ in range(120):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()

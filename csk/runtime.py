@@ -58,11 +58,20 @@ class Checkpoint:
         return self.folder / "state.json"
 
     def load(self) -> Any:
+        """The last committed state, or None: none yet, or one that does not read (edited or damaged by hand:
+        a commit is atomic), which is set aside with a warning and the work starts afresh."""
         import json
+        import logging
 
         try:
             return json.loads(self._state.read_text(encoding="utf-8"))
         except FileNotFoundError:
+            return None
+        except (ValueError, UnicodeDecodeError) as exc:
+            aside = self._state.with_suffix(".unreadable")
+            self._state.replace(aside)
+            logging.getLogger("csk").warning("%s does not read (%s): set aside as %s; the stage starts afresh",
+                                             self._state, exc, aside.name)
             return None
 
     def save(self, state: Any) -> None:

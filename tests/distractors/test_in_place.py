@@ -373,3 +373,14 @@ def test_dialogue_answers_come_in_dialogue_order_whatever_the_items_are_called()
              for ids in (["r9", "r266", "r57"], ["x-000009", "x-000266", "x-000057"])]
     texts = [[t for _, t in p[first]] for p, first in zip(pools, ("r9", "x-000009"))]
     assert texts[0] == texts[1] == ["The bag was searched.", "The keys were found."]
+
+
+def test_a_checkpoint_that_does_not_read_is_set_aside_not_a_traceback(tmp_path):
+    from csk.runtime import StageContext
+    from csk.store import Store
+
+    point = StageContext(Store(tmp_path / "store"), "distractors", "adversarial_filter", key="k" * 24).checkpoint("af")
+    point.save({"history": [1]})
+    assert point.load() == {"history": [1]}
+    (point.folder / "state.json").write_text('{"history": [1', encoding="utf-8")  # damaged by hand
+    assert point.load() is None and (point.folder / "state.unreadable").exists()

@@ -164,24 +164,17 @@ def test_transformers_serve_writes_candidates_of_a_cicero_rebuild(prefect_harnes
     server stopped reuses everything."""
     import os
     import signal
-    import socket
     import subprocess
     import sys
     import time
 
     from prefect.settings import PREFECT_API_URL
 
+    from bench.served import start_tiny_server
     from tests.conftest import ROOT, SAMPLE
-    from tests.tiny_models import causal_chat
 
-    model = causal_chat(tmp_path / "tinychat")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     log = open(tmp_path / "serve.log", "w")
-    serve = subprocess.Popen([str(Path(sys.executable).parent / "transformers"), "serve", str(model), "--host",
-                              "127.0.0.1", "--port", str(port), "--device", "cpu"], stdout=log, stderr=subprocess.STDOUT,
-                             env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True)
+    serve, url, model = start_tiny_server(tmp_path, log)
     posts = lambda: (tmp_path / "serve.log").read_text().count("POST /v1/chat/completions")  # noqa: E731
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONPATH": str(ROOT)}
     source = SAMPLE / "cicero" / "annotations_v1.jsonl"
@@ -190,7 +183,7 @@ def test_transformers_serve_writes_candidates_of_a_cicero_rebuild(prefect_harnes
     cmd = [sys.executable, "-m", "csk.cli", "distractors", "rebuild", "--input", str(source), "--preset", "cicero",
            "--config", str(config_copy), "--store", str(store),
            "--set", 'distractors.counterfactuals.generators=["server", "lexical", "dialogue", "retrieval"]',
-           "--set", f"distractors.counterfactuals.server.base_url=http://127.0.0.1:{port}/v1",
+           "--set", f"distractors.counterfactuals.server.base_url={url}",
            "--set", f"distractors.counterfactuals.server.model={model}",
            "--set", "distractors.counterfactuals.server.concurrency=1",
            "--set", "distractors.counterfactuals.server.max_tokens=24",
@@ -198,12 +191,6 @@ def test_transformers_serve_writes_candidates_of_a_cicero_rebuild(prefect_harnes
            "--set", "distractors.adversarial_filter.discriminator=linear-probe",
            "--set", "distractors.adversarial_filter.max_iterations=2"]
     try:
-        for _ in range(120):  # the server is up when it answers its model list
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(1)
         # killed once a few requests are kept (the store's request files), then resumed
         run = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True)
