@@ -211,10 +211,10 @@ def run_flow(pipeline: str, steps, config: Path, store: Path, overrides: list[st
                               highlight=False, soft_wrap=True)
                 return
         _quiet_prefect_console()
-        from csk.interrupt import interruptible, start_temporary_server
+        from csk.interrupt import interruptible, temporary_server
 
         flow = prefect_flow(p, steps)
-        with interruptible(f"csk run {pipeline}", start_temporary_server()):
+        with temporary_server() as server, interruptible(f"csk run {pipeline}", server):
             stages = flow(config=str(config), store=str(store), overrides=list(overrides),
                           options=options or {}, until=until, only=list(only or []))
     except CskError as exc:

@@ -69,15 +69,18 @@ def _type_checking(node: ast.If) -> bool:
         (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.AST, module: str, is_package: bool, top_level: bool = False) -> set[str]:
+def imported_names(tree: ast.AST, module: str, is_package: bool, *, top_level: bool = False,
+                   type_checking: bool = False) -> set[str]:
     """Every module name an import statement of `tree` names, relative imports resolved; for
     `from a import b`, both `a` and `a.b` (b may be a submodule). `top_level`: only the statements
-    that run on import (not inside function bodies)."""
+    that run on import (not inside function bodies). `type_checking`: also those under
+    `if TYPE_CHECKING:` (never run, so no key follows them; an import circle still counts them).
+    The project's one import resolver: keys, the import graph (`csk.imports`) and the layering tests."""
     out: set[str] = set()
     todo = [tree]
     while todo:
         node = todo.pop()
-        if isinstance(node, ast.If) and _type_checking(node):
+        if isinstance(node, ast.If) and _type_checking(node) and not type_checking:
             todo += node.orelse
             continue
         if top_level and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -106,7 +109,7 @@ def _parsed(name: str) -> tuple[bytes, frozenset[str], frozenset[str]]:
     raw = path.read_bytes()
     tree = ast.parse(raw, str(path))
     pkg = path.name == "__init__.py"
-    return raw, frozenset(_imports(tree, name, pkg)), frozenset(_imports(tree, name, pkg, top_level=True))
+    return raw, frozenset(imported_names(tree, name, pkg)), frozenset(imported_names(tree, name, pkg, top_level=True))
 
 
 def _parents(name: str) -> list[str]:

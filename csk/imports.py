@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from csk.codehash import PROJECT_PACKAGES, PROJECT_ROOT, closure, module_file
+from csk.codehash import PROJECT_PACKAGES, PROJECT_ROOT, closure, imported_names, module_file
 
 DOC_BEGIN = "<!-- csk deps: generated from the import graph (`csk deps --write docs/layout.md`); do not edit -->"
 DOC_END = "<!-- end of csk deps -->"
@@ -27,23 +27,11 @@ def project_modules(root: Path = PROJECT_ROOT) -> dict[str, Path]:
     return {module_name(p, root): p for top in PROJECT_PACKAGES for p in sorted((root / top).rglob("*.py"))}
 
 
-def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
-    """Every module name an import statement names, wherever it is (relative imports resolved; for
-    `from a import b`, both `a` and `a.b`, since b may be a submodule)."""
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = module.split(".")
-                keep = len(parts) - node.level + (1 if is_package else 0)
-                base = ".".join(parts[:keep] + ([node.module] if node.module else []))
-            if base:
-                out.add(base)
-                out.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
-    return out
+def imports_of(path: Path, root: Path = PROJECT_ROOT) -> set[str]:
+    """Every module name a project file imports, wherever the statement is (inside functions and under
+    `if TYPE_CHECKING:` too), by the resolver keys use (`csk.codehash.imported_names`)."""
+    tree = ast.parse(path.read_bytes(), str(path))
+    return imported_names(tree, module_name(path, root), path.name == "__init__.py", type_checking=True)
 
 
 def graph(root: Path = PROJECT_ROOT) -> dict[str, set[str]]:
@@ -52,8 +40,7 @@ def graph(root: Path = PROJECT_ROOT) -> dict[str, set[str]]:
     modules = project_modules(root)
     out: dict[str, set[str]] = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_bytes(), str(path))
-        targets = {m for m in _imported(tree, name, path.name == "__init__.py") if m in modules}
+        targets = {m for m in imports_of(path, root) if m in modules}
         out[name] = targets - {name}
     return out
 

@@ -5,8 +5,8 @@ child in the terminal's process group, so Ctrl-C stops it too while the flow eng
 it (connection-refused tracebacks), the process then waits minutes on its retries, and the flow run
 stays "Running" in the database forever.
 
-So `csk run` (1) starts the temporary server itself, in a session of its own, where the terminal's
-Ctrl-C does not reach it, and (2) handles SIGINT/SIGTERM itself: it marks the flow run and its
+So `csk run` (1) starts the temporary server itself (`prefect server start`), in a session of its
+own, where the terminal's Ctrl-C does not reach it, and (2) handles SIGINT/SIGTERM itself: it marks the flow run and its
 running task runs Cancelled through the still-running API, removes this process's temporary
 directories in the store (a finished artifact is never touched: artifacts appear by an atomic
 rename), stops the server, says what happened in one line and exits with 130 (SIGTERM: 143). A
@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -29,55 +30,89 @@ from typing import Iterator
 ACTIVE: dict[str, object] = {"flow_run_id": None, "tmp": None}
 
 
-def start_temporary_server():
-    """Prefect's own temporary server (`SubprocessASGIServer`, the one `get_client` would start on
-    first use), started now in a new session so the terminal's Ctrl-C is not delivered to it; None
-    when a server is configured (PREFECT_API_URL), which the run then uses."""
-    from prefect.settings import PREFECT_API_URL
+@dataclass
+class TemporaryServer:
+    """A Prefect server this run started (`prefect server start`, the CLI's documented command) and the
+    API URL it serves."""
+
+    process: subprocess.Popen | None
+    api_url: str
+
+
+@contextmanager
+def temporary_server(timeout: float = 120.0) -> Iterator[TemporaryServer | None]:
+    """Within it, Prefect's client talks to a temporary server this run started in a session of its own
+    (the terminal's Ctrl-C does not reach it) that dies with this process (`_die_with_parent`); None when
+    a server is configured (PREFECT_API_URL), which the run then uses.
+
+    Only Prefect's public interfaces: the server is `prefect server start` (API only: no UI, no
+    services; the same database under PREFECT_HOME as Prefect's own temporary server), and the client
+    is pointed at it by `temporary_settings(PREFECT_API_URL=...)`, so `get_client()` never starts a
+    server of its own."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
     if os.environ.get("PREFECT_API_URL") or PREFECT_API_URL.value():
-        return None
-    from prefect.server.api.server import SubprocessASGIServer
-
+        yield None
+        return
     stopped = stop_stale_servers()
     if stopped:
         print(f"stopped {len(stopped)} temporary Prefect server(s) left by earlier runs that died: pid "
               f"{', '.join(map(str, stopped))}", file=sys.stderr)
-    known = SubprocessASGIServer._instances.get(None)  # the instance get_client() finds and reuses
-    if known is not None and known.running:
-        return known
-    SubprocessASGIServer._instances.pop(None, None)  # a stopped one: ours takes its place
-    server = _session_server_class()()  # registered under None by Prefect's own __new__
-    server.start()
-    if server.server_process is not None:
-        _register(server.server_process.pid, server.port)
-    return server
+    server = _start_server(timeout)
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+            yield server
+    finally:
+        _stop(server)
 
 
-def _session_server_class():
-    """Prefect's temporary server whose process starts in a session of its own (the terminal's Ctrl-C
-    does not reach it) and dies with this process (`_die_with_parent`). A subclass: Prefect's
-    `SubprocessASGIServer()` is a singleton per port, so get_client() finds and reuses this instance."""
-    from prefect.server.api.server import SubprocessASGIServer
+def _free_port() -> int:
+    import socket
 
-    class SessionServer(SubprocessASGIServer):
-        def _run_uvicorn_command(self) -> subprocess.Popen:
-            # Prefect 3.8.8's own command and environment (prefect/server/api/server.py,
-            # SubprocessASGIServer._run_uvicorn_command; prefect is pinned in pyproject.toml), with the two
-            # process options it has no parameter for.
-            import prefect
-            from prefect.settings import get_current_settings
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
-            return subprocess.Popen(
-                args=[sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
-                      "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
-                      "--log-level", "error", "--lifespan", "on"],
-                env={**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
-                     "PREFECT__SERVER_FINAL": "1",
-                     **get_current_settings().to_environment_variables(exclude_unset=True)},
-                start_new_session=True, preexec_fn=_die_with_parent())
 
-    return SessionServer
+def _start_server(timeout: float) -> TemporaryServer:
+    """`prefect server start` on a free local port, waited for until its health endpoint answers; a
+    port taken in between (the server exits at once) is retried on another."""
+    import tempfile
+    import time
+
+    import httpx
+    from prefect.settings import get_current_settings
+
+    env = {**os.environ, **get_current_settings().to_environment_variables(exclude_unset=True)}
+    for _ in range(3):
+        err_file = tempfile.TemporaryFile()  # never a pipe: a long run's server must not block on a full one
+        port = _free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port),
+             "--no-ui", "--no-services", "--log-level", "ERROR"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_file,
+            env=env, start_new_session=True, preexec_fn=_die_with_parent())
+        _register(proc.pid, port)
+        server = TemporaryServer(proc, f"http://127.0.0.1:{port}/api")
+        end = time.monotonic() + timeout
+        with httpx.Client() as client:
+            while proc.poll() is None and time.monotonic() < end:
+                try:
+                    if client.get(f"{server.api_url}/health", timeout=2).status_code == 200:
+                        return server  # its stderr file is dropped with this process
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
+        if proc.poll() is None:  # alive but never healthy: out of time
+            _stop(server)
+            raise RuntimeError(f"the temporary Prefect server did not answer within {timeout:.0f} s; start one "
+                               "with `prefect server start` and set PREFECT_API_URL to use it")
+        err_file.seek(0)
+        err = err_file.read().decode(errors="replace")
+        err_file.close()
+        if "address already in use" not in err.lower():
+            raise RuntimeError(f"the temporary Prefect server exited ({proc.returncode}): {err.strip()[-2000:]}")
+    raise RuntimeError("the temporary Prefect server found no free port in 3 tries")
 
 
 def _servers_dir() -> Path:
@@ -183,17 +218,20 @@ def _remove_own_tmp() -> None:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def _stop(server, wait: float = 1.0) -> None:
-    proc = getattr(server, "server_process", None)
+def _stop(server: TemporaryServer | None, wait: float = 1.0) -> None:
+    proc = server.process if server is not None else None
     if proc is None:
         return
-    proc.terminate()
-    try:
-        proc.wait(timeout=wait)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    server.server_process = None
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stderr is not None:
+        proc.stderr.close()
+    server.process = None
 
 
 @contextmanager

@@ -17,15 +17,10 @@ SLICES = ("cicero", "corequisite", "corecode", "deco")
 
 
 def _imports(path: Path) -> set[str]:
-    """Every module a file imports, at any depth (inside functions too)."""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            out.add(node.module)
-            out |= {f"{node.module}.{a.name}" for a in node.names}
-    return out
+    """Every module a file imports, at any depth (inside functions too), by the project's one resolver."""
+    from csk.imports import imports_of
+
+    return imports_of(path, ROOT)
 
 
 def _module(path: Path) -> str:

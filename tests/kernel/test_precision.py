@@ -54,6 +54,7 @@ def own_cache(tmp_path, monkeypatch):
 BURN = "import numpy as np\na = np.random.rand(600, 600)\nwhile True:\n    a = np.tanh(a @ a.T / 600)\n"
 
 
+@pytest.mark.slow  # timings under load: never in the default suite (issue 64)
 def test_decision_is_one_answer_under_load():
     """Measured from scratch three times while two other processes keep both cores busy: one answer."""
     burners = [subprocess.Popen([sys.executable, "-c", BURN], env={"OMP_NUM_THREADS": "1", "PATH": ""})
