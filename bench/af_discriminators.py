@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from csk import compute  # noqa: E402
-from tasks.distractors.adversarial import af_loop  # noqa: E402
+from tasks.distractors.adversarial import AFRules, af_loop  # noqa: E402
 from tasks.distractors.discriminators import LinearProbe, TransformerMC  # noqa: E402
 from tasks.distractors.quality import probe_accuracy  # noqa: E402
 from tasks.embed import Embedder  # noqa: E402
@@ -44,8 +44,7 @@ def run_af(name, view, pools, factory, iterations, seed):
         print(f"  [{name}] {msg} ({times[-1] - (times[-2] if len(times) > 1 else start):.1f}s)", flush=True)
 
     start = time.perf_counter()
-    state, history = af_loop(view, pools, factory, n_distractors=4, max_iterations=iterations, window=iterations + 1,
-                             seed=seed, log=log)
+    state, history = af_loop(view, pools, factory, AFRules(n_distractors=4, max_iterations=iterations, window=iterations + 1, seed=seed), log=log)
     return state, history, time.perf_counter() - start
 
 

@@ -241,7 +241,7 @@ class Timed:
 
 def section_af(args, rep: Report, work: Path) -> None:
     import torch
-    from tasks.distractors.adversarial import af_loop, make_discriminator_factory
+    from tasks.distractors.adversarial import AFRules, af_loop, make_discriminator_factory
     from tasks.distractors.discriminators import TokenRows
 
     start = time.perf_counter()
@@ -319,8 +319,7 @@ def section_af(args, rep: Report, work: Path) -> None:
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
-    state, history = af_loop(view, pools, lambda round_seed=0: Timed(make(round_seed), tok, log),
-                             n_distractors=CHOICES - 1, max_iterations=1, window=2, seed=0)
+    state, history = af_loop(view, pools, lambda round_seed=0: Timed(make(round_seed), tok, log), AFRules(n_distractors=CHOICES - 1, max_iterations=1, window=2, seed=0))
     round_s = time.perf_counter() - t0 - log.get("counting_s", 0.0)
     fit_flops = EPOCHS * train_flops(n_params, layers, d, log["train_lengths"])
     score_flops = infer_flops(n_params, layers, d, log["score_lengths"])

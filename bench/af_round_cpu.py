@@ -28,7 +28,7 @@ import pandas as pd  # noqa: E402
 from bench import machine_line, reporter  # noqa: E402
 from csk import compute  # noqa: E402
 from csk.models import resolve_model  # noqa: E402
-from tasks.distractors.adversarial import af_loop  # noqa: E402
+from tasks.distractors.adversarial import AFRules, af_loop  # noqa: E402
 from tasks.distractors.discriminators import CachedTransformerMC, FrozenLower, TransformerMC  # noqa: E402
 
 
@@ -39,7 +39,7 @@ def rounds(view, pools, factory, n, seed):
     def log(msg):
         stamps.append(time.perf_counter())
 
-    _, history = af_loop(view, pools, factory, max_iterations=n, window=n + 1, seed=seed, log=log)
+    _, history = af_loop(view, pools, factory, AFRules(max_iterations=n, window=n + 1, seed=seed), log=log)
     accs = [round(h["held_out_accuracy"], 3) for h in history]
     return np.diff(stamps).tolist(), accs, history
 

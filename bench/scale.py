@@ -678,7 +678,7 @@ def real_pools_section(work: Path) -> dict:
 
 # ------------------------------------------------------------------ AF with the linear probe
 def af_section(sizes=(5000, 20000, 53000), pool_size: int = 12, iterations: int = 1) -> dict:
-    from tasks.distractors.adversarial import af_loop
+    from tasks.distractors.adversarial import AFRules, af_loop
     from tasks.distractors.discriminators import LinearProbe
 
     out = {}
@@ -701,8 +701,7 @@ def af_section(sizes=(5000, 20000, 53000), pool_size: int = 12, iterations: int 
         rows = [{"id": f"i{i}", "group_id": f"dlg{i // 2}", "gold": f"g{i}", "context": f"c{i}"} for i in range(n)]
         view = pd.DataFrame(rows)
         t0 = time.perf_counter()
-        _, history = af_loop(view, pools, lambda v=vectors: LinearProbe(v.__getitem__, seed=0), max_iterations=iterations,
-                             window=iterations + 1)
+        _, history = af_loop(view, pools, lambda v=vectors: LinearProbe(v.__getitem__, seed=0), AFRules(max_iterations=iterations, window=iterations + 1))
         per = (time.perf_counter() - t0) / len(history)
         out[n] = {"seconds_per_iteration": round(per, 1), "held_out_accuracy": round(history[0]["held_out_accuracy"], 3)}
         say(f"   {n:>6} instances: {per:6.1f} s an iteration (goal <= 60 s at 53K), held-out accuracy "

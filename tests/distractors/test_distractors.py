@@ -486,7 +486,7 @@ class TableScorer:
 
 
 def test_paper_rule_swaps_in_only_candidates_above_the_gold_and_the_replaced_one():
-    from tasks.distractors.adversarial import af_loop
+    from tasks.distractors.adversarial import AFRules, af_loop
 
     inst, cands = _af_data()
     items = _items(inst)
@@ -495,8 +495,8 @@ def test_paper_rule_swaps_in_only_candidates_above_the_gold_and_the_replaced_one
     table = dict(zip(cands["candidate"], cands["score"]))
     pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in cands.groupby("instance_id", sort=False)}
     TableScorer.seeds = []
-    state, history = af_loop(items, pools, lambda seed: TableScorer(seed, table), n_distractors=4,
-                             max_iterations=40, swap_rule="paper", min_held_out=2, chance_alpha=1.0)  # the rule alone
+    state, history = af_loop(items, pools, lambda seed: TableScorer(seed, table), AFRules(n_distractors=4, max_iterations=40, swap_rule="paper", min_held_out=2, chance_alpha=1.0,
+                                                                                  max_rewrites=0, max_reuse=0))  # the rule alone: no caps
     rule = dict(zip(cands["id"], cands["rule"]))
     for st in state.values():
         if st["held_out_rounds"]:  # every junk distractor (below the gold) went, for a hard one
@@ -507,8 +507,7 @@ def test_paper_rule_swaps_in_only_candidates_above_the_gold_and_the_replaced_one
     assert len(set(TableScorer.seeds)) == len(history) == len({h["discriminator_seed"] for h in history})
     # with the gold above every candidate nothing is swapped: a swap must make the item harder
     above = {c: -1.0 for c in cands["candidate"]}
-    state, history = af_loop(items, pools, lambda seed: TableScorer(seed, above), n_distractors=4,
-                             max_iterations=6, swap_rule="paper")
+    state, history = af_loop(items, pools, lambda seed: TableScorer(seed, above), AFRules(n_distractors=4, max_iterations=6, swap_rule="paper"))
     assert sum(h["swaps"] for h in history) == 0
 
 
@@ -516,7 +515,7 @@ def test_hellaswag_rounds_redraw_the_learning_rate_and_convergence_knows_samplin
     """HellaSwag's AF re-draws each round's learning rate (a factor in [1/2, 2], logged per round); the
     paper rule keeps it. A cycle's accuracy over a few instances moves by sampling alone: convergence
     allows noise_z standard errors, and with noise_z = 0 only epsilon."""
-    from tasks.distractors.adversarial import af_loop
+    from tasks.distractors.adversarial import AFRules, af_loop
 
     inst, cands = _af_data()
     items = _items(inst)
@@ -527,31 +526,29 @@ def test_hellaswag_rounds_redraw_the_learning_rate_and_convergence_knows_samplin
         scales.append(lr_scale)
         return TableScorer(seed)
 
-    _, history = af_loop(items, pools, make, max_iterations=4, swap_rule="hellaswag", window=9, chance_alpha=1.0)
+    _, history = af_loop(items, pools, make, AFRules(max_iterations=4, swap_rule="hellaswag", window=9, chance_alpha=1.0))
     assert len(set(scales)) == 4 and all(0.5 <= s <= 2.0 for s in scales)
     assert [h["lr_scale"] for h in history] == scales
     scales.clear()
-    _, history = af_loop(items, pools, make, max_iterations=4, swap_rule="paper", window=9)
+    _, history = af_loop(items, pools, make, AFRules(max_iterations=4, swap_rule="paper", window=9))
     assert set(scales) == {1.0}
     half = {c: (1.0 if i % 2 else -1.0) for i, c in enumerate(cands["candidate"])}  # some items right, some wrong
-    _, noisy = af_loop(items, pools, lambda seed: TableScorer(seed, half), max_iterations=30, min_held_out=2)
+    _, noisy = af_loop(items, pools, lambda seed: TableScorer(seed, half), AFRules(max_iterations=30, min_held_out=2))
     p, n = noisy[4]["cycle_accuracy"], sum(h["held_out_instances"] for h in noisy[:5])
     assert 0 < p < 1 and noisy[4]["tolerance"] == pytest.approx(max(0.01, 2 * np.sqrt(p * (1 - p) / n)))
     assert noisy[4]["tolerance"] > 0.01  # a few instances: the sampling error, not epsilon, bounds a change
-    _, strict = af_loop(items, pools, lambda seed: TableScorer(seed, half), max_iterations=30, min_held_out=2,
-                        noise_z=0.0)
+    _, strict = af_loop(items, pools, lambda seed: TableScorer(seed, half), AFRules(max_iterations=30, min_held_out=2, noise_z=0.0))
     assert all(h["tolerance"] == 0.01 for h in strict if "tolerance" in h)
 
 
 def test_af_caps_rewrites_of_the_gold_and_reuse_of_one_text():
-    from tasks.distractors.adversarial import af_loop
+    from tasks.distractors.adversarial import AFRules, af_loop
 
     inst, cands = _af_data()
     items = _items(inst)
     gen = {c: ("lexical" if r == "hard" else "retrieval") for c, r in zip(cands["id"], cands["rule"])}
     pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in cands.groupby("instance_id", sort=False)}
-    state, _ = af_loop(items, pools, lambda seed: TableScorer(seed), n_distractors=4, max_iterations=3,
-                       max_rewrites=2, max_reuse=5, generator_of=gen)
+    state, _ = af_loop(items, pools, lambda seed: TableScorer(seed), AFRules(n_distractors=4, max_iterations=3, max_rewrites=2, max_reuse=5), generator_of=gen)
     text = dict(zip(cands["id"], cands["candidate"]))
     held = pd.Series([text[c] for st in state.values() for c in st["distractors"]]).value_counts()
     junk = held[held.index.isin(cands.loc[cands["rule"] == "junk", "candidate"])]
@@ -568,7 +565,7 @@ def test_the_start_takes_one_rewrite_and_a_reserve_answer_only_for_an_item_it_ca
     one rewrite and an answer of another dialogue (one that names a thing of this dialogue before one that
     names none); never a second rewrite (a near-copy set) while another candidate is at hand; a reserve
     answer (naming a thing the dialogue lacks) only where nothing else is left."""
-    from tasks.distractors.adversarial import af_loop
+    from tasks.distractors.adversarial import AFRules, af_loop
 
     inst, _ = _af_data()
     items = _items(inst).head(12)
@@ -584,8 +581,7 @@ def test_the_start_takes_one_rewrite_and_a_reserve_answer_only_for_an_item_it_ca
         rules.update({c: r for c, _, _, r in own + other + here})
     from tasks.distractors.placement import preference
 
-    state, _ = af_loop(items, pools, lambda seed: TableScorer(seed), n_distractors=2, max_iterations=1,
-                       max_rewrites=1, generator_of=gen, placement_of={c: preference(gen[c], rules[c]) for c in gen})
+    state, _ = af_loop(items, pools, lambda seed: TableScorer(seed), AFRules(n_distractors=2, max_iterations=1, max_rewrites=1), generator_of=gen, placement_of={c: preference(gen[c], rules[c]) for c in gen})
     for k, iid in enumerate(items["id"]):
         start = sorted(gen[c] for c in state[iid]["initial"])
         assert start == (["dialogue", "lexical"] if k % 2 else ["lexical", "retrieval"]), (iid, start)
@@ -595,14 +591,13 @@ def test_the_start_takes_one_rewrite_and_a_reserve_answer_only_for_an_item_it_ca
 def test_an_item_whose_only_candidate_is_a_popular_text_still_gets_it():
     """Rather than an item left out, the last pass of the start lets a text exceed twice max_reuse (the
     manifest counts such texts): a small file's few fitting answers."""
-    from tasks.distractors.adversarial import af_loop
+    from tasks.distractors.adversarial import AFRules, af_loop
 
     inst, _ = _af_data()
     items = _items(inst).head(8)
     pools = {iid: [(f"{iid}/p", "The one answer that fits every item.")] for iid in items["id"]}
     gen = {c: "retrieval" for p in pools.values() for c, _ in p}
-    state, _ = af_loop(items, pools, lambda seed: TableScorer(seed), n_distractors=1, max_iterations=1,
-                       max_reuse=1, generator_of=gen)
+    state, _ = af_loop(items, pools, lambda seed: TableScorer(seed), AFRules(n_distractors=1, max_iterations=1, max_reuse=1), generator_of=gen)
     assert all(len(st["distractors"]) == 1 for st in state.values())
 
 

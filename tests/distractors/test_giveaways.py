@@ -66,7 +66,7 @@ def test_af_swaps_out_distractors_the_choices_alone_give_away():
     """The context discriminator learns nothing (random features); every item starts with negations for
     distractors (the first preferred candidates) and has plain ones in its pool. Without the ending-only
     adversary no round beats chance and the negations stay; with it they are swapped out."""
-    from tasks.distractors.adversarial import af_loop
+    from tasks.distractors.adversarial import AFRules, af_loop
     from tasks.distractors.discriminators import LinearProbe
 
     rng = np.random.default_rng(2)
@@ -81,8 +81,11 @@ def test_af_swaps_out_distractors_the_choices_alone_give_away():
         pools[i] = negations + plain
         placement |= {c: 0 for c, _ in negations} | {c: 3 for c, _ in plain}
     vector = _vector(3)
-    run = lambda ending: af_loop(items, pools, lambda seed: LinearProbe(vector, seed=seed), n_distractors=2,  # noqa: E731
-                                 max_iterations=10, min_held_out=2, placement_of=placement, ending_only=ending, seed=0)
+    def run(ending):
+        return af_loop(items, pools, lambda seed: LinearProbe(vector, seed=seed),
+                       AFRules(n_distractors=2, max_iterations=10, min_held_out=2, seed=0), placement_of=placement,
+                       ending_only=ending)
+
     negated_share = lambda state: np.mean([gv.negated(t) for st in state.values() for c in st["distractors"]  # noqa: E731
                                            for t in [dict(sum(pools.values(), []))[c]]])
     state, history = run(None)
@@ -95,7 +98,7 @@ def test_af_swaps_out_distractors_the_choices_alone_give_away():
 def test_the_rewrite_cap_counts_any_candidate_the_near_copy_rule_reads_as_a_rewrite():
     """A candidate of this dialogue or another that rewrites a correct answer (word Jaccard >= 0.5) counts
     against max_rewrites like a lexical rewrite: the start takes no second one while others are at hand."""
-    from tasks.distractors.adversarial import af_loop
+    from tasks.distractors.adversarial import AFRules, af_loop
 
     gold = "The speaker buys a new red car for the trip."
     items = pd.DataFrame({"id": ["i0", "i1"], "group_id": ["g0", "g1"], "context": ["c0", "c1"], "gold": [gold] * 2})
@@ -104,8 +107,7 @@ def test_the_rewrite_cap_counts_any_candidate_the_near_copy_rule_reads_as_a_rewr
             ("{i}/c", "The listener worries about the cost of the journey.")]  # dialogue answer
     pools = {i: [(c.format(i=i), t) for c, t in pool] for i in items["id"]}
     gen = {f"{i}/{x}": g for i in items["id"] for x, g in zip("abc", ("lexical", "dialogue", "dialogue"))}
-    state, _ = af_loop(items, pools, lambda seed: None, n_distractors=2, max_iterations=0, max_rewrites=1,
-                       generator_of=gen, placement_of={c: 0 for c in gen}, other_correct={"i0": [], "i1": []})
+    state, _ = af_loop(items, pools, lambda seed: None, AFRules(n_distractors=2, max_iterations=0, max_rewrites=1), generator_of=gen, placement_of={c: 0 for c in gen}, other_correct={"i0": [], "i1": []})
     for i in items["id"]:
         assert f"{i}/c" in state[i]["initial"] and len(state[i]["initial"]) == 2
 

@@ -135,20 +135,18 @@ def test_af_makes_no_swap_where_its_discriminator_cannot_beat_chance():
     """A round's test has a false-positive rate of chance_alpha (1%): on random features a round swaps
     about once in a hundred; on these draws none does, and the start (in place) is the result. With the
     test off, the same noise swaps."""
-    from tasks.distractors.adversarial import af_loop
+    from tasks.distractors.adversarial import AFRules, af_loop
     from tasks.distractors.discriminators import LinearProbe
 
     items, pools = _chance_items()
     for features in (1, 2, 3):
         vector = _random_features(features)
-        state, history = af_loop(items, pools, lambda seed, v=vector: LinearProbe(v, seed=seed), n_distractors=3,
-                                 max_iterations=8, min_held_out=1)
+        state, history = af_loop(items, pools, lambda seed, v=vector: LinearProbe(v, seed=seed), AFRules(n_distractors=3, max_iterations=8, min_held_out=1))
         assert sum(h["swaps"] for h in history) == 0
         assert all(st["distractors"] == st["initial"] for st in state.values())  # the in-place start, kept
         assert all("not better than chance" in h["no_swaps"] and h["p_vs_chance"] >= 0.01 for h in history)
     vector = _random_features(1)
-    _, noisy = af_loop(items, pools, lambda seed: LinearProbe(vector, seed=seed), n_distractors=3,
-                       max_iterations=8, min_held_out=1, chance_alpha=1.0)
+    _, noisy = af_loop(items, pools, lambda seed: LinearProbe(vector, seed=seed), AFRules(n_distractors=3, max_iterations=8, min_held_out=1, chance_alpha=1.0))
     assert sum(h["swaps"] for h in noisy) > 0
 
 
@@ -237,7 +235,7 @@ def test_af_resumes_from_its_checkpoint_with_the_bytes_of_an_uninterrupted_run(t
 
     from csk.runtime import StageContext
     from csk.store import Store
-    from tasks.distractors.adversarial import af_loop
+    from tasks.distractors.adversarial import AFRules, af_loop
     from tasks.distractors.discriminators import LinearProbe
 
     items, pools = _chance_items()
@@ -251,8 +249,8 @@ def test_af_resumes_from_its_checkpoint_with_the_bytes_of_an_uninterrupted_run(t
         fitted.append(seed)
         return LinearProbe(vector, seed=seed)
 
-    run = dict(n_distractors=3, max_iterations=6, min_held_out=1, chance_alpha=1.0)  # noise swaps: state moves
-    whole, whole_history = af_loop(items, pools, make, **run)
+    run = AFRules(n_distractors=3, max_iterations=6, min_held_out=1, chance_alpha=1.0)  # noise swaps: state moves
+    whole, whole_history = af_loop(items, pools, make, run)
     assert sum(h["swaps"] for h in whole_history) > 0 and len(whole_history) == 6
     rounds_whole = list(fitted)
 
@@ -269,17 +267,17 @@ def test_af_resumes_from_its_checkpoint_with_the_bytes_of_an_uninterrupted_run(t
     checkpoint.save = dies_after_round_2
     fitted.clear()
     with pytest.raises(_Killed):
-        af_loop(items, pools, make, checkpoint=checkpoint, **run)
+        af_loop(items, pools, make, run, checkpoint=checkpoint)
     assert fitted == rounds_whole[:2] and checkpoint.load()["history"] == whole_history[:2]
     fitted.clear()
     resumed_ctx = StageContext(Store(tmp_path / "store"), "distractors", "adversarial_filter", key="k" * 24)
-    state, history = af_loop(items, pools, make, checkpoint=resumed_ctx.checkpoint("af"), **run)
+    state, history = af_loop(items, pools, make, run, checkpoint=resumed_ctx.checkpoint("af"))
     assert fitted == rounds_whole[2:]  # rounds 1-2 were not fitted again
     assert resumed_ctx.resumed == {"adversarial_filter_rounds": [1, 2]}
     assert history == whole_history and state == whole
     # a finished loop's checkpoint resumes to its end: no round is run again
     fitted.clear()
-    again, _ = af_loop(items, pools, make, checkpoint=resumed_ctx.checkpoint("af"), **run)
+    again, _ = af_loop(items, pools, make, run, checkpoint=resumed_ctx.checkpoint("af"))
     assert fitted == [] and again == whole
 
 
@@ -316,16 +314,16 @@ def test_af_at_chance_stops_by_a_sequential_test_before_a_whole_cycle():
     """Wald's SPRT over the rounds at chance: with a discriminator at chance every adversary is found at chance (not at
     HellaSwag's two-swap accuracy, 0.575) within a few rounds of 240 items, before a whole cycle of five;
     a discriminator that orders the gold first is never stopped by it."""
-    from tasks.distractors.adversarial import FUTILE_AGAINST, af_loop, futility_llr
+    from tasks.distractors.adversarial import FUTILE_AGAINST, AFRules, af_loop, futility_llr
 
     assert futility_llr([2] * 50, [4] * 50) < 0 < futility_llr([4] * 50, [4] * 50)  # at chance vs always right
     assert futility_llr([0], [0]) == 0.0 and 0.5 < FUTILE_AGAINST < 0.6
     items, pools = _chance_items(240)
-    _, history = af_loop(items, pools, lambda seed: _Coin(seed), n_distractors=3, max_iterations=10, min_held_out=1)
+    _, history = af_loop(items, pools, lambda seed: _Coin(seed), AFRules(n_distractors=3, max_iterations=10, min_held_out=1))
     assert len(history) < 5 and "Wald's SPRT" in history[-1]["stop"], [h.get("stop") for h in history]
     assert history[-1]["futility"]["discriminator"] <= np.log(0.2 / 0.99)
     inst, cands = _items_where_the_gold_is_plain(60)
-    _, right = af_loop(inst, cands, lambda seed: _GoldFirst(), n_distractors=3, max_iterations=6, min_held_out=1)
+    _, right = af_loop(inst, cands, lambda seed: _GoldFirst(), AFRules(n_distractors=3, max_iterations=6, min_held_out=1))
     assert not any("SPRT" in str(h.get("stop")) for h in right) and not any("futility" in h for h in right)
 
 
