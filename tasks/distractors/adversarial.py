@@ -20,7 +20,8 @@ left; `max_iterations` is only a safety cap (CICERO converged after 14).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 from typing import Callable, Literal
 
 import numpy as np
@@ -645,50 +646,23 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
             can reject from the choices alone is swapped out like one the discriminator rejects
     """
     if preset:
-        import inspect
-
-        defaults = {k: p.default for k, p in inspect.signature(adversarial_filter).parameters.items()}
-        keys = list(AF_PRESETS.get(preset, {}))
-        s = apply_preset(preset, {k: v for k, v in locals().items() if k in keys}, defaults)
-        discriminator, epochs, lr, batch_size, n_distractors, max_length = (
-            s["discriminator"], s["epochs"], s["lr"], s["batch_size"], s["n_distractors"], s["max_length"])
-        if model == defaults["model"]:
-            raise ConfigError(f"adversarial_filter: preset = {preset!r} is the paper's roberta-large discriminator; "
-                              f"set model to a roberta-large directory (the default {model} is a small encoder)")
-    view = instances
+        discriminator, epochs, lr, batch_size, n_distractors, max_length = _with_preset(preset, model, locals())
     pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in candidates.groupby("instance_id", sort=False)}
-    # Published choices all correct: no slot to fill, the item passes as published (it trains no
-    # discriminator: it has no wrong choice to tell apart)
-    as_published = [i for i, r in zip(view["id"], view.itertuples()) if "n_distractors" in view.columns
-                    and slots_of(r, n_distractors) == 0]
-    has_pool = view["id"].isin([k for k, v in pools.items() if v]) & ~view["id"].isin(as_published)
-    rejected = instances[~has_pool.values & ~view["id"].isin(as_published).values].assign(
-        reason_code="no_candidate", reason="no candidate survived the candidate filter")
-    # An item whose published slots outnumber its whole pool can never be filled: rejected before round 1
-    # (it would fail the rebuilt file's full number of choices only after the whole loop)
-    short = [(r.id, len(pools[r.id]), slots_of(r, n_distractors)) for r in view[has_pool.values].itertuples()
-             if "n_distractors" in view.columns and len(pools[r.id]) < slots_of(r, n_distractors)]
-    if short:
-        rejected = pd.concat([rejected, pd.DataFrame([
-            {"id": i, "reason_code": "too_few_candidates",
-             "reason": f"{n} candidate(s) left after the filters, {k} published slot(s) to fill"} for i, n, k in short])],
-            ignore_index=True)
-        has_pool &= ~view["id"].isin([i for i, _, _ in short])
-    passed = view[view["id"].isin(as_published)]
-    view = view[has_pool.values].reset_index(drop=True)
-    import logging
-
+    view, passed, rejected, before_round_1 = settle_before_round_1(instances, pools, n_distractors)
     # AF holds out one fold of the groups (dialogues) per round: with fewer groups than folds a round has
     # nothing to train on or to judge. Such a set (a first batch of answers) keeps its initial draw.
-    folds = max(2, int(round(1 / held_out))) if held_out > 0 else 2
+    rules = AFRules(n_distractors=n_distractors, max_iterations=max_iterations, held_out=held_out,
+                    max_swaps=max_swaps, swap_rule=swap_rule, window=window, epsilon=epsilon, noise_z=noise_z,
+                    min_held_out=min_held_out, chance_alpha=chance_alpha, max_rewrites=max_rewrites,
+                    max_reuse=max_reuse, seed=seed)
     groups = int(view["group_id"].nunique())
     passed_through = None
-    if groups < folds:
+    if groups < rules.folds:
         passed_through = (f"adversarial filtering passed its instances through: {groups} dialogue(s) have candidates, "
-                          f"fewer than the {folds} folds it holds out in turn (held_out = {held_out}); each "
+                          f"fewer than the {rules.folds} folds it holds out in turn (held_out = {held_out}); each "
                           f"instance keeps its initial draw from its pool, no discriminator was trained")
         logging.getLogger("csk").warning(passed_through)
-        max_iterations = 0
+        rules = replace(rules, max_iterations=0)
     reads: dict = {"note": "passed through: no model read the dialogues"}
     if not passed_through:
         # The discriminator reads question, target and the utterances nearest the target, as many as its
@@ -714,17 +688,74 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
     factory = None if passed_through else make_discriminator_factory(
         discriminator, model=model, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, vector=vector, ctx=ctx,
         trainable_layers=trainable_layers, max_length=max_length, checkpoint=checkpoint)
-    rules = AFRules(n_distractors=n_distractors, max_iterations=max_iterations, held_out=held_out,
-                    max_swaps=max_swaps, swap_rule=swap_rule, window=window, epsilon=epsilon, noise_z=noise_z,
-                    min_held_out=min_held_out, chance_alpha=chance_alpha, max_rewrites=max_rewrites,
-                    max_reuse=max_reuse, seed=seed)
+    placement_of = (dict(zip(candidates["id"], candidates["placement"].map(named)))
+                    if "placement" in candidates.columns else  # as counterfactuals declared it
+                    {c: preference(g, r) for c, g, r in zip(candidates["id"], candidates["generator"], candidates["rule"])})
     state, history = af_loop(view, pools, factory, rules, generator_of=dict(zip(candidates["id"], candidates["generator"])),
-                             placement_of=(dict(zip(candidates["id"], candidates["placement"].map(named)))
-                                           if "placement" in candidates.columns else  # as counterfactuals declared it
-                                           {c: preference(g, r) for c, g, r in zip(candidates["id"], candidates["generator"],
-                                                                                   candidates["rule"])}),
-                             ending_only=ending, other_correct=other_correct,
+                             placement_of=placement_of, ending_only=ending, other_correct=other_correct,
                              log=logging.getLogger("csk").info, checkpoint=checkpoint)
+    data, unfilled = af_rows(view, passed, state, candidates)
+    rejected = pd.concat([r for r in (rejected, unfilled) if len(r)], ignore_index=True) if len(unfilled) else rejected
+    return _af_report(data, rejected, len(instances), state, history, candidates, other_correct, vector, reads,
+                      notes={**({"passed_through": passed_through} if passed_through else {}),
+                             "discriminator": discriminator, "preset": preset or None,
+                             "as_published": len(passed),  # every published choice correct: nothing to rebuild
+                             "rejected_before_round_1": before_round_1,  # items no round could fill
+                             "swap_rule": swap_rule, "max_rewrites": max_rewrites, "max_reuse": max_reuse,
+                             "ending_only": ("a second adversary: logistic regression on each choice's embedding, "
+                                             "its mean and highest cosine to its set, negation; no dialogue")
+                             if ending_only else None})
+
+
+def _with_preset(preset: str, model: str, given: dict) -> tuple:
+    """The preset's settings for those left at their defaults (discriminator, epochs, lr, batch_size,
+    n_distractors, max_length)."""
+    import inspect
+
+    defaults = {k: p.default for k, p in inspect.signature(adversarial_filter).parameters.items()}
+    keys = list(AF_PRESETS.get(preset, {}))
+    s = apply_preset(preset, {k: v for k, v in given.items() if k in keys}, defaults)
+    if model == defaults["model"]:
+        raise ConfigError(f"adversarial_filter: preset = {preset!r} is the paper's roberta-large discriminator; "
+                          f"set model to a roberta-large directory (the default {model} is a small encoder)")
+    return s["discriminator"], s["epochs"], s["lr"], s["batch_size"], s["n_distractors"], s["max_length"]
+
+
+def settle_before_round_1(instances: pd.DataFrame, pools: dict[str, list], n_distractors: int
+                          ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, int]]:
+    """The items AF can act on, and the rest settled before round 1: (AF's instances, those passed as
+    published, those rejected with their reason, the rejected counts by reason).
+
+    An item whose published choices are all correct has no slot to fill: it passes as published (it trains
+    no discriminator: it has no wrong choice to tell apart). An item with no candidate left, or whose
+    published slots outnumber its whole pool, can never be filled: rejected now (it would fail the rebuilt
+    file's full number of choices only after the whole loop)."""
+    view = instances
+    own = "n_distractors" in view.columns
+    as_published = [i for i, r in zip(view["id"], view.itertuples()) if own and slots_of(r, n_distractors) == 0]
+    has_pool = view["id"].isin([k for k, v in pools.items() if v]) & ~view["id"].isin(as_published)
+    rejected = instances[~has_pool.values & ~view["id"].isin(as_published).values].assign(
+        reason_code="no_candidate", reason="no candidate survived the candidate filter")
+    short = [(r.id, len(pools[r.id]), slots_of(r, n_distractors)) for r in view[has_pool.values].itertuples()
+             if own and len(pools[r.id]) < slots_of(r, n_distractors)]
+    if short:
+        rejected = pd.concat([rejected, pd.DataFrame([
+            {"id": i, "reason_code": "too_few_candidates",
+             "reason": f"{n} candidate(s) left after the filters, {k} published slot(s) to fill"} for i, n, k in short])],
+            ignore_index=True)
+        has_pool &= ~view["id"].isin([i for i, _, _ in short])
+    counts = {"no_candidate": int((rejected["reason_code"] == "no_candidate").sum()), "too_few_candidates": len(short)}
+    return view[has_pool.values].reset_index(drop=True), view[view["id"].isin(as_published)], rejected, counts
+
+
+AF_COLUMNS = ["id", "group_id", "gold", "distractor_ids", "distractors", "distractor_rules", "distractor_generators",
+              "distractor_rationales", "swaps", "unused_left", "initial_kept", "as_published"]
+
+
+def af_rows(view: pd.DataFrame, passed: pd.DataFrame, state: dict[str, dict], candidates: pd.DataFrame
+            ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """AF's data (each instance's final distractors with their rule, generator and rationale; the items
+    passed as published without any) and the instances it could not fill, with their reason."""
     text = dict(zip(candidates["id"], candidates["candidate"]))
     rule = dict(zip(candidates["id"], candidates["rule"]))
     generator = dict(zip(candidates["id"], candidates["generator"]))
@@ -746,12 +777,15 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
     rows += [{"id": r.id, "group_id": r.group_id, "gold": r.gold, "distractor_ids": [], "distractors": [],
               "distractor_rules": [], "distractor_generators": [], "distractor_rationales": [], "swaps": 0,
               "unused_left": 0, "initial_kept": 0, "as_published": True} for r in passed.itertuples()]
-    data = pd.DataFrame(rows, columns=["id", "group_id", "gold", "distractor_ids", "distractors", "distractor_rules",
-                                       "distractor_generators", "distractor_rationales", "swaps", "unused_left",
-                                       "initial_kept", "as_published"])
-    if capped:
-        rejected = pd.concat([rejected, pd.DataFrame(capped)], ignore_index=True) if len(rejected) else \
-            pd.DataFrame(capped)
+    return pd.DataFrame(rows, columns=AF_COLUMNS), pd.DataFrame(capped, columns=["id", "reason_code", "reason"])
+
+
+def _af_report(data: pd.DataFrame, rejected: pd.DataFrame, rows_in: int, state: dict[str, dict], history: list[dict],
+               candidates: pd.DataFrame, other_correct: dict[str, list[str]], vector, reads: dict,
+               notes: dict) -> StageOutput:
+    """AF's bookkeeping: each instance's assignment history, the giveaways of the final sets, how often
+    each instance was held out, text reuse, the plots, the card's lines and the history table."""
+    max_reuse = notes["max_reuse"]
     # each instance's assignment history: the rounds it was held out and the rounds a swap changed it
     per_instance = pd.DataFrame([{"id": iid, "held_out": len(st["held_out_rounds"]),
                                   "held_out_rounds": st["held_out_rounds"], "swaps": st["swaps"],
@@ -783,26 +817,23 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
     plot = line_png([h["iteration"] for h in history],
                     {"held-out accuracy": [h["held_out_accuracy"] for h in history],
                      "pairwise accuracy": [h["pairwise_accuracy"] for h in history]},
-                    f"adversarial filtering ({discriminator})", "iteration", "accuracy")
-    return StageOutput(data=data, rejected=rejected if len(rejected) else None, rows_in=len(instances),
+                    f"adversarial filtering ({notes['discriminator']})", "iteration", "accuracy")
+    return StageOutput(data=data, rejected=rejected if len(rejected) else None, rows_in=rows_in,
                        files={"af_accuracy.png": plot, "af_held_out.png": held_plot,
                               "af_instances.parquet": to_parquet_bytes(per_instance)},
-                       notes={**({"passed_through": passed_through} if passed_through else {}),
-                              "discriminator": discriminator, "preset": preset or None, "iterations": len(history),
+                       notes={**{k: notes[k] for k in ("passed_through",) if k in notes},
+                              "discriminator": notes["discriminator"], "preset": notes["preset"],
+                              "iterations": len(history),
                               "stopped": history[-1].get("stop") if history else None, "history": history,
-                              "as_published": len(passed),  # every published choice correct: nothing to rebuild
-                              # checked before round 1: items no round could fill
-                              "rejected_before_round_1": {"no_candidate": int((~has_pool.values & ~instances["id"].isin(
-                                  as_published).values).sum()) - len(short), "too_few_candidates": len(short)},
+                              "as_published": notes["as_published"],
+                              "rejected_before_round_1": notes["rejected_before_round_1"],
                               "held_out_times": coverage, "af_instances": "af_instances.parquet",
-                              "swap_rule": swap_rule, "max_rewrites": max_rewrites, "max_reuse": max_reuse,
-                              "ending_only": ("a second adversary: logistic regression on each choice's embedding, "
-                                              "its mean and highest cosine to its set, negation; no dialogue")
-                              if ending_only else None,
+                              "swap_rule": notes["swap_rule"], "max_rewrites": notes["max_rewrites"],
+                              "max_reuse": max_reuse, "ending_only": notes["ending_only"],
                               # how much of each dialogue the discriminator read (its window, its tokenizer)
                               "reads": {"discriminator": reads},
                               "giveaways": giveaways,
-                              "card": _card_lines(data, history, reads, len(passed)) + (
+                              "card": _card_lines(data, history, reads, notes["as_published"]) + (
                                   [f"Final sets that give a correct answer away without the dialogue: near-copy sets "
                                    f"{giveaways['near_copy_sets']} of {giveaways['sets']}"
                                    + (f", a correct answer at the centre of its set {giveaways['centre_is_correct']}"
