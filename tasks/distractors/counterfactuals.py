@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -594,36 +596,57 @@ def counterfactuals(instances: pd.DataFrame, *,
     # the question type each item asks (the relation its question names) and its written answers
     kind = {i: question_type(q, question_time) for i, q in zip(view["id"], view["question"].astype(str))}
     answers = dict(zip(view["id"], written_answers(view)))
-    responses: list[dict] = []  # one row per server request, for the artifact and lineage
-    sent = {"requests": 0}
+    said = Said()  # what the generators report beside their candidates
+    make = {
+        "lexical": partial(lexical_pools, view, conceptnet_db=conceptnet_db, max_per_answer=max_per_answer,
+                           seed=seed, fluency=fluency, rejected=said.disfluent, checked=said.checked,
+                           rules=tuple(lexical_rules)),
+        "t5": partial(t5_pools, view, model=model, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
+                      batch_size=batch_size, seed=seed, ctx=ctx),
+        "file": partial(file_pools, view, candidates=candidates),
+        "dialogue": partial(dialogue_pools, view, min_gap=dialogue_min_gap, time=question_time,
+                            left_out=said.type_left_out),
+        "grounded": partial(grounded_pools, view, rules=tuple(grounded_rules), per_rule=grounded_per_rule,
+                            fluency=fluency, rejected=said.disfluent, checked=said.checked),
+        "server": partial(said.served, view, spec=server, kind=kind, answers=answers, seed=seed,
+                          cache_dir=ctx.cache_dir if ctx is not None else None),
+        "retrieval": partial(retrieval_pools, view, embed=embed, depth=retrieval_depth, ctx=ctx,
+                             foreign=retrieval_foreign, left_out=said.foreign_left_out, time=question_time),
+    }
+    pools, added = fill_pools(view, generators, make, min_pool=min_pool, fluency=fluency, said=said)
+    data = candidate_rows(view, pools, kind, answers)
+    if said.responses and ctx is not None:
+        ctx.record_model("counterfactual-generator", None, None, kind="served chat model", served_as=server.model,
+                         temperature=server.temperature, candidates=server.candidates)
+    return _counterfactuals_report(view, data, said, added, kind, generators=generators, lexical_rules=lexical_rules,
+                                   retrieval_foreign=retrieval_foreign, min_pool=min_pool, server=server)
 
-    def served_pools():
-        pools, sent["requests"] = server_pools(view, spec=server, kind=kind, answers=answers, seed=seed,
-                                               cache_dir=ctx.cache_dir if ctx is not None else None,
-                                               rejected=server_rejected, responses=responses)
+
+@dataclass
+class Said:
+    """What the generators report beside their candidates, gathered for the stage's rejected rows and
+    manifest: rewrites the fluency checks left out (`disfluent`, with every rewrite checked), answers passed
+    over (naming a foreign thing, of another question type) per instance, and the server's requests."""
+
+    disfluent: list[dict] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    foreign_left_out: dict[str, int] = field(default_factory=dict)
+    type_left_out: dict[str, int] = field(default_factory=dict)
+    server_rejected: list[dict] = field(default_factory=list)
+    responses: list[dict] = field(default_factory=list)  # one row per server request: the artifact, lineage
+    sent: int = 0
+
+    def served(self, view: pd.DataFrame, **settings) -> Pool:
+        pools, self.sent = server_pools(view, rejected=self.server_rejected, responses=self.responses, **settings)
         return pools
 
-    server_rejected: list[dict] = []
-    make = {
-        "lexical": lambda: lexical_pools(view, conceptnet_db=conceptnet_db, max_per_answer=max_per_answer, seed=seed,
-                                         fluency=fluency, rejected=disfluent, checked=checked,
-                                         rules=tuple(lexical_rules)),
-        "t5": lambda: t5_pools(view, model=model, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
-                               batch_size=batch_size, seed=seed, ctx=ctx),
-        "file": lambda: file_pools(view, candidates=candidates),
-        "dialogue": lambda: dialogue_pools(view, min_gap=dialogue_min_gap, time=question_time,
-                                           left_out=type_left_out),
-        "grounded": lambda: grounded_pools(view, rules=tuple(grounded_rules), per_rule=grounded_per_rule,
-                                           fluency=fluency, rejected=disfluent, checked=checked),
-        "server": lambda: served_pools(),
-        "retrieval": lambda: retrieval_pools(view, embed=embed, depth=retrieval_depth, ctx=ctx,
-                                             foreign=retrieval_foreign, left_out=foreign_left_out,
-                                             time=question_time),
-    }
-    foreign_left_out: dict[str, int] = {}
-    type_left_out: dict[str, int] = {}  # answers of another question type passed over, per instance
-    disfluent: list[dict] = []
-    checked: list[str] = []
+
+def fill_pools(view: pd.DataFrame, generators: list[str], make: dict, *, min_pool: int, fluency: bool,
+               said: Said) -> tuple[dict[str, list[tuple[str, str, str]]], dict[str, int]]:
+    """Each instance's pool, (generator, rule, text) in the generators' order: the first gives all its
+    candidates, each next one fills the pools still below `min_pool` (a reserve answer kept beside, outside
+    it); a text already in the pool (or the gold) is not taken twice. Returns the pools and how many each
+    generator added."""
     pools: dict[str, list[tuple[str, str, str]]] = {i: [] for i in view["id"]}
     seen = {i: {g.strip().lower()} for i, g in zip(view["id"], view["gold"])}
     added: dict[str, int] = {}
@@ -634,7 +657,7 @@ def counterfactuals(instances: pd.DataFrame, *,
             break
         made = make[name]()
         if fluency and name in ("dialogue", "retrieval"):  # human-written: typos and all
-            made = spelled(made, view, name, disfluent, checked)
+            made = spelled(made, view, name, said.disfluent, said.checked)
         for iid, found in made.items():
             room = len(found) if k == 0 else max(0, min_pool - len(pools[iid]))
             for rule, text in found:
@@ -647,24 +670,41 @@ def counterfactuals(instances: pd.DataFrame, *,
                     pools[iid].append((name, rule, text))
                     added[name] = added.get(name, 0) + 1
                     room -= not spare
+    return pools, added
+
+
+CANDIDATE_COLUMNS = ["id", "instance_id", "gold", "candidate", "generator", "rule", "rationale", "question_type",
+                     "item_question_type", "written_for", "placement"]
+WRITTEN_ELSEWHERE = ("dialogue", "retrieval")  # generators whose candidates are answers written for another item
+
+
+def candidate_rows(view: pd.DataFrame, pools: dict[str, list[tuple[str, str, str]]], kind: dict[str, str | None],
+                   answers: dict[str, list[str]]) -> pd.DataFrame:
+    """One row per candidate. Every candidate states the question type it answers (a rewrite or a
+    generator's output that of its own item; an answer of this or another dialogue that of the item it was
+    written for, which its rule names), the item it was written for (`csk lineage` follows it), and where it
+    was written (`placement`, declared once here for AF's order, placement.PREFERENCE)."""
     gold = dict(zip(view["id"], view["gold"]))
-    # Every candidate states the question type it answers: a rewrite or a generator's output that of its own
-    # item; an answer of this or another dialogue that of the item it was written for (the rule names it)
-    written_for = lambda iid, name, rule: kind.get(str(rule).rsplit(":", 1)[-1]) \
-        if name in ("dialogue", "retrieval") else kind[iid]  # noqa: E731
-    # the item whose answer a candidate comes from: another item's (an answer of this or another dialogue), or
-    # its own (a rewrite of its correct answer, a generator's output for it): `csk lineage` follows it
-    origin = lambda iid, name, rule: str(rule).rsplit(":", 1)[-1] if name in ("dialogue", "retrieval") else iid  # noqa: E731
+
+    def written_for(iid: str, name: str, rule: str) -> str:
+        return str(rule).rsplit(":", 1)[-1] if name in WRITTEN_ELSEWHERE else iid
+
     rows = [{"id": f"{iid}/cf{k:03d}", "instance_id": iid, "gold": gold[iid], "candidate": text, "generator": name,
              "rule": rule, "rationale": _rationale(name, rule, answers[iid], text),
-             "question_type": written_for(iid, name, rule), "item_question_type": kind[iid],
-             "written_for": origin(iid, name, rule),
-             # where it was written, declared once here for AF's order (placement.PREFERENCE), not re-read from
-             # the rule's words downstream
+             "question_type": kind.get(written_for(iid, name, rule)) if name in WRITTEN_ELSEWHERE else kind[iid],
+             "item_question_type": kind[iid], "written_for": written_for(iid, name, rule),
              "placement": PREFERENCE[preference(name, rule)][0]}
             for iid, pool in pools.items() for k, (name, rule, text) in enumerate(pool)]
-    data = pd.DataFrame(rows, columns=["id", "instance_id", "gold", "candidate", "generator", "rule", "rationale",
-                                       "question_type", "item_question_type", "written_for", "placement"])
+    return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
+
+
+def _counterfactuals_report(view: pd.DataFrame, data: pd.DataFrame, said: Said, added: dict[str, int],
+                            kind: dict[str, str | None], *, generators: list[str], lexical_rules: list[str],
+                            retrieval_foreign: bool, min_pool: int, server: ServerSpec) -> StageOutput:
+    """The stage's bookkeeping: pools by generator and placement, question types, what was left out, the
+    card's lines, the fluency report, the rejected rows with their reasons, the per-instance yields and the
+    server's requests."""
+    gold = dict(zip(view["id"], view["gold"]))
     per = data.groupby("instance_id").size().reindex(view["id"], fill_value=0)
     tiers = pd.Series([tier(g, r) for g, r in zip(data["generator"], data["rule"])], index=data.index, dtype=object)
     in_place = data[tiers.isin(IN_PLACE)].groupby("instance_id").size().reindex(view["id"], fill_value=0)
@@ -689,12 +729,12 @@ def counterfactuals(instances: pd.DataFrame, *,
              "question_types": {str(k): int(v) for k, v in pd.Series(list(kind.values()), dtype=object)
                                 .fillna("unknown").value_counts().sort_index().items()},
              # this dialogue's answers to another type of question, not offered
-             "question_type_left_out": {"candidates": int(sum(type_left_out.values())),
-                                        "instances": len(type_left_out)},
+             "question_type_left_out": {"candidates": int(sum(said.type_left_out.values())),
+                                        "instances": len(said.type_left_out)},
              "question_type_mismatches": int(((data["question_type"] != data["item_question_type"]) &
                                               data["question_type"].notna() & data["item_question_type"].notna()).sum()),
-             "retrieval_foreign_left_out": {"candidates": int(sum(foreign_left_out.values())),
-                                            "instances": len(foreign_left_out),
+             "retrieval_foreign_left_out": {"candidates": int(sum(said.foreign_left_out.values())),
+                                            "instances": len(said.foreign_left_out),
                                             "allowed": bool(retrieval_foreign),
                                             # kept beside the pool, only to fill an item left short
                                             "reserve": int(data["rule"].map(lambda r: mark("retrieval", r) ==
@@ -702,63 +742,65 @@ def counterfactuals(instances: pd.DataFrame, *,
              "instances_without_candidates": int((per == 0).sum()), "mean_pool": float(per.mean()) if len(per) else 0.0,
              "median_pool": float(per.median()) if len(per) else 0.0, "min_pool": min_pool,
              "samples": _samples(data)}
-    # the card's lines: where each item's candidates were written (tasks/distractors/placement.py)
-    notes["card"] = [
-        "Pool per item by placement (min / median / max; items with none): " + "; ".join(
-            f"{t} {q['min']} / {q['median']:g} / {q['max']} ({q['none']} none)"
-            for t, q in notes["pool_by_placement"].items()) + f"; in place (rewrites and this dialogue's answers): "
-        f"median {notes['in_place_per_instance']['median']:g}.",
-        "Pool per item by generator (median): " + ", ".join(f"{g} {q['median']:g}"
-                                                            for g, q in notes["pool_by_generator"].items()) + "; "
-        "candidates by generator: " + ", ".join(f"{g} {n} ({100 * n / max(len(data), 1):.1f}%)"
-                                               for g, n in sorted(added.items())) + ".",
-        f"Answers of other dialogues naming a thing this dialogue never names: "
-        f"{'offered last' if retrieval_foreign else 'left out'} ({notes['retrieval_foreign_left_out']['candidates']} "
-        f"passed over for {notes['retrieval_foreign_left_out']['instances']} items"
-        + ("" if retrieval_foreign else f"; {notes['retrieval_foreign_left_out']['reserve']} kept in reserve for an "
-           "item the rest cannot fill") + ").",
-        f"This dialogue's answers to another type of question (an emotion offered as a motivation): left out "
-        f"({notes['question_type_left_out']['candidates']} passed over); candidates answering another type than "
-        f"their item's: {notes['question_type_mismatches']}.",
-    ]
-    report = fluency_report(checked, disfluent) if checked else []
+    notes["card"] = _card_lines(notes, added, len(data), retrieval_foreign)
+    report = fluency_report(said.checked, said.disfluent) if said.checked else []
     if report:
         notes["fluency"] = report  # each rule's losses to each check (the rewrites themselves: rejected rows)
-        notes["fluency_checked"] = len(checked)
-        notes["fluency_rejected"] = len(disfluent)
+        notes["fluency_checked"] = len(said.checked)
+        notes["fluency_rejected"] = len(said.disfluent)
         notes["fluency_rejected_by_check"] = {c: sum(r["rejected"] for r in report if r["check"] == c)
                                               for c in sorted({r["check"] for r in report})}
     empty = per[per == 0].index.tolist()
     parts = [pd.DataFrame({"id": empty, "instance_id": empty, "reason_code": "no_candidate",
                            "reason": f"no generator of {list(generators)} produced an alternative to this answer"})] \
         if empty else []
-    if disfluent:  # rewrites the fluency checks left out, each under its instance with the rule that made it
+    if said.disfluent:  # rewrites the fluency checks left out, each under its instance with the rule that made it
         rows_out = [{"id": f"{r['instance_id']}/disfluent{k:03d}", "instance_id": r["instance_id"],
                      "reason_code": f"fluency_{r['check']}", "reason": r["reason"], "gold": r["gold"],
                      "candidate": r["candidate"], "generator": r.get("generator", "lexical"), "rule": r["rule"]}
-                    for k, r in enumerate(disfluent)]
+                    for k, r in enumerate(said.disfluent)]
         parts.append(pd.DataFrame(rows_out))
-    if server_rejected:  # responses and candidates of the server that could not be used, with the reason
+    if said.server_rejected:  # responses and candidates of the server that could not be used, with the reason
         parts.append(pd.DataFrame([{**r, "gold": gold[r["instance_id"]], "generator": "server"}
-                                   for r in server_rejected]))
+                                   for r in said.server_rejected]))
     rejected = pd.concat(parts, ignore_index=True) if parts else None
     # every generator's yield per instance: where a pool came up short, and why
     files = {"pool_per_instance.parquet": to_parquet_bytes(pd.DataFrame(_per_instance(view, data, generators)))}
     notes["pool_per_instance"] = "pool_per_instance.parquet"
-    if responses:  # every server request and its response: a candidate's rule names its request
-        files["server_responses.parquet"] = to_parquet_bytes(pd.DataFrame(responses))
-        notes["server"] = {"model": server.model, "requests": len({r["request"] for r in responses}),
-                           "sent_this_run": sent["requests"], "responses": "server_responses.parquet",
-                           "rejected": {k: int(v) for k, v in pd.Series([r["reason_code"] for r in server_rejected],
+    if said.responses:  # every server request and its response: a candidate's rule names its request
+        files["server_responses.parquet"] = to_parquet_bytes(pd.DataFrame(said.responses))
+        notes["server"] = {"model": server.model, "requests": len({r["request"] for r in said.responses}),
+                           "sent_this_run": said.sent, "responses": "server_responses.parquet",
+                           "rejected": {k: int(v) for k, v in pd.Series([r["reason_code"] for r in said.server_rejected],
                                                                         dtype=object).value_counts().items()}}
-        if ctx is not None:
-            ctx.record_model("counterfactual-generator", None, None, kind="served chat model", served_as=server.model,
-                             temperature=server.temperature, candidates=server.candidates)
     return StageOutput(data=data, rejected=rejected, rows_in=len(view), notes=notes, files=files,
                        tables={"pools": [{"measure": k, "value": json.dumps(v) if not isinstance(v, (int, float)) else v}
                                          for k, v in notes.items() if k != "samples"],
                                "rule_samples": [{"rule": r, "gold": g, "candidate": c} for r, g, c in notes["samples"]],
                                **({"fluency": report} if report else {})})
+
+
+def _card_lines(notes: dict, added: dict[str, int], candidates: int, retrieval_foreign: bool) -> list[str]:
+    """The card's lines: where each item's candidates were written (tasks/distractors/placement.py), by
+    which generator, and what was left out."""
+    left = notes["retrieval_foreign_left_out"]
+    return [
+        "Pool per item by placement (min / median / max; items with none): " + "; ".join(
+            f"{t} {q['min']} / {q['median']:g} / {q['max']} ({q['none']} none)"
+            for t, q in notes["pool_by_placement"].items()) + f"; in place (rewrites and this dialogue's answers): "
+        f"median {notes['in_place_per_instance']['median']:g}.",
+        "Pool per item by generator (median): " + ", ".join(f"{g} {q['median']:g}"
+                                                            for g, q in notes["pool_by_generator"].items()) + "; "
+        "candidates by generator: " + ", ".join(f"{g} {n} ({100 * n / max(candidates, 1):.1f}%)"
+                                               for g, n in sorted(added.items())) + ".",
+        f"Answers of other dialogues naming a thing this dialogue never names: "
+        f"{'offered last' if retrieval_foreign else 'left out'} ({left['candidates']} passed over for "
+        f"{left['instances']} items"
+        + ("" if retrieval_foreign else f"; {left['reserve']} kept in reserve for an item the rest cannot fill") + ").",
+        f"This dialogue's answers to another type of question (an emotion offered as a motivation): left out "
+        f"({notes['question_type_left_out']['candidates']} passed over); candidates answering another type than "
+        f"their item's: {notes['question_type_mismatches']}.",
+    ]
 
 
 def _rationale(generator: str, rule: str, answers: list[str], text: str) -> str:
