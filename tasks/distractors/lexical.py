@@ -32,52 +32,97 @@ from typing import Callable, Iterable
 # at London" -> "left at London", "curious to know" -> "indifferent to know") or read oddly as opposites
 # ("finds a car" -> "loses a car", "gains experience" -> "loses experience", "new to the city" -> "old to
 # the city", "agree that" -> "refuse that", "ask for" -> "answer for"): two blind readers marked them.
-_PAIRS = """
-happy sad; happily sadly; pleased annoyed; glad sorry; excited bored; calm angry; relaxed nervous;
-love hate; loves hates; loved hated; like dislike; likes dislikes; liked disliked; accept reject; accepts rejects; accepted rejected; win lose; wins loses; won lost;
-buy sell; buys sells; bought sold; give take; gives takes; gave took; open close; opens closes; opened closed;
-start finish; starts finishes; started finished; begin end;
-come go; comes goes; came went; enter exit; remember forget; remembers forgets; remembered forgot;
-pass fail; passes fails; passed failed; succeed fail; succeeds fails; succeeded failed; stay leave; stays leaves; stayed left; increase decrease; increases decreases; rise fall;
-early late; earlier later; before after; first last; always never; often rarely; more less; most least;
-many few; much little; big small; large small; long short; tall short; high low; heavy light; hot cold;
-warm cool; fast slow; quickly slowly; young old; rich poor; cheap expensive; easy difficult;
+# Declared as lemma pairs by part of speech; every form of a verb or a noun is lemminflect's (Penn tags: a
+# past tense for a past tense, a plural for a plural), never written by hand. Adjectives and adverbs are
+# taken as declared: their degree forms in lemminflect's lexicon are not all English ("freeer"), and the
+# few an answer uses are words of their own ("better", "earlier").
+ANTONYM_LEMMAS = {
+    "VERB": """
+love hate; like dislike; accept reject; win lose; buy sell; give take; open close; start finish; begin end;
+come go; enter exit; remember forget; pass fail; succeed fail; stay leave; increase decrease; rise fall;
+borrow lend; teach learn; push pull; laugh cry; smile frown; wake sleep; allow forbid; save spend;
+agree disagree; join leave; praise criticize; attend skip; cancel confirm; include exclude; receive send;
+catch miss; hire fire; marry divorce; trust distrust; approve disapprove; admit deny; believe doubt;
+continue stop; reduce increase; expand shrink; welcome reject
+""",
+    "NOUN": """
+husband wife; boyfriend girlfriend; brother sister; father mother; son daughter; uncle aunt; king queen;
+boy girl; success failure; profit loss; friend enemy; victory defeat; truth lie; summer winter;
+spring autumn; question answer; day night; morning evening
+""",
+    "ADJ": """
+happy sad; pleased annoyed; glad sorry; excited bored; calm angry; relaxed nervous; early late;
+earlier later; first last; many few; much little; big small; large small; long short; tall short; high low;
+heavy light; hot cold; warm cool; fast slow; young old; rich poor; cheap expensive; easy difficult;
 hard easy; good bad; better worse; best worst; right wrong; true false; safe dangerous; healthy sick;
-clean dirty; full empty; busy free; quiet noisy; day night; morning evening; strong weak;
-friendly rude; polite rude; honest dishonest; careful careless; possible impossible;
-interested uninterested; satisfied dissatisfied; comfortable uncomfortable; lucky unlucky; together alone;
-inside outside; above below; borrow lend; teach learn;
-push pull; laugh cry; laughs cries; laughed cried; smile frown;
-wake sleep; awake asleep; allow forbid; allows forbids; allowed forbade;
-save spend; saves spends; saved spent; wins loses; husband wife;
-boyfriend girlfriend; brother sister; father mother; son daughter; uncle aunt; king queen; boy girl;
-surprised unsurprised; worried relieved; anxious relaxed; grateful ungrateful; proud ashamed; confident insecure;
-disappointed satisfied; impressed unimpressed; amused annoyed; hopeful hopeless;
-shocked unsurprised; upset pleased; frustrated content; thankful resentful; eager reluctant; tired energetic;
-hungry full; agree disagree; agrees disagrees; agreed disagreed; join leave; joins leaves; joined left;
-praise criticize; praises criticizes; praised criticized;
-attend skip; attends skips; attended skipped;
-cancel confirm; cancels confirms; cancelled confirmed; include exclude; includes excludes; included excluded;
-receive send; receives sends; received sent; catch miss; catches misses; caught missed; hire fire; hires fires;
-hired fired; marry divorce; married divorced; trust distrust; trusts distrusts; trusted distrusted;
-approve disapprove; approves disapproves; approved disapproved; admit deny; admits denies; admitted denied;
-believe doubt; believes doubts; believed doubted; continue stop; continues stops; continued stopped;
-reduce increase; expand shrink; welcome reject; welcomes rejects; welcomed rejected; success failure; profit loss; friend enemy; friends enemies;
-victory defeat; truth lie; summer winter; spring autumn; question answer; available unavailable;
+clean dirty; full empty; busy free; quiet noisy; strong weak; friendly rude; polite rude; honest dishonest;
+careful careless; possible impossible; interested uninterested; satisfied dissatisfied;
+comfortable uncomfortable; lucky unlucky; awake asleep; surprised unsurprised; worried relieved;
+anxious relaxed; grateful ungrateful; proud ashamed; confident insecure; disappointed satisfied;
+impressed unimpressed; amused annoyed; hopeful hopeless; shocked unsurprised; upset pleased;
+frustrated content; thankful resentful; eager reluctant; tired energetic; hungry full; available unavailable;
 important unimportant; necessary unnecessary; correct incorrect; complete incomplete; legal illegal;
 responsible irresponsible; successful unsuccessful; familiar unfamiliar; crowded deserted; fresh stale;
 ready unprepared; alive dead; sure unsure; certain uncertain; able unable; willing unwilling; guilty innocent;
 single married; loud quiet; bright dim; wet dry; thick thin; wide narrow; deep shallow; sweet bitter;
-public private; local foreign; modern ancient; simple complicated; same different; win lose; winning losing;
-buying selling; giving taking; coming going; leaving staying; starting finishing; opening closing;
-"""
-ANTONYMS: dict[str, str] = {}
-for pair in _PAIRS.replace("\n", " ").split(";"):
-    words = pair.split()
-    if len(words) == 2:
-        a, b = words
-        ANTONYMS.setdefault(a, b)
-        ANTONYMS.setdefault(b, a)
+public private; local foreign; modern ancient; simple complicated; same different; married divorced
+""",
+    "ADV": """
+happily sadly; quickly slowly; before after; always never; often rarely; more less; most least;
+together alone; inside outside; above below
+""",
+}
+# The forms a pair is inflected to, each tag's first form the one written (lemminflect lists a spelling's
+# variants after it: "canceled", "cancelled"); every variant is read. A form shared by two tags maps as the
+# earlier tag's ("allowed" -> "forbade", the past tense before the participle).
+INFLECTED_TAGS = {"VERB": ("VB", "VBP", "VBZ", "VBD", "VBN", "VBG"), "NOUN": ("NN", "NNS")}
+
+
+def _antonym_forms() -> dict[str, str]:
+    """Every form of every declared pair, both ways; a word already mapped keeps its first antonym (the
+    parts of speech in the order declared: a verb's forms before the adjectives')."""
+    from lemminflect import getInflection
+
+    out: dict[str, str] = {}
+    for pos, pairs in ANTONYM_LEMMAS.items():
+        for pair in pairs.replace("\n", " ").split(";"):
+            if len(pair.split()) != 2:
+                continue
+            a, b = pair.split()
+            forms = [((a,), b), ((b,), a)]
+            for tag in INFLECTED_TAGS.get(pos, ()):  # the lexicon's forms, its rules where it lists none
+                fa, fb = getInflection(a, tag), getInflection(b, tag)
+                if fa and fb:
+                    forms += [(fa, fb[0]), (fb, fa[0])]
+            for sources, target in forms:
+                for w in sources:
+                    out.setdefault(w, target)
+    return out
+
+
+def _participles() -> dict[str, str]:
+    """A verb form that is its verb's past participle -> the antonym's past participle, where that differs
+    from the form ANTONYMS gives ("remembered" -> "forgotten", not "forgot", after "has")."""
+    from lemminflect import getInflection
+
+    out: dict[str, str] = {}
+    for pair in ANTONYM_LEMMAS["VERB"].replace("\n", " ").split(";"):
+        if len(pair.split()) != 2:
+            continue
+        a, b = pair.split()
+        fa, fb = getInflection(a, "VBN"), getInflection(b, "VBN")
+        for sources, target in ((fa, fb[0] if fb else None), (fb, fa[0] if fa else None)):
+            for w in sources if target else ():
+                out.setdefault(w, target)
+    return {w: t for w, t in out.items() if ANTONYMS.get(w) != t}
+
+
+ANTONYMS: dict[str, str] = _antonym_forms()
+PARTICIPLES: dict[str, str] = _participles()
+# A participle follows a form of "have" (the perfect) or "be" / "get" (the passive), adverbs between.
+_BEFORE_PARTICIPLE = re.compile(r"\b(?:have|has|had|having|is|are|was|were|be|been|being|am|get|gets|got|gotten)"
+                                r"(?:\s+(?:just|already|never|not|always|ever|been|recently|finally|also|being))*\s+$",
+                                re.I)
 
 ROLE_SWAPS = {"speaker": "listener", "listener": "speaker", "he": "she", "she": "he", "him": "her",
               "his": "her", "man": "woman", "woman": "man", "men": "women", "women": "men",
@@ -132,8 +177,9 @@ def antonym_rewrites(text: str, lookup: Callable[[str], Iterable[str]] | None = 
         if m.start() > 0 and m.group()[:1].isupper():
             continue  # a name or a title inside the sentence ("Miss Brown" is no "Catch Brown")
         options = []
-        if w in ANTONYMS:
-            options.append((ANTONYMS[w], "antonym:lexicon"))
+        if w in ANTONYMS:  # a participle for a participle ("has remembered" -> "has forgotten")
+            participle = w in PARTICIPLES and _BEFORE_PARTICIPLE.search(text[:m.start()]) is not None
+            options.append((PARTICIPLES[w] if participle else ANTONYMS[w], "antonym:lexicon"))
         if lookup is not None:
             options += [(a, "antonym:conceptnet") for a in lookup(w) if a != w]
         seen = set()

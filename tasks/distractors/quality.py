@@ -258,27 +258,20 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
     final = [list(c) for c in mcq["choices"]]
     final_correct = [set(int(k) for k in c) for c in mcq["correct_answers"]]
     published = [list(c) if c is not None and len(c) else None for c in view["choices"]]
+    published_correct = [set(int(k) for k in c) if c is not None else set() for c in view["correct_answers"]]
+    sets = {"rebuilt": (final, final_correct), "published": (published, published_correct)}
     # Each model reads question, target and the utterances nearest the target that fit its budget
     # (tasks/distractors/window.py): the judge must see the turns an answer has to fit.
     both_choices = [f + (p or []) for f, p in zip(final, published)]
     reads: dict = {}
     contexts, reads["probe"] = reading_windows(view, both_choices, "linear-probe", model=None, embed=embed,
                                                max_length=max_length, ctx=ctx, setting="distractor_quality.embed")
-    judge_contexts = contexts
-    published_correct = [set(int(k) for k in c) if c is not None else set() for c in view["correct_answers"]]
-    rows = []
-
-    def add(measure: str, value, note: str = ""):
-        rows.append({"id": measure, "measure": measure, "value": float(value) if value is not None else np.nan,
-                     "note": note})
-
+    m = Measures()
     notes: dict = {"quality": quality, "reads": reads}
     both = [i for i in range(len(final)) if published[i]]  # the same instances for rebuilt and published
     a, b, how = train_test(view, seed)
     train, test = [i for i in a if i in set(both)], [i for i in b if i in set(both)]
     notes["train_test"] = {"how": how, "train": len(train), "test": len(test)}
-    sets = {"rebuilt": (final, final_correct), "published": (published, published_correct)}
-    blank = [""] * len(contexts)
     # a judge learns from wrong choices: each set needs a training instance that has one (a first batch of
     # answers written in Label Studio has one published choice each, the answer)
     learnable = all(any(len(ch[i]) > len(cor[i]) for i in train) for ch, cor in sets.values())
@@ -286,75 +279,140 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
         notes["not_measured"] = (f"too few instances to train a judge: no training instance with a wrong choice "
                                  f"in both the rebuilt and the published choices ({how}: {len(train)} / {len(test)})")
     elif quality != "off" and train and test:
-        chance = {name: np.asarray([len(cor[i]) / len(ch[i]) for i in test]) for name, (ch, cor) in sets.items()}
-        groups = [view["group_id"].iloc[i] for i in test]
-        judges = [("probe", None)]
-        if quality == "full":
-            factory = make_discriminator_factory(discriminator, model=judge, epochs=epochs, lr=lr,
-                                                 batch_size=batch_size, seed=seed, ctx=ctx,
-                                                 trainable_layers=trainable_layers, max_length=max_length,
-                                                 setting="distractor_quality.judge")
-            judges.append(("finetuned", factory))
-            judge_contexts, reads["judge"] = reading_windows(view, both_choices, discriminator, model=judge, embed=embed,
-                                                             max_length=max_length, ctx=ctx,
-                                                             setting="distractor_quality.judge")
-        texts = contexts + judge_contexts + [c for ch in final for c in ch] + [c for ch in published if ch for c in ch] + [""]
-        vector = vector_lookup(texts, embed, ctx)
-        seconds: dict[str, float] = {}
-        for judge_name, factory in judges:
-            for setting, ctxs in (("context", contexts if factory is None else judge_contexts),
-                                  ("choice_only", blank)):
-                hits = {}
-                for name, (ch, cor) in sets.items():
-                    start = time.perf_counter()
-                    hits[name] = (probe_correct(train, test, ctxs, ch, cor, vector, seed) if factory is None else
-                                  finetuned_correct(train, test, ctxs, ch, cor, factory, seed))
-                    seconds[f"{judge_name}_{setting}_{name}"] = round(time.perf_counter() - start, 2)
-                values = {**{f"{n}_adjusted": adjusted(hits[n], chance[n]) for n in sets},
-                          **{n: hits[n] for n in sets}}
-                ci = group_bootstrap(groups, {"rebuilt": values["rebuilt_adjusted"],
-                                              "published": values["published_adjusted"]}, n_resamples, confidence, seed)
-                raw_ci = group_bootstrap(groups, {"rebuilt": hits["rebuilt"], "published": hits["published"]},
-                                         n_resamples, confidence, seed)
-                label = (f"{display_name(judge)} fine-tuned ({discriminator_kind(discriminator)})"
-                         if factory is not None else f"linear probe on {display_name(embed.model)} embeddings")
-                where = f"{label}; {'no dialogue: the choices alone; ' if setting == 'choice_only' else ''}" \
-                        f"{how}: {len(train)} / {len(test)} instances ({len(set(groups))} test groups)"
-                for n in sets:
-                    base = f"{judge_name}_{setting}_{n}"
-                    add(f"{base}_accuracy", hits[n].mean(), f"{where}; {confidence:.0%} interval "
-                        f"[{raw_ci[n][0]:.3f}, {raw_ci[n][1]:.3f}]")
-                    add(f"{base}_chance", chance[n].mean(), "mean share of correct choices")
-                    add(f"{base}_adjusted", np.nanmean(values[f"{n}_adjusted"]),
-                        f"(accuracy - chance) / (1 - chance) per instance; {confidence:.0%} interval "
-                        f"[{ci[n][0]:.3f}, {ci[n][1]:.3f}]; 0 = chance")
-                    add(f"{base}_adjusted_low", ci[n][0], "")
-                    add(f"{base}_adjusted_high", ci[n][1], "")
-                add(f"{judge_name}_{setting}_adjusted_difference",
-                    np.nanmean(values["rebuilt_adjusted"]) - np.nanmean(values["published_adjusted"]),
-                    f"rebuilt - published, chance-adjusted, same instances; {confidence:.0%} interval "
-                    f"[{ci['difference'][0]:.3f}, {ci['difference'][1]:.3f}]; at or below 0: rebuilt as hard or harder")
-                add(f"{judge_name}_{setting}_adjusted_difference_low", ci["difference"][0], "")
-                add(f"{judge_name}_{setting}_adjusted_difference_high", ci["difference"][1], "")
-        # What the choices alone give away (tasks/distractors/giveaways.py), rebuilt beside published
-        start = time.perf_counter()
-        notes["giveaways"] = giveaway_figures(train, test, sets, chance, groups, vector, seed)
-        for name, value in notes["giveaways"]["measures"].items():
-            add(name, value, notes["giveaways"]["notes"].get(name, ""))
-        seconds["giveaways"] = round(time.perf_counter() - start, 2)
-        # the judges' gain from reading the dialogue: a set that tests reading gains; one whose correct answers
-        # the choices give away does not
-        by_id = {r["id"]: r["value"] for r in rows}
-        for judge_name, _ in judges:
-            for n in sets:
-                gain = by_id[f"{judge_name}_context_{n}_accuracy"] - by_id[f"{judge_name}_choice_only_{n}_accuracy"]
-                add(f"{judge_name}_dialogue_gain_{n}", gain, "accuracy with the dialogue minus accuracy with the "
-                    "choices alone, same judge and instances; at least the published set's: the dialogue is needed")
-        notes["seconds"] = seconds  # timings live in the manifest, never in the data (same bytes)
-        notes["judge"] = display_name(judge) if quality == "full" else None
+        judge_measures(m, notes, view, sets, contexts, both_choices, train, test, how, quality=quality, judge=judge,
+                       discriminator=discriminator, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
+                       trainable_layers=trainable_layers, max_length=max_length, embed=embed,
+                       n_resamples=n_resamples, confidence=confidence, ctx=ctx)
     elif quality != "off":
         notes["not_measured"] = f"no instance with published choices on both sides of the split ({how})"
-    # Paraphrase checks against every correct answer: the filter's embedder, and the pipeline's
+    sims = paraphrase_measures(m, sets, similarity_embedder, embed, ctx)
+    if "contradiction" in candidates.columns and candidates["contradiction"].notna().any():
+        m.add("min_p_contradiction_of_kept_candidates", candidates["contradiction"].min(),
+              "every kept candidate passed the NLI contradiction rule")
+    else:
+        m.add("min_p_contradiction_of_kept_candidates", None, "NLI off: contradiction not measured")
+    # What a reader sees first: a distractor naming a thing neither its dialogue nor its correct answers
+    # name reads as an answer about another conversation (the grounding figure, rebuilt beside published)
+    grounding = grounding_figures(view, final, final_correct, published, published_correct, candidates)
+    for name, share in grounding["share"].items():
+        m.add(f"foreign_noun_share_{name}", share, "share of distractors naming a thing (spaCy noun lemma) that "
+              "neither the dialogue nor the correct answers name, generic nouns aside")
+    notes["grounding"] = grounding
+    for name, (ch, cor) in sets.items():
+        flags = [near_copy_set(ch[i], cor[i]) for i in range(len(ch)) if ch[i] and len(ch[i]) > len(cor[i])]
+        m.add(f"near_copy_sets_{name}", int(sum(flags)), f"of {len(flags)} sets with a distractor: two or more "
+              f"distractors rewrite a correct answer (word Jaccard >= 0.5, or the same words but a negation)")
+    notes["card"] = quality_card(m.rows)
+    m.add("instances", len(mcq))
+    data = pd.DataFrame(m.rows)
+    return StageOutput(data=data, rows_in=len(data), notes=notes,
+                       files={"distractor_similarity.png": hist_png(sims, "cosine(distractor, nearest correct answer)",
+                                                                    "cosine")},
+                       tables={"distractor_quality": data.astype(object).where(data.notna(), None).to_dict(orient="records")})
+
+
+class Measures:
+    """The stage's rows: one measure each, its value and what it means."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+
+    def add(self, measure: str, value, note: str = "") -> None:
+        self.rows.append({"id": measure, "measure": measure, "value": float(value) if value is not None else np.nan,
+                          "note": note})
+
+    def value(self, measure: str) -> float:
+        return next(r["value"] for r in self.rows if r["id"] == measure)
+
+
+def judge_measures(m: Measures, notes: dict, view: pd.DataFrame, sets: dict, contexts: list[str],
+                   both_choices: list[list[str]], train: list[int], test: list[int], how: str, *, quality: str,
+                   judge: str, discriminator: str, epochs: int, lr: float | None, batch_size: int, seed: int,
+                   trainable_layers: int, max_length: int, embed: EmbedSpec, n_resamples: int, confidence: float,
+                   ctx: StageContext | None) -> None:
+    """Each judge (the linear probe; with quality "full" the fine-tuned judge) trained on `train` and scored on
+    `test`, with the dialogue and with the choices alone, rebuilt beside published: raw and chance-adjusted
+    accuracy with group-bootstrap intervals, then the giveaways and each judge's gain from the dialogue."""
+    reads = notes["reads"]
+    judge_contexts = contexts
+    chance = {name: np.asarray([len(cor[i]) / len(ch[i]) for i in test]) for name, (ch, cor) in sets.items()}
+    groups = [view["group_id"].iloc[i] for i in test]
+    judges = [("probe", None)]
+    if quality == "full":
+        factory = make_discriminator_factory(discriminator, model=judge, epochs=epochs, lr=lr,
+                                             batch_size=batch_size, seed=seed, ctx=ctx,
+                                             trainable_layers=trainable_layers, max_length=max_length,
+                                             setting="distractor_quality.judge")
+        judges.append(("finetuned", factory))
+        judge_contexts, reads["judge"] = reading_windows(view, both_choices, discriminator, model=judge, embed=embed,
+                                                         max_length=max_length, ctx=ctx,
+                                                         setting="distractor_quality.judge")
+    (final, _), (published, _) = sets["rebuilt"], sets["published"]
+    texts = contexts + judge_contexts + [c for ch in final for c in ch] + [c for ch in published if ch for c in ch] + [""]
+    vector = vector_lookup(texts, embed, ctx)
+    seconds: dict[str, float] = {}
+    for judge_name, factory in judges:
+        for setting, ctxs in (("context", contexts if factory is None else judge_contexts),
+                              ("choice_only", [""] * len(contexts))):
+            hits = {}
+            for name, (ch, cor) in sets.items():
+                start = time.perf_counter()
+                hits[name] = (probe_correct(train, test, ctxs, ch, cor, vector, seed) if factory is None else
+                              finetuned_correct(train, test, ctxs, ch, cor, factory, seed))
+                seconds[f"{judge_name}_{setting}_{name}"] = round(time.perf_counter() - start, 2)
+            label = (f"{display_name(judge)} fine-tuned ({discriminator_kind(discriminator)})"
+                     if factory is not None else f"linear probe on {display_name(embed.model)} embeddings")
+            where = f"{label}; {'no dialogue: the choices alone; ' if setting == 'choice_only' else ''}" \
+                    f"{how}: {len(train)} / {len(test)} instances ({len(set(groups))} test groups)"
+            _accuracy_measures(m, f"{judge_name}_{setting}", hits, chance, groups, where, n_resamples, confidence, seed)
+    # What the choices alone give away (tasks/distractors/giveaways.py), rebuilt beside published
+    start = time.perf_counter()
+    notes["giveaways"] = giveaway_figures(train, test, sets, chance, groups, vector, seed)
+    for name, value in notes["giveaways"]["measures"].items():
+        m.add(name, value, notes["giveaways"]["notes"].get(name, ""))
+    seconds["giveaways"] = round(time.perf_counter() - start, 2)
+    # the judges' gain from reading the dialogue: a set that tests reading gains; one whose correct answers
+    # the choices give away does not
+    for judge_name, _ in judges:
+        for n in sets:
+            gain = m.value(f"{judge_name}_context_{n}_accuracy") - m.value(f"{judge_name}_choice_only_{n}_accuracy")
+            m.add(f"{judge_name}_dialogue_gain_{n}", gain, "accuracy with the dialogue minus accuracy with the "
+                  "choices alone, same judge and instances; at least the published set's: the dialogue is needed")
+    notes["seconds"] = seconds  # timings live in the manifest, never in the data (same bytes)
+    notes["judge"] = display_name(judge) if quality == "full" else None
+
+
+def _accuracy_measures(m: Measures, base: str, hits: dict[str, np.ndarray], chance: dict[str, np.ndarray],
+                       groups: list, where: str, n_resamples: int, confidence: float, seed: int) -> None:
+    """One judge in one setting, rebuilt and published: accuracy, chance, chance-adjusted accuracy with its
+    group-bootstrap interval, and the rebuilt - published difference."""
+    values = {**{f"{n}_adjusted": adjusted(hits[n], chance[n]) for n in hits}, **hits}
+    ci = group_bootstrap(groups, {"rebuilt": values["rebuilt_adjusted"], "published": values["published_adjusted"]},
+                         n_resamples, confidence, seed)
+    raw_ci = group_bootstrap(groups, {"rebuilt": hits["rebuilt"], "published": hits["published"]},
+                             n_resamples, confidence, seed)
+    for n in hits:
+        m.add(f"{base}_{n}_accuracy", hits[n].mean(), f"{where}; {confidence:.0%} interval "
+              f"[{raw_ci[n][0]:.3f}, {raw_ci[n][1]:.3f}]")
+        m.add(f"{base}_{n}_chance", chance[n].mean(), "mean share of correct choices")
+        m.add(f"{base}_{n}_adjusted", np.nanmean(values[f"{n}_adjusted"]),
+              f"(accuracy - chance) / (1 - chance) per instance; {confidence:.0%} interval "
+              f"[{ci[n][0]:.3f}, {ci[n][1]:.3f}]; 0 = chance")
+        m.add(f"{base}_{n}_adjusted_low", ci[n][0], "")
+        m.add(f"{base}_{n}_adjusted_high", ci[n][1], "")
+    m.add(f"{base}_adjusted_difference",
+          np.nanmean(values["rebuilt_adjusted"]) - np.nanmean(values["published_adjusted"]),
+          f"rebuilt - published, chance-adjusted, same instances; {confidence:.0%} interval "
+          f"[{ci['difference'][0]:.3f}, {ci['difference'][1]:.3f}]; at or below 0: rebuilt as hard or harder")
+    m.add(f"{base}_adjusted_difference_low", ci["difference"][0], "")
+    m.add(f"{base}_adjusted_difference_high", ci["difference"][1], "")
+
+
+def paraphrase_measures(m: Measures, sets: dict, similarity_embedder: EmbedSpec, embed: EmbedSpec,
+                        ctx: StageContext | None) -> list[float]:
+    """Each final distractor's highest cosine with a correct answer (rebuilt or published), by the filter's
+    embedder and the pipeline's; returns the filter's cosines (for the plot)."""
+    (final, final_correct), (published, published_correct) = sets["rebuilt"], sets["published"]
     correct_texts = [[final[i][k] for k in sorted(final_correct[i])] +
                      ([published[i][k] for k in sorted(published_correct[i])] if published[i] else [])
                      for i in range(len(final))]
@@ -365,34 +423,10 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
             sv = emb.lookup([t for ts in correct_texts + distractors for t in ts])
         sims[key] = [max(float(sv(d) @ sv(c)) for c in correct_texts[i])
                      for i in range(len(final)) for d in distractors[i]]
-    add("distractor_correct_cosine_mean", np.mean(sims["filter"]) if sims["filter"] else np.nan,
-        f"each distractor's highest cosine with a correct answer ({display_name(similarity_embedder.model)})")
-    add("distractor_correct_cosine_max", np.max(sims["filter"]) if sims["filter"] else np.nan,
-        "must stay below the filter's 0.9")
-    add("distractor_correct_cosine_max_embed", np.max(sims["embed"]) if sims["embed"] else np.nan,
-        f"the same with {display_name(embed.model)}; must stay below 0.91")
-    if "contradiction" in candidates.columns and candidates["contradiction"].notna().any():
-        add("min_p_contradiction_of_kept_candidates", candidates["contradiction"].min(),
-            "every kept candidate passed the NLI contradiction rule")
-    else:
-        add("min_p_contradiction_of_kept_candidates", None, "NLI off: contradiction not measured")
-    # What a reader sees first: a distractor naming a thing neither its dialogue nor its correct answers
-    # name reads as an answer about another conversation (the grounding figure, rebuilt beside published)
-    grounding = grounding_figures(view, final, final_correct, published, published_correct, candidates)
-    for name, share in grounding["share"].items():
-        add(f"foreign_noun_share_{name}", share, "share of distractors naming a thing (spaCy noun lemma) that "
-            "neither the dialogue nor the correct answers name, generic nouns aside")
-    notes["grounding"] = grounding
-    near = {name: [near_copy_set(ch[i], cor[i]) for i in range(len(ch)) if ch[i] and len(ch[i]) > len(cor[i])]
-            for name, (ch, cor) in (("rebuilt", (final, final_correct)), ("published", (published, published_correct)))}
-    for name, flags in near.items():
-        add(f"near_copy_sets_{name}", int(sum(flags)), f"of {len(flags)} sets with a distractor: two or more "
-            f"distractors rewrite a correct answer (word Jaccard >= 0.5, or the same words but a negation)")
-    notes["card"] = quality_card(rows)
-    add("instances", len(mcq))
-    data = pd.DataFrame(rows)
-    return StageOutput(data=data, rows_in=len(data), notes=notes,
-                       files={"distractor_similarity.png": hist_png(sims["filter"],
-                                                                    "cosine(distractor, nearest correct answer)",
-                                                                    "cosine")},
-                       tables={"distractor_quality": data.astype(object).where(data.notna(), None).to_dict(orient="records")})
+    m.add("distractor_correct_cosine_mean", np.mean(sims["filter"]) if sims["filter"] else np.nan,
+          f"each distractor's highest cosine with a correct answer ({display_name(similarity_embedder.model)})")
+    m.add("distractor_correct_cosine_max", np.max(sims["filter"]) if sims["filter"] else np.nan,
+          "must stay below the filter's 0.9")
+    m.add("distractor_correct_cosine_max_embed", np.max(sims["embed"]) if sims["embed"] else np.nan,
+          f"the same with {display_name(embed.model)}; must stay below 0.91")
+    return sims["filter"]

@@ -237,3 +237,24 @@ def test_a_rewrite_that_makes_a_broken_construction_is_caught_and_names_are_not_
     assert negation_rewrites("The clerk has not paid the bill yet.") == [("negation:remove",
                                                                        "The clerk has paid the bill already.")]
     assert any("Catch" in t for _, t in antonym_rewrites("Miss the bus and you walk."))  # the verb, first word
+
+
+def test_the_antonym_lexicon_is_lemmas_and_every_form_is_lemminflect_s():
+    """Declared as lemma pairs; a verb's and a noun's forms are lemminflect's (no hand-inflected list),
+    a participle chosen after "have" or "be", spelling variants read."""
+    from lemminflect import getAllLemmas, getInflection
+
+    from tasks.distractors.lexical import ANTONYM_LEMMAS, ANTONYMS, INFLECTED_TAGS, antonym_rewrites
+
+    for pos in INFLECTED_TAGS:
+        for pair in ANTONYM_LEMMAS[pos].replace("\n", " ").split(";"):
+            for w in pair.split():
+                assert w in getAllLemmas(w, upos=pos).get(pos, ()), (pos, w)  # a lemma, not a form
+                for tag in INFLECTED_TAGS[pos]:  # every form is there, mapped to a form of the same tag
+                    assert all(f in ANTONYMS for f in getInflection(w, tag)), (w, tag)
+    assert ANTONYMS["cancelled"] == ANTONYMS["canceled"] == "confirmed"  # a spelling variant is read
+    assert ANTONYMS["enemies"] == "friends" and ANTONYMS["taught"] == "learned"
+    said = lambda text: [t for _, t in antonym_rewrites(text)]  # noqa: E731
+    assert "He has forgotten the key." in said("He has remembered the key.")  # the participle after "has"
+    assert "He forgot the key." in said("He remembered the key.")  # the past tense alone
+    assert "It is not forbidden." in said("It is not allowed.")  # the passive's participle
