@@ -45,13 +45,11 @@ from csk.params import InputPath, unused
 from csk.runtime import StageOutput, to_parquet_bytes
 from readers.base import csv_rows
 from tasks.labeling import export_rows, is_export, light_kappa, observed_agreement
+from tasks.vocabulary import PEOPLE
 
 RULES = ("negatives", "object_pronouns")
 OBJECT_PRONOUNS = {"it", "its", "itself"}
 PLURAL_PRONOUNS = {"they", "them", "their", "theirs", "themselves", "these", "those", "this"}
-PEOPLE = {"person", "people", "man", "woman", "men", "women", "child", "children", "kid", "kids", "student",
-          "students", "human", "humans", "someone", "everyone", "adult", "adults", "baby", "babies", "friend",
-          "friends", "teacher", "doctor", "worker", "workers", "player", "players"}
 LABELS = {"truism", "informative", "irrelevant", "invalid"}
 ANSWER_LABELS = ("truism", "informative", "irrelevant")
 LABEL_CONTROL, INVALID_CONTROL = "label", "fact_invalid"  # the labeling step's Choices

@@ -40,12 +40,12 @@ from tasks.distractors.answers import written_answers
 from tasks.distractors.keys import instance_keys
 from tasks.distractors.grounded import FLUENT as GROUNDED_FLUENT
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
-from tasks.distractors.grounding import GENERIC_NOUNS
 from tasks.distractors.placement import IN_PLACE, PREFERENCE, TIERS, mark, preference, tier
 from tasks.distractors.served import ServerSpec, server_pools
 from tasks.distractors.window import TAG
 from tasks.english import PIPELINE, entities, nouns
 from tasks.embed import EmbedSpec, open_embedder
+from tasks.vocabulary import GENERIC_NOUNS
 
 PREFIX = "counterfactual: "  # the task prefix the generator is trained with
 

@@ -35,6 +35,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from tasks.vocabulary import CONVERSATION_ROLES, PERSON_NOUNS, forms
+
 # Written for this project: fixed expressions of everyday English whose words cannot be swapped one by one.
 FIXED_PHRASES = tuple(sorted({
     "as soon as possible", "as far as", "as long as", "as well as", "as well", "as usual", "as a matter of fact",
@@ -53,8 +55,8 @@ CHECKS = ("broken_answer", "misspelt", "fixed_phrase", "number_agreement", "cons
           "role_collapse")
 # The people an answer talks about: a rewrite that leaves one where the answer had two ("The speaker
 # agrees with the listener's decision" -> "The speaker agrees with the speaker's decision") is nonsense.
-ROLE_NOUNS = re.compile(r"(?<![\w'’])(speaker|listener|man|woman|boy|girl|husband|wife|customer|clerk|doctor|patient)"
-                        r"(?![\w])", re.I)
+ROLE_NOUNS = re.compile(r"(?<![\w'’])(" + "|".join(sorted(forms(PERSON_NOUNS), key=lambda w: (-len(w), w))) + r")(?![\w])",
+                        re.I)
 
 
 def _inflected(phrase: str) -> str:
@@ -179,7 +181,7 @@ TITLES = frozenset({"mr", "mrs", "ms", "miss", "dr", "mr.", "mrs.", "ms.", "dr."
 # Month and day names English always capitalises (May, March and August are also common words).
 CALENDAR = frozenset({"january", "february", "april", "june", "july", "september", "october", "november",
                       "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"})
-TWO_PEOPLE = frozenset({"speaker", "listener"})
+TWO_PEOPLE = frozenset(CONVERSATION_ROLES)
 # Prepositions English never uses as adverbs: one at the end of a clause has lost its object unless a
 # question word, a relative clause, a passive or a to-infinitive fronted it ("what he came from", "was
 # paid for", "nothing to talk about"). ("in", "out", "by", "over" end clauses as adverbs: "came in".)

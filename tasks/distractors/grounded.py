@@ -28,6 +28,8 @@ import re
 from typing import Iterable
 
 from tasks.distractors.window import TAG, locate, nearest_first
+from tasks.vocabulary import CONVERSATION_ROLES, PEOPLE
+from tasks.vocabulary import GENERAL_NOUNS as GENERAL
 
 RULES = ("swap_event", "swap_object", "swap_place", "swap_time", "swap_attribute", "role_flip")
 # The rule whose rewrites read as sentences to two blind readers: who did what to whom. A place or a time
@@ -40,16 +42,8 @@ PLACE_PREPOSITIONS = frozenset({"in", "at", "to", "from", "into", "near", "insid
 LIGHT_VERBS = frozenset({"be", "have", "do", "get", "make", "let", "go", "come", "say", "tell", "think", "know",
                          "want", "see", "will", "would", "can", "could", "shall", "should", "may", "might", "must",
                          "need", "try", "seem", "like", "mean", "guess", "suppose", "wonder", "hope", "ask", "talk"})
-# Nouns that stand for people or are too general to be a thing of the dialogue.
-PEOPLE = frozenset({"speaker", "listener", "person", "people", "man", "woman", "men", "women", "boy", "girl",
-                    "friend", "father", "mother", "dad", "mom", "mum", "son", "daughter", "husband", "wife",
-                    "brother", "sister", "parent", "child", "kid", "boss", "customer", "clerk", "doctor",
-                    "teacher", "student", "colleague", "guest", "waiter", "manager", "family", "everyone",
-                    "someone", "anyone", "nobody", "somebody", "lover", "boyfriend", "girlfriend", "baby"})
-GENERAL = frozenset({"thing", "something", "anything", "nothing", "everything", "time", "way", "lot", "kind",
-                     "bit", "one", "sort", "day", "today", "tomorrow", "yesterday", "moment", "minute", "while",
-                     "idea", "problem", "question", "answer", "matter", "fact", "reason", "point", "case"})
-ROLE_PAIRS = (("speaker", "listener"),)
+# Nouns that stand for people (PEOPLE) or are too general to be a thing of the dialogue (GENERAL): tasks/vocabulary.py.
+ROLE_PAIRS = (CONVERSATION_ROLES,)
 ADJECTIVE_DEPS = frozenset({"amod", "acomp"})
 
 

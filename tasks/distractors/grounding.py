@@ -4,11 +4,7 @@ the grounding figure of `distractor_quality`; AF's placement tiers (placement.py
 
 from __future__ import annotations
 
-
-# Nouns any dialogue's answer may use without naming a thing of another conversation (CICERO's answers
-# speak of "the speaker" and "the listener").
-GENERIC_NOUNS = frozenset({"speaker", "listener", "person", "people", "thing", "something", "time", "way",
-                           "day", "lot", "kind", "bit", "one", "other", "others", "man", "woman", "friend"})
+from tasks.vocabulary import GENERIC_NOUNS
 
 
 def foreign_nouns(candidate: str, here: list[str]) -> frozenset[str]:

@@ -25,6 +25,8 @@ import re
 from functools import lru_cache
 from typing import Callable, Iterable
 
+from tasks.vocabulary import CONVERSATION_ROLES
+
 # Written for this project: common English antonyms that appear in everyday dialogue answers. Words that are
 # as often another part of speech are left out ("the patient" is no adjective: "the impatient" is nonsense;
 # "kind" is a sort, "present" a gift, "well" an adverb, "light" a lamp); and pairs whose words take other
@@ -124,7 +126,7 @@ _BEFORE_PARTICIPLE = re.compile(r"\b(?:have|has|had|having|is|are|was|were|be|be
                                 r"(?:\s+(?:just|already|never|not|always|ever|been|recently|finally|also|being))*\s+$",
                                 re.I)
 
-ROLE_SWAPS = {"speaker": "listener", "listener": "speaker", "he": "she", "she": "he", "him": "her",
+ROLE_SWAPS = {CONVERSATION_ROLES[0]: CONVERSATION_ROLES[1], CONVERSATION_ROLES[1]: CONVERSATION_ROLES[0], "he": "she", "she": "he", "him": "her",
               "his": "her", "man": "woman", "woman": "man", "men": "women", "women": "men",
               "boy": "girl", "girl": "boy", "mr": "mrs", "mrs": "mr"}
 AUXILIARIES = ("is", "are", "was", "were", "can", "could", "will", "would", "should", "must", "has", "have",
@@ -284,7 +286,8 @@ def quantity_rewrites(text: str) -> list[tuple[str, str]]:
 
 def role_rewrites(text: str) -> list[tuple[str, str]]:
     # "the speaker and the listener" swapped is the same statement
-    if re.search(r"\b(speaker|listener)\b(\s+\w+){0,2}?\s+and\s+(the\s+)?(speaker|listener)\b", text, re.I):
+    roles = "|".join(CONVERSATION_ROLES)
+    if re.search(rf"\b({roles})\b(\s+\w+){{0,2}}?\s+and\s+(the\s+)?({roles})\b", text, re.I):
         return []
     words = _words(text)
     hits = [m for m in words if m.group().lower() in ROLE_SWAPS]

@@ -258,3 +258,21 @@ def test_the_antonym_lexicon_is_lemmas_and_every_form_is_lemminflect_s():
     assert "He has forgotten the key." in said("He has remembered the key.")  # the participle after "has"
     assert "He forgot the key." in said("He remembered the key.")  # the past tense alone
     assert "It is not forbidden." in said("It is not allowed.")  # the passive's participle
+
+
+def test_the_rules_read_one_vocabulary_of_people():
+    """Who counts as a person is declared once (tasks/vocabulary.py): the fluency check that two people
+    never collapse into one, the grounded rules and CoreQuisite's answer quality read the same nouns."""
+    from tasks import vocabulary
+    from tasks.corequisite import answer_quality
+    from tasks.distractors import fluency, grounded, grounding
+
+    assert grounded.PEOPLE is vocabulary.PEOPLE is answer_quality.PEOPLE
+    assert grounding.GENERIC_NOUNS is vocabulary.GENERIC_NOUNS and grounded.GENERAL is vocabulary.GENERAL_NOUNS
+    from lemminflect import getInflection
+
+    for noun in vocabulary.PERSON_NOUNS:  # every person noun and its plurals (lemminflect's), whole words only
+        assert fluency.ROLE_NOUNS.fullmatch(noun) and all(fluency.ROLE_NOUNS.fullmatch(f)
+                                                          for f in getInflection(noun, "NNS")), noun
+    assert not fluency.ROLE_NOUNS.search("loudspeakers") and not fluency.ROLE_NOUNS.search("mankind")
+    assert fluency.ROLE_NOUNS.findall("The doctor thanks the patient's children.") == ["doctor", "patient", "children"]
