@@ -15,21 +15,11 @@ from __future__ import annotations
 import json
 import sys
 
-from playwright.sync_api import sync_playwright
-
-CHROMIUM = "/usr/bin/chromium"
+from browser import logged_in  # this folder's: the scripts run as files, their folder on the path
 
 
 def annotate(url: str, email: str, password: str, project: int, task: int, actions: list[dict]) -> None:
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox", "--disable-dev-shm-usage"])
-        page = browser.new_context(viewport={"width": 1400, "height": 1100}).new_page()
-        page.goto(f"{url}/user/login/")
-        page.fill("input[name=email]", email)
-        page.fill("input[name=password]", password)
-        page.click("button[type=submit], input[type=submit]")
-        page.wait_for_load_state("networkidle")
+    with logged_in(url, email, password) as page:
         page.goto(f"{url}/projects/{project}/data?task={task}")
         page.wait_for_selector("button:has-text('Submit')", timeout=120000)
         page.keyboard.press("Escape")  # the instructions open over the first task
@@ -58,7 +48,6 @@ def annotate(url: str, email: str, password: str, project: int, task: int, actio
             page.click("button:has-text('Submit')")
         if r.value.status >= 400:
             raise SystemExit(f"Label Studio refused the annotation: {r.value.status} {r.value.text()[:300]}")
-        browser.close()
 
 
 if __name__ == "__main__":

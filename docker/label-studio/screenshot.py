@@ -11,21 +11,11 @@ from __future__ import annotations
 
 import sys
 
-from playwright.sync_api import sync_playwright
-
-CHROMIUM = "/usr/bin/chromium"
+from browser import logged_in  # this folder's: the scripts run as files, their folder on the path
 
 
 def shoot(url: str, email: str, password: str, project: int, task: int, out: str, wait_text: str | None = None) -> None:
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox", "--disable-dev-shm-usage"])
-        page = browser.new_context(viewport={"width": 1400, "height": 1100}).new_page()
-        page.goto(f"{url}/user/login/")
-        page.fill("input[name=email]", email)
-        page.fill("input[name=password]", password)
-        page.click("button[type=submit], input[type=submit]")
-        page.wait_for_load_state("networkidle")
+    with logged_in(url, email, password) as page:
         # task 0: the label stream ("Label All Tasks"), the screen an annotator works in
         page.goto(f"{url}/projects/{project}/data?labeling=1" if not task else f"{url}/projects/{project}/data?task={task}")
         if wait_text:
@@ -42,7 +32,6 @@ def shoot(url: str, email: str, password: str, project: int, task: int, out: str
                 pass
         page.wait_for_timeout(1000)
         page.screenshot(path=out)
-        browser.close()
 
 
 if __name__ == "__main__":
