@@ -294,6 +294,17 @@ def handle_bad(result: ReadResult, lenient: bool, path: Path, record: int, locat
     })
 
 
+def require_keys(obj, keys) -> dict:
+    """The record itself, when it is a JSON object holding every one of `keys`; else a RecordError saying which
+    keys it lacks."""
+    if not isinstance(obj, dict):
+        raise RecordError("expected a JSON object")
+    missing = [k for k in keys if k not in obj]
+    if missing:
+        raise RecordError(f"missing keys {missing}")
+    return obj
+
+
 def json_list_records(path: Path, result: ReadResult, lenient: bool, source: str, required: tuple[str, ...],
                       what: str) -> Iterator[tuple[int, str, dict]]:
     """(index, locator, object) of each item of a JSON-list release whose items are objects with the
@@ -305,11 +316,7 @@ def json_list_records(path: Path, result: ReadResult, lenient: bool, source: str
         result.records += 1
         locator = f"item {i}"
         try:
-            if not isinstance(obj, dict):
-                raise RecordError("expected a JSON object")
-            missing = [k for k in required if k not in obj]
-            if missing:
-                raise RecordError(f"missing keys {missing}")
+            require_keys(obj, required)
         except RECORD_ERRORS as exc:
             handle_bad(result, lenient, path, i, locator, source, exc)
             continue

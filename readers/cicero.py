@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from readers.base import ReadResult, RECORD_ERRORS, RecordError, handle_bad, json_line_records, require_file
+from readers.base import (ReadResult, RECORD_ERRORS, RecordError, handle_bad, json_line_records, require_file,
+                          require_keys)
 
 REQUIRED = ("ID", "Dialogue", "Target", "Question", "Choices", "Correct Answers")
 
@@ -21,11 +22,7 @@ def _speaker_split(utterance: str) -> tuple[str, str]:
 
 
 def parse_instance(obj: dict) -> dict:
-    if not isinstance(obj, dict):
-        raise RecordError("expected a JSON object")
-    missing = [k for k in REQUIRED if k not in obj]
-    if missing:
-        raise RecordError(f"missing keys {missing}")
+    require_keys(obj, REQUIRED)
     dialogue = obj["Dialogue"]
     choices = obj["Choices"]
     correct = obj["Correct Answers"]

@@ -14,6 +14,7 @@ from readers.base import (
     RecordError,
     handle_bad,
     json_line_records,
+    require_keys,
     require_file,
 )
 
@@ -41,11 +42,7 @@ def read_corecode(path: str | Path, lenient: bool = False) -> ReadResult:
     result = ReadResult()
     for n, locator, obj in json_line_records(path, result, lenient, "corecode"):
         try:
-            if not isinstance(obj, dict):
-                raise RecordError("expected a JSON object")
-            missing = [k for k in ("id", "dialogue", "question", "answer") if k not in obj]
-            if missing:
-                raise RecordError(f"missing keys {missing}")
+            require_keys(obj, ("id", "dialogue", "question", "answer"))
             if not isinstance(obj["dialogue"], list) or not obj["dialogue"]:
                 raise RecordError("'dialogue' must be a non-empty list")
             options = {k: str(v) for k, v in obj.items() if OPTION.match(k)}
@@ -105,11 +102,7 @@ def read_corecode_annotations(path: str | Path, lenient: bool = False) -> ReadRe
     result = ReadResult()
     for n, locator, obj in json_line_records(path, result, lenient, "corecode_annotations"):
         try:
-            if not isinstance(obj, dict):
-                raise RecordError("expected a JSON object")
-            missing = [k for k in ANNOTATION_KEYS if k not in obj]
-            if missing:
-                raise RecordError(f"missing keys {missing}")
+            require_keys(obj, ANNOTATION_KEYS)
             for k, t in ANNOTATION_KEYS.items():
                 if not isinstance(obj[k], t) or (t is int and isinstance(obj[k], bool)):
                     raise RecordError(f"{k!r} must be {t.__name__}, got {type(obj[k]).__name__}")
