@@ -429,33 +429,8 @@ def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "
     say = lambda text: console.print(escape(text), highlight=False, soft_wrap=True)  # noqa: E731
     if row:
         for step in result:
-            extra = f"  [rejected: {step.get('reason_code')}: {step['reason']}]" if step.get("rejected") else ""
-            say(f"{step['stage']:<20} {step['id']}  ({step['key']}){extra}")
-            for e in step.get("evidence", []):
-                say(f"{'':<20} evidence: {e['text']}  [{e['file']} {e['locator']}, sha256 {e['sha256']}]")
-            if "annotation" in step:
-                a = step["annotation"]
-                say(f"{'':<20} annotated by {a['annotator']} (Label Studio annotation {a.get('annotation_id')}, "
-                    f"task {a.get('ls_task_id')} made from row {a.get('task_id', '?')}; created {a.get('created_at')}, "
-                    f"lead time {a.get('lead_time')} s)")
-            if "origin" in step:
-                o = step["origin"]
-                say(f"{'':<20} made by {o['generator']} ({o['rule']}): {o.get('rationale') or ''}")
-                if o.get("source"):
-                    say(f"{'':<20} the answer of {o['written_for']}, read from {o['source'].get('file')} "
-                        f"{o['source'].get('locator')}")
-            for who in ("checkers", "validators", "raters", "labellers", "writers"):
-                if step.get(who):
-                    say(f"{'':<20} {who}: {', '.join(step[who])}")
-            if "record" in step:
-                s = step["record"]
-                say(f"{'':<20} read from {s['file']} {s['locator']}")
-            if step.get("aggregate"):
-                say(f"{'':<20} a summary row: it has no single source record; "
-                    f"`csk lineage {pipeline} {stage}` lists the artifacts it summarises")
-            if "source" in step:
-                s = step["source"]
-                say(f"{'source':<20} {s['file']} {s['locator']} (sha256 {s['sha256']})")
+            for line in _row_step_lines(step, pipeline, stage):
+                say(line)
     else:
         for e in result:
             r = e["rows"]
@@ -463,6 +438,36 @@ def lineage(pipeline: str, stage: str, row: Optional[str] = typer.Option(None, "
                 f"rejected {r['rejected']}) {e['path']}")
             for f in e.get("source_files", []):
                 say(f"{'  ' * (e['depth'] + 1)}{f['path']} sha256={f['sha256']}")
+
+
+def _row_step_lines(step: dict, pipeline: str, stage: str) -> list[str]:
+    """What `csk lineage` prints of one step of a row's lineage: the row, then what made it and where it
+    was read."""
+    pad = " " * 20
+    a, o, r, s = (step.get(k) for k in ("annotation", "origin", "record", "source"))
+    extra = f"  [rejected: {step.get('reason_code')}: {step['reason']}]" if step.get("rejected") else ""
+    lines = [f"{step['stage']:<20} {step['id']}  ({step['key']}){extra}"]
+    lines += [f"{pad} evidence: {e['text']}  [{e['file']} {e['locator']}, sha256 {e['sha256']}]"
+              for e in step.get("evidence", [])]
+    if a:
+        lines.append(f"{pad} annotated by {a['annotator']} (Label Studio annotation {a.get('annotation_id')}, task "
+                     f"{a.get('ls_task_id')} made from row {a.get('task_id', '?')}; created {a.get('created_at')}, "
+                     f"lead time {a.get('lead_time')} s)")
+    if o:
+        lines.append(f"{pad} made by {o['generator']} ({o['rule']}): {o.get('rationale') or ''}")
+        if o.get("source"):
+            lines.append(f"{pad} the answer of {o['written_for']}, read from {o['source'].get('file')} "
+                         f"{o['source'].get('locator')}")
+    lines += [f"{pad} {who}: {', '.join(step[who])}" for who in ("checkers", "validators", "raters", "labellers",
+                                                                 "writers") if step.get(who)]
+    if r:
+        lines.append(f"{pad} read from {r['file']} {r['locator']}")
+    if step.get("aggregate"):
+        lines.append(f"{pad} a summary row: it has no single source record; `csk lineage {pipeline} {stage}` lists "
+                     "the artifacts it summarises")
+    if s:
+        lines.append(f"{'source':<20} {s['file']} {s['locator']} (sha256 {s['sha256']})")
+    return lines
 
 
 @app.command()
