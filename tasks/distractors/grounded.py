@@ -25,13 +25,31 @@ it changed (`rule:old->new`).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Iterable
 
 from tasks.distractors.window import TAG, locate, nearest_first
 from tasks.vocabulary import CONVERSATION_ROLES, PEOPLE
 from tasks.vocabulary import GENERAL_NOUNS as GENERAL
 
-RULES = ("swap_event", "swap_object", "swap_place", "swap_time", "swap_attribute", "role_flip")
+@dataclass(frozen=True)
+class GroundedRule:
+    """One grounded rewrite rule: its name (the `rule` a candidate row carries, before the words it
+    changed) and what it changes; the rules share one pass over the parse (`_all_rewrites`)."""
+
+    name: str
+    changes: str
+
+
+GROUNDED_RULES = (
+    GroundedRule("swap_event", "the main verb for another verb of the dialogue, transitive for transitive"),
+    GroundedRule("swap_object", "a direct object for another thing of the dialogue"),
+    GroundedRule("swap_place", "a place after a preposition of place for another place of the dialogue"),
+    GroundedRule("swap_time", "a date or a time for another of the dialogue's of the same shape"),
+    GroundedRule("swap_attribute", "an adjective for another adjective of the dialogue"),
+    GroundedRule("role_flip", "who did what to whom: the speaker and the listener exchanged"),
+)
+RULES = tuple(r.name for r in GROUNDED_RULES)
 # The rule whose rewrites read as sentences to two blind readers: who did what to whom. A place or a time
 # swapped for the dialogue's ("the speaker's universities", "puts up posters the year": 4 of 8 marked
 # broken on the real sample) and a verb, an object or an adjective swapped word for word ("thanked the

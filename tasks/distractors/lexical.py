@@ -22,6 +22,7 @@ and each rewrite carries its evidence: the rule and the words it changed (`evide
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Iterable
 
@@ -335,10 +336,32 @@ def chain_rewrites(text: str, singles: Callable[[str], list[tuple[str, str]]], d
     return [(rule, t) for t, rule in out.items()]
 
 
-RULE_KINDS = ("antonym", "negation", "quantity", "role_swap", "entity_swap")
-# The rule kinds whose rewrite contradicts the answer it came from; role and entity swaps keep the
-# proposition as often as not (another person doing the same thing is just as plausible).
-CONTRADICTING = ("antonym", "negation", "quantity")
+@dataclass(frozen=True)
+class RewriteRule:
+    """One rewrite rule of the lexical generator: its name (the `rule` a candidate row carries, before the
+    words it changed), what it changes, whether its rewrite contradicts the answer it came from, and its
+    function (text, the dialogue's entities, a ConceptNet antonym lookup) -> [(rule, rewrite)]."""
+
+    name: str
+    changes: str
+    contradicts: bool
+    rewrite: Callable[[str, dict[str, str], Callable | None], list[tuple[str, str]]]
+
+
+# The lexical generator's rules, in the order it applies them. Role and entity swaps keep the proposition as
+# often as not (another person doing the same thing is just as plausible): they do not contradict.
+REWRITE_RULES = (
+    RewriteRule("antonym", "a word for its antonym (the lexicon above; ConceptNet's with a database)", True,
+                lambda t, ents, lookup: antonym_rewrites(t, lookup)),
+    RewriteRule("negation", "the polarity at the first auxiliary", True, lambda t, ents, lookup: negation_rewrites(t)),
+    RewriteRule("quantity", "a number or a number word", True, lambda t, ents, lookup: quantity_rewrites(t)),
+    RewriteRule("role_swap", "speaker for listener, he for she, man for woman", False,
+                lambda t, ents, lookup: role_rewrites(t)),
+    RewriteRule("entity_swap", "a named entity for another of the dialogue's, of the same type", False,
+                lambda t, ents, lookup: entity_rewrites(t, ents)),
+)
+RULE_KINDS = tuple(r.name for r in REWRITE_RULES)
+CONTRADICTING = tuple(r.name for r in REWRITE_RULES if r.contradicts)
 
 
 def rewrite_all(text: str, dialogue_entities: dict[str, str], lookup: Callable[[str], Iterable[str]] | None = None,
@@ -348,20 +371,10 @@ def rewrite_all(text: str, dialogue_entities: dict[str, str], lookup: Callable[[
     unknown = kinds - set(RULE_KINDS)
     if unknown:
         raise ValueError(f"unknown rewrite rule kind(s) {sorted(unknown)}; the kinds are {', '.join(RULE_KINDS)}")
+    rules = [r for r in REWRITE_RULES if r.name in kinds]
 
     def singles(t: str) -> list[tuple[str, str]]:
-        out = []
-        if "antonym" in kinds:
-            out += antonym_rewrites(t, lookup)
-        if "negation" in kinds:
-            out += negation_rewrites(t)
-        if "quantity" in kinds:
-            out += quantity_rewrites(t)
-        if "role_swap" in kinds:
-            out += role_rewrites(t)
-        if "entity_swap" in kinds:
-            out += entity_rewrites(t, dialogue_entities)
-        return out
+        return [out for r in rules for out in r.rewrite(t, dialogue_entities, lookup)]
 
     return chain_rewrites(text, singles, depth, frozenset({"antonym", "negation"}))
 

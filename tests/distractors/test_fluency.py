@@ -44,10 +44,15 @@ def test_agreeing_rewrites_pass(original, rewrite):
     assert problem(original, rewrite) is None
 
 
-def test_articles_are_checked_by_sound():
-    assert problem("She lives in a new flat.", "She lives in a old flat.") == ("article", "'a old': takes 'an'")
+def test_articles_are_chosen_by_sound_and_checked_in_people_s_answers():
+    """A rewrite chooses its article again by the new word's sound (so no rewrite check is needed: it fired
+    on none of 2,956 rewrites of the real sample and went); a person's answer is still checked."""
+    from tasks.distractors.lexical import antonym_rewrites
+
+    assert "It was an expensive room." in [t for _, t in antonym_rewrites("It was a cheap room.")]
+    assert fluency.article_problems("She lives in a old flat.") == ["'a old': takes 'an'"]
+    assert not fluency.article_problems("It was a useless talk.")  # "a useless": a consonant sound
     assert problem("He waited for a minute.", "He waited for an hour.") is None
-    assert problem("It was a useful talk.", "It was a useless talk.") is None  # "a useless": a consonant sound
 
 
 def test_two_people_never_collapse_into_one():

@@ -1,0 +1,47 @@
+"""The distractor engine's rules in one registry: every rewrite rule (the lexical generator's, the grounded
+generator's) and every fluency check of a rewrite, each a small named object stating its name (the rule or
+reason code rows carry), what it changes or catches, and where its algorithm is. The rules' words come from
+one vocabulary (tasks/vocabulary.py); inflection is lemminflect's.
+
+Each rule's test (tests/distractors/test_rules.py) records how often it fires on real CICERO answers; a rule
+that fires on none has no place here."""
+
+from __future__ import annotations
+
+from tasks.distractors.fluency import FLUENCY_RULES
+from tasks.distractors.grounded import GROUNDED_RULES
+from tasks.distractors.lexical import REWRITE_RULES
+
+REGISTRY = {**{f"lexical:{r.name}": r for r in REWRITE_RULES},
+            **{f"grounded:{r.name}": r for r in GROUNDED_RULES},
+            **{f"fluency:{r.name}": r for r in FLUENCY_RULES}}
+
+
+def firing_rates(view, max_per_answer: int = 24) -> dict[str, dict]:
+    """How often each rule of the registry fires on the answers of `view` (a counterfactuals instance
+    table): a rewrite rule, the answers it rewrote at least once (alone or in a chain, kept or left out by
+    a fluency check); a fluency check, the rewrites it left out. {name: {"fired", "of", "share"}}."""
+    import pandas as pd
+
+    from tasks.distractors.counterfactuals import counterfactuals
+
+    out = counterfactuals(view, generators=["lexical", "grounded"], lexical_rules=[r.name for r in REWRITE_RULES],
+                          grounded_rules=[r.name for r in GROUNDED_RULES], max_per_answer=max_per_answer,
+                          min_pool=10**6)
+    rejected = out.rejected if out.rejected is not None else pd.DataFrame(columns=["reason_code", "rule"])
+    fluent = rejected[rejected["reason_code"].astype(str).str.startswith("fluency_")]
+    made = pd.concat([out.data[["instance_id", "generator", "rule"]],
+                      fluent[["instance_id", "generator", "rule"]]], ignore_index=True)
+    checked = int(out.notes.get("fluency_checked", 0))
+    rates = {}
+    for key in REGISTRY:
+        family, name = key.split(":", 1)
+        if family == "fluency":
+            fired, of = int((fluent["reason_code"] == f"fluency_{name}").sum()), checked
+        else:
+            gen = "lexical" if family == "lexical" else "grounded"
+            steps = made[made["generator"] == gen]
+            hit = steps["rule"].astype(str).map(lambda r, name=name: any(p.split(":")[0] == name for p in r.split("+")))
+            fired, of = int(steps.loc[hit, "instance_id"].nunique()), len(view)
+        rates[key] = {"fired": fired, "of": of, "share": round(fired / of, 4) if of else 0.0}
+    return rates

@@ -1,0 +1,44 @@
+"""The engine's rules, one registry: every rewrite rule and fluency check is an object there, and each fires
+on real CICERO answers (the real sample's 300 v2 items: every gold answer rewritten by every lexical and
+grounded rule, every rewrite checked). A rule that fires on none has no place in the registry."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.conftest import real_samples
+
+
+@pytest.fixture(scope="module")
+def rates():
+    from readers import read_cicero_release
+    from tasks.distractors.rules import firing_rates
+
+    rows = read_cicero_release(real_samples() / "cicero" / "cicero_v2_val_sample.jsonl", lenient=True).rows
+    view = pd.DataFrame({"id": [r["id"] for r in rows], "group_id": [r["cicero_id"] for r in rows],
+                         "question": [r["question"] for r in rows], "target": [r.get("target") or "" for r in rows],
+                         "passage": [r["dialogue"] for r in rows], "choices": [[] for _ in rows],
+                         "correct_answers": [[] for _ in rows],
+                         "gold": [r["choices"][r["correct_answers"][0]] for r in rows]})
+    return firing_rates(view)
+
+
+def test_every_rule_is_an_object_of_the_registry():
+    from tasks.distractors import fluency, grounded, lexical
+    from tasks.distractors.rules import REGISTRY
+
+    assert [k.split(":", 1)[1] for k in REGISTRY if k.startswith("lexical:")] == list(lexical.RULE_KINDS)
+    assert [k.split(":", 1)[1] for k in REGISTRY if k.startswith("grounded:")] == list(grounded.RULES)
+    assert {k.split(":", 1)[1] for k in REGISTRY if k.startswith("fluency:")} == set(fluency.CHECKS) - {"misspelt"}
+    assert all(getattr(r, "changes", None) or getattr(r, "catches", None) for r in REGISTRY.values())
+
+
+def test_every_rule_fires_on_real_answers(rates, record_property):
+    for name, r in rates.items():
+        record_property(name, f"{r['fired']} of {r['of']}")  # how often: in the test report (junit xml)
+    print("\n" + "\n".join(f"{k:<26} {r['fired']:>5} of {r['of']:>5} ({r['share']:.1%})" for k, r in rates.items()))
+    silent = sorted(k for k, r in rates.items() if not r["fired"])
+    assert not silent, f"rules that fire on none of the real answers: {silent}"
+    # the contradicting rewrites reach most answers: a pool is mostly in place
+    assert rates["lexical:antonym"]["share"] > 0.3 and rates["lexical:negation"]["share"] > 0.3
