@@ -205,7 +205,7 @@ def _release(path: Path, layout: str, facts: pd.DataFrame, lenient: bool, counte
     # file held at least n + 1 copies (a P-G row may hold one answer twice where P-NLI held it once)
     earlier = {k: len(v) for k, v in seen.items()}
     here: dict[tuple, int] = {}
-    for rec, statement, polarity, answers in items:
+    for i, (rec, statement, polarity, answers) in enumerate(items):
         fid = by_text.get(norm(statement))
         own = fid or "release-" + hashlib.sha1(norm(statement).encode()).hexdigest()[:10]
         for j, a in enumerate(answers):
@@ -218,15 +218,18 @@ def _release(path: Path, layout: str, facts: pd.DataFrame, lenient: bool, counte
             here[key] = n + 1
             if n < earlier.get(key, 0):  # within one file every answer stays, as released
                 first = seen[key][n]
+                if layout == "p-g":  # the row read first stands for this copy: its place in P-G
+                    first[2].update(release_gen_row=i, release_gen_ref=j)
                 duplicates.append({"id": f"{rec['id']}/answer{j}", **row, "parent_id": None,
                                    "reason_code": "duplicate_answer",
                                    "reason": f"the same {polarity} answer to this statement was read from "
                                              f"{first[0]} {first[1]}"})
                 continue
-            seen.setdefault(key, []).append((path.name, rec["source_locator"]))
             k = counter.get((own, polarity), 0)
             counter[(own, polarity)] = k + 1
-            rows.append({"id": f"{own}/{polarity}/r{k}", **row})
+            rows.append({"id": f"{own}/{polarity}/r{k}", **row, "release_gen_row": i if layout == "p-g" else None,
+                         "release_gen_ref": j if layout == "p-g" else None})
+            seen.setdefault(key, []).append((path.name, rec["source_locator"], rows[-1]))
     rejected = [{**r, "parent_id": None} for r in result.rejected] + duplicates
     statements = {r[1] for r in items}
     matched = {s for s in statements if norm(s) in by_text}
@@ -279,9 +282,13 @@ def annotations(facts: pd.DataFrame, tasks: pd.DataFrame, *, answers: InputPath 
                "fact_from_release", "source_file", "source_record", "source_locator"]
     if annotated:  # who wrote each answer in Label Studio, for which task (null on a release's rows)
         columns += ["task_id", *ANNOTATION_COLUMNS]
-    if not unused(release):  # the split its file name gives (null: none, or a crowd answer): `splits` keeps it
-        columns += ["release_split"]
+    if not unused(release):  # the split its file name gives (null: none, or a crowd answer): `splits` keeps it;
+        # the P-G row and reference each answer is in (null: not in P-G), so P-G is written in the release's order
+        columns += ["release_split", "release_gen_row", "release_gen_ref"]
     data = pd.DataFrame(rows, columns=columns)
+    for c in ("release_gen_row", "release_gen_ref"):
+        if c in data.columns:
+            data[c] = pd.array([None if pd.isna(v) else int(v) for v in data[c]], dtype="Int64")
     data["fact_id"] = data["fact_id"].astype(str)
     if annotated:
         data = _annotation_dtypes(data)

@@ -47,7 +47,7 @@ def p_g(answers: pd.DataFrame, splits: pd.DataFrame, *, per_split: bool = False)
     """
     split = dict(zip(splits["id"], splits["split"]))
     rows = []
-    for (fid, polarity), group in answers.groupby(["fact_id", "polarity"], sort=False):
+    for (fid, polarity), group in _release_order(answers):
         first = group.iloc[0]
         rows.append({"id": f"{fid}/{polarity}", "answer_id": first["id"], "fact_id": fid, "polarity": polarity,
                      "prompt": f"{first['statement']} {first['question']} ", "references": group["answer"].tolist(),
@@ -61,3 +61,23 @@ def p_g(answers: pd.DataFrame, splits: pd.DataFrame, *, per_split: bool = False)
              csv_bytes(header, [[p] + list(r) + [""] * (width - len(r)) for p, r in zip(part["prompt"], part["references"])])
              for s, part in parts}
     return StageOutput(data=data, files=files, rows_in=len(data))
+
+
+def _release_order(answers: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+    """The (fact, polarity) groups of the answers in the order read; answers imported from a release's
+    P-G file (`release_gen_row`, `release_gen_ref`) in that file's order of rows and references, a release
+    directory's P-NLI answers that P-G repeats at P-G's place, the rest after them as read."""
+    groups = list(answers.groupby(["fact_id", "polarity"], sort=False))
+    if "release_gen_row" not in answers.columns or not answers["release_gen_row"].notna().any():
+        return groups
+    last = float("inf")
+
+    def place(v) -> float:
+        return last if pd.isna(v) else float(v)
+
+    out = []
+    for key, g in groups:
+        order = sorted(range(len(g)), key=lambda k: (place(g["release_gen_ref"].iloc[k]), k))
+        out.append((key, g.iloc[order]))
+    out.sort(key=lambda kg: min(place(v) for v in kg[1]["release_gen_row"]))  # stable: the rest as read
+    return out

@@ -312,6 +312,27 @@ def test_the_real_release_files_together(real, tmp_path):
     assert out.data["id"].is_unique
 
 
+def test_pg_from_a_release_directory_keeps_the_release_s_rows_and_references(real, tmp_path):
+    """A release directory (the P-NLI sample and P-G): P-G written again holds the released rows first, in
+    the released order, each with its released references in their order; P-NLI answers of the same fact
+    that P-G does not hold come after them in their row, facts only P-NLI holds after every released row."""
+    from tasks.corequisite.p_nli import p_g
+    from tasks.corequisite.splits import splits
+
+    release = tmp_path / "release"
+    release.mkdir()
+    for name in ("PaCo_nli_train_sample.csv", "PaCo_Gen.csv"):
+        (release / name).symlink_to(real / "paco" / name)
+    imported = _import(release).data
+    out = p_g(imported, splits(imported).data)
+    rebuilt = list(csv.reader(io.StringIO(out.files["PaCo_Gen.csv"].decode())))[1:]
+    released = list(csv.reader(open(real / "paco" / "PaCo_Gen.csv", newline="", encoding="utf-8")))[1:]
+    assert len(rebuilt) > len(released)  # P-NLI's other facts, after
+    for got, want in zip(rebuilt, released):
+        refs = [r for r in want[1:] if r]
+        assert got[0] == want[0] and got[1:1 + len(refs)] == refs, (got[0], refs, got[1:])
+
+
 def test_real_pg_round_trip(real):
     """P-G imported and written again is the released file, byte for byte (one file, as released);
     per split on request, the same rows."""
