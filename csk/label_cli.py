@@ -100,7 +100,9 @@ def push_command(pipeline: str, step: str, store: Path = STORE, run_: Optional[s
     s, rows = step_rows(store, pipeline, step, run_)
     ls = LabelStudio()
     project = ls.create_project(project_title(pipeline, step), s.config, s.instructions, s.annotators)
-    ids = ls.import_tasks(project, tasks_of(s, rows))
+    tasks = tasks_of(s, rows)
+    ls.hide_markup(project, tasks)  # the data manager's table shows text, not the dialogue's HTML
+    ids = ls.import_tasks(project, tasks)
     print(f"project {project} ({project_title(pipeline, step)}): {len(ids)} tasks; {ls.url}/projects/{project}/data")
 
 

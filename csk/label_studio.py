@@ -160,6 +160,22 @@ class LabelStudio:
                 "overlap_cohort_percentage": 100}
         return int(self._call("POST", "/api/projects/", json=body)["id"])
 
+    def hide_markup(self, project: int, tasks: list[dict]) -> list[str]:
+        """The data manager's table shows every task field as written, so a field holding HTML (the dialogue
+        as the labeling page renders it, `*_html`) would show its markup: the project gets one view of its
+        tasks that hides those columns (Label Studio's data-manager views API), the labeling page still
+        renders them. Returns the fields hidden."""
+        fields = sorted({k for t in tasks for k in t.get("data", t) if str(k).endswith("_html")})
+        if fields:
+            columns = [f"tasks:data.{f}" for f in fields]
+            self._call("POST", "/api/dm/views/", json={"project": project, "data": {
+                "title": "Tasks", "hiddenColumns": {"explore": columns, "labeling": columns}}})
+        return fields
+
+    def views(self, project: int) -> list[dict]:
+        out = self._call("GET", "/api/dm/views/", params={"project": project})
+        return out.get("results", out) if isinstance(out, dict) else (out or [])
+
     def import_tasks(self, project: int, tasks: list[dict]) -> list[int]:
         out = self._call("POST", f"/api/projects/{project}/import", params={"return_task_ids": "true"}, json=tasks)
         return [int(t) for t in (out or {}).get("task_ids", [])]

@@ -85,7 +85,8 @@ class Server:
             return out.raise_for_status().json()["tasks"]
 
     def screenshot(self, email: str, project: int, task: int | None, out: Path, wait_text: str | None = None) -> Path:
-        """The labeling screen of `task`, or (None) the label stream an annotator opens ("Label All Tasks")."""
+        """The labeling screen of `task`, (None) the label stream an annotator opens ("Label All Tasks"), or (-1)
+        the data manager's table of the project's tasks."""
         password = ADMIN_PASSWORD if email == ADMIN_EMAIL else ANNOTATOR_PASSWORD
         subprocess.run([str(VENV / "bin" / "python"), str(ROOT / "docker/label-studio/screenshot.py"), self.url,
                         email, password, str(project), str(task or 0), str(out)] + ([wait_text] if wait_text else []),

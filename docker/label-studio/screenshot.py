@@ -4,7 +4,7 @@ Debian Chromium driven by Playwright; no browser is downloaded: `executable_path
     .venv-label-studio/bin/python docker/label-studio/screenshot.py URL EMAIL PASSWORD PROJECT TASK OUT.png [WAIT_TEXT]
 
 Logs in through the login form, opens the task in the data manager's labeling panel (TASK 0: the label
-stream an annotator opens with "Label All Tasks"), waits for WAIT_TEXT
+stream an annotator opens with "Label All Tasks"; TASK -1: the data manager's table), waits for WAIT_TEXT
 (a phrase of the task: the dialogue has rendered) and writes the PNG."""
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from browser import logged_in  # this folder's: the scripts run as files, their 
 def shoot(url: str, email: str, password: str, project: int, task: int, out: str, wait_text: str | None = None) -> None:
     with logged_in(url, email, password) as page:
         # task 0: the label stream ("Label All Tasks"), the screen an annotator works in
-        page.goto(f"{url}/projects/{project}/data?labeling=1" if not task else f"{url}/projects/{project}/data?task={task}")
+        # task -1: the data manager's table of tasks (its columns as a project manager sees them)
+        page.goto(f"{url}/projects/{project}/data" if task < 0 else f"{url}/projects/{project}/data?labeling=1"
+                  if not task else f"{url}/projects/{project}/data?task={task}")
         if wait_text:
             page.wait_for_selector(f"text={wait_text}", timeout=90000)
         else:

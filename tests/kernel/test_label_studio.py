@@ -87,6 +87,12 @@ def test_label_studio_round_trip_cicero(server, prefect_harness, tmp_path, confi
     # request: the whole sample's 214 tasks would take minutes); annotator 2 skips the first (rejected, with why)
     project = _push("cicero", "answers", store)
     server.screenshot(emails[0], project, None, shots / "cicero.answers.png", "The target utterance")
+    # the data manager's table shows text: the dialogue's HTML column is hidden in the project's view
+    from csk.label_studio import LabelStudio
+
+    hidden = [v["data"]["hiddenColumns"] for v in LabelStudio().views(project)]
+    assert hidden and all("tasks:data.dialogue_html" in h["explore"] for h in hidden), hidden
+    server.screenshot(emails[0], project, -1, shots / "cicero.answers.data_manager.png", "dialogue_id")
     every = server.tasks(project)
     assert every and all(t["data"]["row_id"] for t in every)
     firsts = {t["data"]["dialogue_id"]: t for t in every}
