@@ -77,6 +77,13 @@ class LabelingStep:
         return {"data": data}
 
 
+# Label Studio's data-manager columns of every task (label_studio/data_manager/functions.py) that say nothing
+# about the task's text: hidden in a pushed project's table, a click away in its Columns menu.
+DM_BOOKKEEPING = ("inner_id", "annotations_results", "annotations_ids", "predictions_score",
+                  "predictions_model_versions", "predictions_results", "file_upload", "storage_filename",
+                  "updated_by", "draft_exists")
+
+
 def tasks_of(step: LabelingStep, rows: pd.DataFrame) -> list[dict]:
     """The step's Label Studio tasks, one per row (in the artifact's order)."""
     if step.rows is not None:
@@ -167,7 +174,9 @@ class LabelStudio:
         renders them. Returns the fields hidden."""
         fields = sorted({k for t in tasks for k in t.get("data", t) if str(k).endswith("_html")})
         if fields:
-            columns = [f"tasks:data.{f}" for f in fields]
+            # and the bookkeeping columns a new project's table opens with, so the tasks' own text fields are
+            # in view (each can be shown again from the table's Columns menu)
+            columns = [f"tasks:data.{f}" for f in fields] + [f"tasks:{c}" for c in DM_BOOKKEEPING]
             self._call("POST", "/api/dm/views/", json={"project": project, "data": {
                 "title": "Tasks", "hiddenColumns": {"explore": columns, "labeling": columns}}})
         return fields

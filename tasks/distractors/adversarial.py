@@ -47,12 +47,17 @@ def hellaswag_swaps(pairwise_accuracy: float) -> int:
     return 0 if pairwise_accuracy <= 0.525 else 1 if pairwise_accuracy <= 0.575 else 2
 
 
+def _published(inst) -> bool:
+    """Does the instance carry a published choice set (two or more choices)?"""
+    published = getattr(inst, "choices", None)
+    return published is not None and len(published) >= 2
+
+
 def slots_of(inst, default: int) -> int:
     """Distractors an instance needs: its published distractor slots where it has a published choice set
     (two or more choices; 0 where every one is correct: it comes back as published), else `default` (an
     answer alone, as a first Label Studio answer is, is no choice set)."""
-    published = getattr(inst, "choices", None)
-    if published is not None and len(published) >= 2:
+    if _published(inst):
         return int(inst.n_distractors)
     return int(getattr(inst, "n_distractors", 0) or default)
 
@@ -729,15 +734,18 @@ def settle_before_round_1(instances: pd.DataFrame, pools: dict[str, list], n_dis
     An item whose published choices are all correct has no slot to fill: it passes as published (it trains
     no discriminator: it has no wrong choice to tell apart). An item with no candidate left, or whose
     published slots outnumber its whole pool, can never be filled: rejected now (it would fail the rebuilt
-    file's full number of choices only after the whole loop)."""
+    file's full number of choices only after the whole loop; an item without published choices takes what its
+    pool holds)."""
     view = instances
     own = "n_distractors" in view.columns
     as_published = [i for i, r in zip(view["id"], view.itertuples()) if own and slots_of(r, n_distractors) == 0]
     has_pool = view["id"].isin([k for k, v in pools.items() if v]) & ~view["id"].isin(as_published)
     rejected = instances[~has_pool.values & ~view["id"].isin(as_published).values].assign(
         reason_code="no_candidate", reason="no candidate survived the candidate filter")
+    # only an item with published choices must keep their number (a first answer written in Label Studio has
+    # no choice set: it takes the distractors its pool holds, up to n_distractors)
     short = [(r.id, len(pools[r.id]), slots_of(r, n_distractors)) for r in view[has_pool.values].itertuples()
-             if own and len(pools[r.id]) < slots_of(r, n_distractors)]
+             if own and _published(r) and len(pools[r.id]) < slots_of(r, n_distractors)]
     if short:
         rejected = pd.concat([rejected, pd.DataFrame([
             {"id": i, "reason_code": "too_few_candidates",

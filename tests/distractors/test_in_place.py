@@ -382,3 +382,18 @@ def test_a_checkpoint_that_does_not_read_is_set_aside_not_a_traceback(tmp_path):
     assert point.load() == {"history": [1]}
     (point.folder / "state.json").write_text('{"history": [1', encoding="utf-8")  # damaged by hand
     assert point.load() is None and (point.folder / "state.unreadable").exists()
+
+
+def test_only_an_item_with_published_choices_must_fill_its_slots_before_round_1():
+    """A released item whose pool is smaller than its published slots can never keep its number of choices:
+    rejected before round 1. A first answer written in Label Studio (no choice set) takes what its pool holds."""
+    from tasks.distractors.adversarial import settle_before_round_1
+
+    items = pd.DataFrame({"id": ["released", "first_answer", "all_correct"], "group_id": ["d1", "d2", "d3"],
+                          "gold": ["a", "b", "c"], "choices": [["a", "x", "y", "z"], ["b"], ["c", "c2"]],
+                          "n_distractors": [3, 0, 0]})
+    pools = {"released": [("r1", "x1")], "first_answer": [("f1", "x2")], "all_correct": []}
+    view, passed, rejected, counts = settle_before_round_1(items, pools, n_distractors=4)
+    assert view["id"].tolist() == ["first_answer"] and passed["id"].tolist() == ["all_correct"]
+    assert rejected.set_index("id")["reason_code"].to_dict() == {"released": "too_few_candidates"}
+    assert counts == {"no_candidate": 0, "too_few_candidates": 1}
