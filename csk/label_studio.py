@@ -81,7 +81,7 @@ class LabelingStep:
 # about the task's text: hidden in a pushed project's table, a click away in its Columns menu.
 DM_BOOKKEEPING = ("inner_id", "annotations_results", "annotations_ids", "predictions_score",
                   "predictions_model_versions", "predictions_results", "file_upload", "storage_filename",
-                  "updated_by", "draft_exists")
+                  "created_at", "updated_at", "updated_by", "avg_lead_time", "draft_exists")
 
 
 def tasks_of(step: LabelingStep, rows: pd.DataFrame) -> list[dict]:
