@@ -425,7 +425,8 @@ def af_record(it: int, judged: dict, swaps: int, history: list[dict], state: dic
             "swaps_allowed": swaps_allowed(judged, state, rules),
             "train_instances": f["train_instances"], "held_out_instances": f["held_out_instances"],
             "discriminator_seed": f["discriminator_seed"], "lr_scale": f["lr_scale"],
-            "least_held_out": 0, "p_vs_chance": f["p_vs_chance"], **ending,
+            "least_held_out": min((len(st["held_out_rounds"]) for st in state.values()), default=0),
+            "p_vs_chance": f["p_vs_chance"], **ending,
             **({"futility": futility} if futility else {}),
             **({"no_swaps": f"the discriminator is not better than chance on its held-out fold: "
                             f"{judged['pairs_won']} of {pairs} (gold, distractor) "
@@ -476,7 +477,6 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
                           other_correct=other_correct)
         swaps = af_swap(judged, state, rules, caps, placement_of, it)
         history.append(af_record(it, judged, swaps, history, state, rules))
-        history[-1]["least_held_out"] = min((len(st["held_out_rounds"]) for st in state.values()), default=0)
         stop = af_stop(history, cycles, state, rules)
         if stop:
             history[-1]["stop"] = stop
