@@ -146,11 +146,10 @@ def dialogue_names(view: pd.DataFrame) -> dict[str, frozenset[str]]:
 
 
 def spelled(found: Pool, view: pd.DataFrame, generator: str, rejected: list[dict], checked: list[str]) -> Pool:
-    """Human-written candidates (answers of this or other dialogues) without a misspelt word
-    (`fluency.misspellings`), a subject and verb that disagree (`fluency.agreement_problems`: "The
-    speaker show the pictures"; draw C's readers marked 7 of 24 such answers broken) or a construction
-    English does not have (`fluency.construction_problems`: "The clerk given us the keys", the
-    writers' slips draws D-F's readers marked); the others rejected with the words."""
+    """Human-written candidates (answers of this or other dialogues) that pass `fluency.WRITER_CHECKS`:
+    no misspelt word, no subject and verb that disagree ("The speaker show the pictures"; draw C's readers
+    marked 7 of 24 such answers broken), no construction English does not have ("The clerk given us the
+    keys", the writers' slips draws D-F's readers marked); the others rejected with the words."""
     from tasks.distractors import fluency as fl
 
     zh = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
@@ -165,14 +164,9 @@ def spelled(found: Pool, view: pd.DataFrame, generator: str, rejected: list[dict
         out[iid] = []
         for rule, text in pool:
             checked.append(generator)
-            typos = fl.misspellings(parsed[text], known[iid])
-            slips = [] if typos else fl.agreement_problems(parsed[text])
-            odd = [] if typos or slips else fl.construction_problems(parsed[text]) + fl.article_problems(text) + \
-                [f"'{w}': a name of the dialogue in lower case" for w in fl.names_in_lower_case(parsed[text], names[iid])]
-            if typos or slips or odd:
-                check, reason = (("misspelt", f"'{typos[0]}' is no English word (a typo)") if typos else
-                                 ("number_agreement", f"{slips[0]} (a slip of the writer)") if slips else
-                                 ("construction", f"{odd[0]} (a slip of the writer)"))
+            failed = fl.writer_check(text, parsed[text], known[iid], names[iid])
+            if failed:
+                check, reason = failed
                 rejected.append({"instance_id": iid, "gold": gold[iid], "candidate": text, "rule": rule,
                                  "check": check, "reason": reason, "generator": generator})
             else:

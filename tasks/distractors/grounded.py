@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 from tasks.distractors.window import TAG, locate, nearest_first
 from tasks.vocabulary import CONVERSATION_ROLES, PEOPLE
@@ -35,21 +35,16 @@ from tasks.vocabulary import GENERAL_NOUNS as GENERAL
 @dataclass(frozen=True)
 class GroundedRule:
     """One grounded rewrite rule: its name (the `rule` a candidate row carries, before the words it
-    changed) and what it changes; the rules share one pass over the parse (`_all_rewrites`)."""
+    changed), what it changes, and its function (parsed answer, the answer, the dialogue's words by slot,
+    the lemmas no rewrite may bring back, at most how many per slot) -> [(position, rule:old->new, text)].
+    The position orders a rule's rewrites among the others' (a token's index; dates and times after the
+    words, people last), so the rules may be asked in any order."""
 
     name: str
     changes: str
+    find: Callable[[object, str, dict, set, int], list[tuple[tuple, str, str]]]
 
 
-GROUNDED_RULES = (
-    GroundedRule("swap_event", "the main verb for another verb of the dialogue, transitive for transitive"),
-    GroundedRule("swap_object", "a direct object for another thing of the dialogue"),
-    GroundedRule("swap_place", "a place after a preposition of place for another place of the dialogue"),
-    GroundedRule("swap_time", "a date or a time for another of the dialogue's of the same shape"),
-    GroundedRule("swap_attribute", "an adjective for another adjective of the dialogue"),
-    GroundedRule("role_flip", "who did what to whom: the speaker and the listener exchanged"),
-)
-RULES = tuple(r.name for r in GROUNDED_RULES)
 # The rule whose rewrites read as sentences to two blind readers: who did what to whom. A place or a time
 # swapped for the dialogue's ("the speaker's universities", "puts up posters the year": 4 of 8 marked
 # broken on the real sample) and a verb, an object or an adjective swapped word for word ("thanked the
@@ -164,42 +159,65 @@ def rewrites(answer: str, words: dict[str, list], taken: set[str], per_rule: int
     unknown = rules - set(RULES)
     if unknown:
         raise ValueError(f"unknown grounded rule(s) {sorted(unknown)}; the rules are {', '.join(RULES)}")
-    return [(r, t) for r, t in _all_rewrites(answer, words, taken, per_rule) if r.split(":")[0] in rules]
-
-
-def _all_rewrites(answer: str, words: dict[str, list], taken: set[str], per_rule: int) -> list[tuple[str, str]]:
-    from tasks.distractors.lexical import _replace_span
-
     d = doc(answer)
-    out: list[tuple[str, str]] = []
-    for tok in d:
-        lemma = tok.lemma_.lower()
-        options: list[tuple[str, str]] = []
-        if tok.pos_ == "VERB" and tok.dep_ in ("ROOT", "conj", "xcomp") and lemma not in LIGHT_VERBS and tok.is_alpha:
-            transitive = any(c.dep_ == "dobj" for c in tok.children)
-            for new, takes_object in words["verb"]:
-                if new in taken or takes_object != transitive:
-                    continue
-                form = _inflect(new, tok.tag_) if tok.tag_ in ("VB", "VBD", "VBG", "VBN", "VBP", "VBZ") else None
-                if form:
-                    options.append(("swap_event", form))
-        elif _is_thing(tok) and tok.dep_ == "dobj":
-            options = [("swap_object", _noun_form(new, tok.tag_)) for new, _ in words["object"] if new not in taken]
-        elif _is_thing(tok) and _place_object(tok):
-            options = [("swap_place", _noun_form(new, tok.tag_)) for new, _ in words["place"] if new not in taken]
-        elif tok.pos_ == "ADJ" and tok.dep_ in ADJECTIVE_DEPS and tok.is_alpha:
-            options = [("swap_attribute", new) for new in words["attribute"] if new not in taken]
-        for rule, new in options[:per_rule]:
-            out.append((f"{rule}:{tok.text}->{new}", _replace_span(answer, tok.idx, tok.idx + len(tok.text),
-                                                                   _case(new, tok.text))))
-    for ent in d.ents:  # a date or a time: the dialogue's other ones of the same shape
+    found = [hit for rule in GROUNDED_RULES if rule.name in rules for hit in rule.find(d, answer, words, taken, per_rule)]
+    return [(label, text) for _, label, text in sorted(found, key=lambda hit: hit[0])]
+
+
+def _token_rule(name: str, options: Callable[[object, dict, set], list[str]]):
+    """A rule that replaces one word: `options(token, words, taken)` lists its replacements, nearest the
+    target first; the first `per_rule` are made, each spelt with the old word's case."""
+    def find(d, answer: str, words: dict, taken: set, per_rule: int) -> list[tuple[tuple, str, str]]:
+        from tasks.distractors.lexical import _replace_span
+
+        return [((0, tok.i), f"{name}:{tok.text}->{new}",
+                 _replace_span(answer, tok.idx, tok.idx + len(tok.text), _case(new, tok.text)))
+                for tok in d for new in options(tok, words, taken)[:per_rule]]
+    return find
+
+
+def _event_options(tok, words: dict, taken: set) -> list[str]:
+    """The main verb: the dialogue's verbs that take an object where it does, in its form."""
+    if not (tok.pos_ == "VERB" and tok.dep_ in ("ROOT", "conj", "xcomp") and tok.lemma_.lower() not in LIGHT_VERBS
+            and tok.is_alpha and tok.tag_ in ("VB", "VBD", "VBG", "VBN", "VBP", "VBZ")):
+        return []
+    transitive = any(c.dep_ == "dobj" for c in tok.children)
+    return [form for new, takes_object in words["verb"] if new not in taken and takes_object == transitive
+            for form in [_inflect(new, tok.tag_)] if form]
+
+
+def _object_options(tok, words: dict, taken: set) -> list[str]:
+    if not (_is_thing(tok) and tok.dep_ == "dobj"):
+        return []
+    return [_noun_form(new, tok.tag_) for new, _ in words["object"] if new not in taken]
+
+
+def _place_options(tok, words: dict, taken: set) -> list[str]:
+    if not (_is_thing(tok) and _place_object(tok)):
+        return []
+    return [_noun_form(new, tok.tag_) for new, _ in words["place"] if new not in taken]
+
+
+def _attribute_options(tok, words: dict, taken: set) -> list[str]:
+    if not (tok.pos_ == "ADJ" and tok.dep_ in ADJECTIVE_DEPS and tok.is_alpha):
+        return []
+    return [new for new in words["attribute"] if new not in taken]
+
+
+def _swap_time(d, answer: str, words: dict, taken: set, per_rule: int) -> list[tuple[tuple, str, str]]:
+    """A date or a time (spaCy's entities): the dialogue's other ones of the same shape."""
+    out = []
+    for n, ent in enumerate(d.ents):
         if ent.label_ in ("DATE", "TIME") and ent.root.tag_ != "POS" and not ent.text.endswith("'s"):
             others = [t for t, shape in words["time"] if shape == _time_shape(ent) and t.lower() != ent.text.lower()
                       and t.lower() not in answer.lower()]
-            for new in others[:per_rule]:
-                out.append((f"swap_time:{ent.text}->{new}", answer[:ent.start_char] + new + answer[ent.end_char:]))
-    out += role_flips(answer)
+            out += [((1, n), f"swap_time:{ent.text}->{new}", answer[:ent.start_char] + new + answer[ent.end_char:])
+                    for new in others[:per_rule]]
     return out
+
+
+def _role_flip(d, answer: str, words: dict, taken: set, per_rule: int) -> list[tuple[tuple, str, str]]:
+    return [((2, n), label, text) for n, (label, text) in enumerate(role_flips(answer))]
 
 
 def role_flips(answer: str) -> list[tuple[str, str]]:
@@ -219,6 +237,22 @@ def role_flips(answer: str) -> list[tuple[str, str]]:
             pos = m.end()
         out.append((f"role_flip:{a}<->{b}", "".join(text) + answer[pos:]))
     return out
+
+
+# The rules in the order their rewrites used to be listed for one word (a word fits one slot at most).
+GROUNDED_RULES = (
+    GroundedRule("swap_event", "the main verb for another verb of the dialogue, transitive for transitive",
+                 _token_rule("swap_event", _event_options)),
+    GroundedRule("swap_object", "a direct object for another thing of the dialogue",
+                 _token_rule("swap_object", _object_options)),
+    GroundedRule("swap_place", "a place after a preposition of place for another place of the dialogue",
+                 _token_rule("swap_place", _place_options)),
+    GroundedRule("swap_time", "a date or a time for another of the dialogue's of the same shape", _swap_time),
+    GroundedRule("swap_attribute", "an adjective for another adjective of the dialogue",
+                 _token_rule("swap_attribute", _attribute_options)),
+    GroundedRule("role_flip", "who did what to whom: the speaker and the listener exchanged", _role_flip),
+)
+RULES = tuple(r.name for r in GROUNDED_RULES)
 
 
 def lemmas(texts: Iterable[str]) -> set[str]:

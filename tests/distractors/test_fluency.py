@@ -26,7 +26,6 @@ def test_fixed_expressions_are_left_alone():
 
 @pytest.mark.parametrize("original, rewrite", [
     ("There is only one bus left tonight.", "There is only four bus left tonight."),   # numeral and noun
-    ("There is only one bus left tonight.", "There is only four buses left tonight."),  # there is + plural
     ("The speaker bought one ticket.", "The speaker bought four ticket."),
     ("The boy is tired after school.", "The boys is tired after school."),              # subject and verb
 ])
@@ -219,12 +218,6 @@ def test_a_singular_subject_with_a_plural_verb(text, broken):
     ("The guide wanted to show as many tourists the old town.", "second 'as'"),
     ("The guide wanted to show as many tourists as possible the old town.", None),
     ("As many tourists know, the museum is shut on Mondays.", None),
-    ("The guide says the walk takes a long time from.", "without its object"),
-    ("The guide asked where the tourists came from.", None),           # a question word fronts the object
-    ("The guide knew the town the tourists came from.", None),         # a relative clause does
-    ("The tour was paid for.", None),                                   # a passive does
-    ("The guide has nothing to worry about.", None),                   # a to-infinitive does
-    ("The guide came in.", None),                                       # "in" ends a clause as an adverb
 ])
 def test_constructions_english_does_not_have(text, broken):
     found = fluency.construction_problems(fluency.parse([text])[text])

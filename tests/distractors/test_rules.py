@@ -1,6 +1,7 @@
-"""The engine's rules, one registry: every rewrite rule and fluency check is an object there, and each fires
-on real CICERO answers (the real sample's 300 v2 items: every gold answer rewritten by every lexical and
-grounded rule, every rewrite checked). A rule that fires on none has no place in the registry."""
+"""The engine's rules, one registry: every rewrite rule, fluency check, check of a human-written answer and
+rule of grammar is an object there, and each fires on real CICERO answers (the real v2 sample's 300 items and the MuTual file's 161:
+every gold answer rewritten by every lexical and grounded rule, every rewrite checked, every released choice
+read as a human-written candidate). A rule that fires on none has no place in the registry."""
 
 from __future__ import annotations
 
@@ -15,13 +16,15 @@ def rates():
     from readers import read_cicero_release
     from tasks.distractors.rules import firing_rates
 
-    rows = read_cicero_release(real_samples() / "cicero" / "cicero_v2_val_sample.jsonl", lenient=True).rows
+    rows = [r for name in ("cicero_v2_val_sample.jsonl", "cicero_v2_val_mutual.jsonl")
+            for r in read_cicero_release(real_samples() / "cicero" / name, lenient=True).rows]
     view = pd.DataFrame({"id": [r["id"] for r in rows], "group_id": [r["cicero_id"] for r in rows],
                          "question": [r["question"] for r in rows], "target": [r.get("target") or "" for r in rows],
                          "passage": [r["dialogue"] for r in rows], "choices": [[] for _ in rows],
                          "correct_answers": [[] for _ in rows],
                          "gold": [r["choices"][r["correct_answers"][0]] for r in rows]})
-    return firing_rates(view)
+    written = {r["id"]: list(r["choices"]) for r in rows}
+    return firing_rates(view, written)
 
 
 def test_every_rule_is_an_object_of_the_registry():
@@ -30,7 +33,11 @@ def test_every_rule_is_an_object_of_the_registry():
 
     assert [k.split(":", 1)[1] for k in REGISTRY if k.startswith("lexical:")] == list(lexical.RULE_KINDS)
     assert [k.split(":", 1)[1] for k in REGISTRY if k.startswith("grounded:")] == list(grounded.RULES)
-    assert {k.split(":", 1)[1] for k in REGISTRY if k.startswith("fluency:")} == set(fluency.CHECKS) - {"misspelt"}
+    assert {k.split(":", 1)[1] for k in REGISTRY if k.startswith("fluency:")} == {r.name for r in fluency.FLUENCY_RULES}
+    # the checks a report lists (fluency.CHECKS) are the rewrite checks and the writer's
+    assert set(fluency.CHECKS) == {r.name for r in fluency.FLUENCY_RULES + fluency.WRITER_CHECKS}
+    grammar = [k.split(":", 1)[1] for k in REGISTRY if k.startswith("grammar:")]
+    assert grammar == [r.name for r in fluency.AGREEMENT_RULES + fluency.CONSTRUCTION_RULES]
     assert all(getattr(r, "changes", None) or getattr(r, "catches", None) for r in REGISTRY.values())
 
 
