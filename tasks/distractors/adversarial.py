@@ -21,6 +21,7 @@ left; `max_iterations` is only a safety cap (CICERO converged after 14).
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass, replace
 from typing import Callable, Literal
 
@@ -508,10 +509,12 @@ def _round_line(h: dict, rules: AFRules, seconds: list[float]) -> str:
 def make_discriminator_factory(discriminator: str, *, model: str | None, epochs: int, lr: float | None,
                                batch_size: int, seed: int, vector=None, ctx: StageContext | None = None,
                                trainable_layers: int = 2, max_length: int = 128, setting: str = "adversarial_filter.model",
-                               checkpoint=None):
+                               checkpoint=None, kept_activations: bool = False):
     """A fresh discriminator per call, seeded by its argument (default `seed`). "cached-transformer" shares one `FrozenLower` (its activation cache)
     across calls; on CUDA it is the full transformer in bf16 (affordable there). With a `checkpoint`, the
-    activation cache lives in its folder and is committed with every saved round: a resumed run reads it."""
+    activation cache lives in its folder and is committed with every saved round: a resumed run reads it.
+    With `kept_activations` (and a `ctx`), it lives in the store across runs (`kept_activation_folder`): a
+    later run measuring other choices of the same texts computes only the pairs it has not seen."""
     if discriminator == "linear-probe":
         return lambda round_seed=seed, lr_scale=1.0: LinearProbe(vector, seed=round_seed)
     if discriminator not in ("transformer", "cached-transformer"):
@@ -532,12 +535,39 @@ def make_discriminator_factory(discriminator: str, *, model: str | None, epochs:
         return lambda round_seed=seed, lr_scale=1.0: TransformerMC(str(path), epochs=epochs, lr=rate * lr_scale,
                                                                    batch_size=batch_size, seed=round_seed,
                                                                    max_length=max_length)
+    folder, lock = (checkpoint.folder / "activations", None) if checkpoint is not None else \
+        kept_activation_folder(ctx, path, trainable_layers, max_length) if kept_activations and ctx is not None else \
+        (None, None)
     lower = FrozenLower(str(path), trainable_layers=trainable_layers, max_length=max_length,
-                        **({"cache_dir": str(checkpoint.folder / "activations"), "keep_cache": True} if checkpoint else {}))
+                        **({"cache_dir": str(folder), "keep_cache": True} if folder is not None else {}))
+    if lock is not None:  # the folder is this run's while its discriminators live
+        weakref.finalize(lower, lock.release)
     if checkpoint is not None:
         checkpoint.before_save(lower.cache.persist)
     return lambda round_seed=seed, lr_scale=1.0: CachedTransformerMC(lower, epochs=epochs, lr=rate * lr_scale,
                                                                      batch_size=batch_size, seed=round_seed)
+
+
+def kept_activation_folder(ctx: StageContext, path, trainable_layers: int, max_length: int):
+    """(the store's folder of a frozen encoder's activations kept across runs, its lock held), or (None,
+    None) when another run holds it (that run computes its own). A pair's activations are a function of its
+    own text, the weights, the frozen layers, the token budget and this machine's precision decision
+    (`csk.precision`: the CPU, its ISA, torch and the thread count), all in the folder's name: a store moved
+    to another machine starts a new folder, never reads another machine's bytes."""
+    from filelock import FileLock, Timeout
+
+    from csk.models import model_hash
+
+    name = f"{model_hash(path)[:16]}-frozen{trainable_layers}-{max_length}tok-{compute.bf16_faster()[1]['id']}"
+    folder = ctx.cache_dir / "activations" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(folder) + ".lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        logging.getLogger("csk").info("%s is in use by another run: this run's activations are not kept", folder)
+        return None, None
+    return folder, lock
 
 
 def _card_lines(data: pd.DataFrame, history: list[dict], reads: dict, as_published: int) -> list[str]:

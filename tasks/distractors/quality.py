@@ -342,7 +342,7 @@ def judge_measures(m: Measures, notes: dict, view: pd.DataFrame, sets: dict, con
         factory = make_discriminator_factory(discriminator, model=judge, epochs=epochs, lr=lr,
                                              batch_size=batch_size, seed=seed, ctx=ctx,
                                              trainable_layers=trainable_layers, max_length=max_length,
-                                             setting="distractor_quality.judge")
+                                             setting="distractor_quality.judge", kept_activations=True)
         judges.append(("finetuned", factory))
         judge_contexts, reads["judge"] = reading_windows(view, both_choices, discriminator, model=judge, embed=embed,
                                                          max_length=max_length, ctx=ctx,

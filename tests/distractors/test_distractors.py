@@ -437,6 +437,38 @@ def test_cached_activations_live_on_disk_and_stop_at_their_limit(tmp_path):
         small.ensure(pairs)
 
 
+def test_the_judge_keeps_its_activations_in_the_store_across_runs(tmp_path):
+    """A second run of the judge on the same store computes only the pairs the first did not see, with the same
+    scores; while one run holds the store's folder, another computes its own (no two writers)."""
+    from types import SimpleNamespace
+
+    from tasks.distractors.adversarial import kept_activation_folder, make_discriminator_factory
+
+    model = tiny_models.multiple_choice(tmp_path / "mc", layers=2)
+    ctx = SimpleNamespace(cache_dir=tmp_path / "store" / "_cache", record_model=lambda *a, **k: None)
+    contexts, choices, gold = _toy_mc(16)
+
+    def run(chs):
+        factory = make_discriminator_factory("cached-transformer", model=str(model), epochs=1, lr=1e-3, batch_size=4,
+                                             seed=0, ctx=ctx, trainable_layers=1, max_length=64, kept_activations=True)
+        disc = factory().fit(contexts, chs, gold)
+        return disc.lower.computed, [s.tolist() for s in disc.score(contexts, chs)]
+
+    def pairs(chs):
+        return {(c, x) for c, ch in zip(contexts, chs) for x in ch}
+
+    first_computed, first = run(choices)
+    assert first_computed == len(pairs(choices))
+    again_computed, again = run(choices)
+    assert again_computed == 0 and again == first  # read back from the store, the same bytes
+    other = [ch[:-1] + [f"a choice written for item {i}"] for i, ch in enumerate(choices)]  # AF chose others
+    more_computed, _ = run(other)
+    assert more_computed == len(pairs(other) - pairs(choices)) > 0  # only the new pairs
+    held = kept_activation_folder(ctx, model, 1, 64)
+    assert held[0] is not None and kept_activation_folder(ctx, model, 1, 64) == (None, None)
+    held[1].release()
+
+
 def test_cached_discriminator_learns_and_keeps_the_lower_layers_frozen(tmp_path):
     import torch
 
