@@ -61,7 +61,14 @@ def temporary_server(timeout: float = 120.0) -> Iterator[TemporaryServer | None]
     server = _start_server(timeout)
     try:
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-            yield server
+            try:
+                yield server
+            finally:
+                from prefect.logging.handlers import APILogHandler
+
+                # the run's last log lines reach the server before it stops (else Prefect's log worker
+                # prints "Error logging to API" at exit, sending them to a server that is gone)
+                APILogHandler().flush()
     finally:
         _stop(server)
 

@@ -789,6 +789,7 @@ class FrozenLower:
         self.cache = ActivationStore(int(model.config.hidden_size), cache_dir, max_cache_gb, keep=keep_cache)
         self.computed = 0
         self.packed: bool | None = None  # row invariance of a pass, probed on first use
+        self.row_count_free = False  # a pass of fewer rows gives a pair the same bytes (probed with `packed`)
         self.batch_tokens = 16384 if self.device.startswith("cuda") else 4096
         self.block = 8192  # pairs tokenised at a time
 
@@ -825,20 +826,28 @@ class FrozenLower:
     def _row_invariant(self) -> bool:
         """Is a pair's activation the same bytes whatever shares its pass, on this machine? Probe pairs in
         order, reversed, and the first alone among fillers (as the embedder's `packing_check`); where not,
-        every pair gets a pass of its own."""
+        every pair gets a pass of its own. Where it is, is a pair also the same bytes in a pass of fewer rows
+        (the first r of a full pass alone, r in the embedder's ROW_COUNTS and all but one)? Then a length's
+        last pass holds its pairs alone, no copies of a pair to fill it (`row_count_free`)."""
         import torch
 
+        from tasks.encoder import ROW_COUNTS, pass_shape
+
         if self.packed is None:
-            enc = self.tokenizer([f"probe context {i} with some words" for i in range(4)],
-                                 [f"choice {i}" for i in range(4)], add_special_tokens=True)
+            enc = self.tokenizer([f"probe context {i} with some words" for i in range(64)],
+                                 [f"choice {i}" for i in range(64)], add_special_tokens=True)
             ids = [list(x) for x in enc["input_ids"]]
             types = [list(x) for x in enc["token_type_ids"]] if "token_type_ids" in enc else None
-            width = -(-max(map(len, ids)) // 8) * 8
+            rows, width = pass_shape(max(map(len, ids)), self.batch_tokens, 64)
+            ids, types = ids[:rows], types[:rows] if types else None
             with torch.inference_mode():
-                a = self._pass(ids, types, 4, width)
-                b = self._pass(ids[::-1], types[::-1] if types else None, 4, width).flip(0)
-                c = self._pass(ids[:1], types[:1] if types else None, 4, width)
-            self.packed = bool(torch.equal(a, b) and torch.equal(a[:1], c))
+                a = self._pass(ids, types, rows, width)
+                b = self._pass(ids[::-1], types[::-1] if types else None, rows, width).flip(0)
+                c = self._pass(ids[:1], types[:1] if types else None, rows, width)
+                self.packed = bool(torch.equal(a, b) and torch.equal(a[:1], c))
+                counts = sorted({r for r in (*ROW_COUNTS, rows - 1) if 0 < r < rows})
+                self.row_count_free = self.packed and rows > 1 and all(
+                    torch.equal(a[:r], self._pass(ids[:r], types[:r] if types else None, r, width)) for r in counts)
         return self.packed
 
     def ensure(self, pairs: list[tuple[str, str]]) -> None:
@@ -864,7 +873,7 @@ class FrozenLower:
                 del enc
                 with torch.inference_mode():
                     for rows, padded, idx in plan_passes(np.asarray([len(x) for x in ids]), self.batch_tokens, 64,
-                                                         packed=packed):
+                                                         packed=packed, fill=not self.row_count_free):
                         hidden = self._pass([ids[i] for i in idx], [types[i] for i in idx] if types else None, rows,
                                             padded)
                         for i, h in zip(idx, hidden):
@@ -889,6 +898,22 @@ class FrozenLower:
         return h, torch.from_numpy(mask).to(self.device)
 
 
+def choice_loss(logits, gold: list):
+    """The mean multiple-choice loss of (instances, choices) logits: cross-entropy where each instance has
+    one correct choice (an int); where some have several (a tuple), the negative log of the probability
+    the model gives to the set of correct choices, log sum exp(all) - log sum exp(correct): every correct
+    answer is taught as correct and none as wrong, and an item trains once, not once per correct answer."""
+    import torch
+
+    if all(isinstance(g, (int, np.integer)) for g in gold):
+        return torch.nn.functional.cross_entropy(logits, torch.tensor(gold, device=logits.device))
+    sets = [g if isinstance(g, (tuple, list)) else (g,) for g in gold]
+    correct = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
+    for i, g in enumerate(sets):
+        correct[i, list(g)] = True
+    return (torch.logsumexp(logits, 1) - torch.logsumexp(logits.masked_fill(~correct, -1e4), 1)).mean()
+
+
 class CachedTransformerMC:
     """The AF discriminator made affordable on a CPU: a multiple-choice head on a pretrained encoder whose
     lower layers are frozen and computed once per (context, choice) text (`FrozenLower`); every `fit`
@@ -896,6 +921,7 @@ class CachedTransformerMC:
     and trains only those. On CUDA the factory gives the full `TransformerMC` (bf16) instead."""
 
     name = "cached-transformer"
+    learns_correct_sets = True  # `fit` takes an instance's correct choices as one tuple (`choice_loss`)
 
     def __init__(self, lower: FrozenLower, epochs: int = 3, lr: float = 5e-5, batch_size: int = 16, seed: int = 0,
                  weight_decay: float = 0.01, warmup: float = 0.1):
@@ -918,14 +944,9 @@ class CachedTransformerMC:
         torch.nn.init.zeros_(head["classifier"].bias)
         return head.to(self.lower.device)
 
-    def _logits(self, contexts: list[str], choices: list[list[str]]):
-        import torch
-
-        width = max(len(ch) for ch in choices)
-        pairs, valid = [], []
-        for c, ch in zip(contexts, choices):
-            pairs += [(c, x) for x in ch] + [(c, ch[0])] * (width - len(ch))  # padding choices, masked below
-            valid.append([True] * len(ch) + [False] * (width - len(ch)))
+    def _pair_logits(self, pairs: list[tuple[str, str]]):
+        """The head's logit of each (context, choice) pair, scored on its own (the multiple-choice head reads
+        one pair at a time): (n,) float32."""
         h, mask = self.lower.stack(pairs)
         with compute.autocast(self.lower.precision, self.lower.device):
             ext = self.lower.masks(mask, h)
@@ -934,9 +955,18 @@ class CachedTransformerMC:
                 out = layer(h, attention_mask=ext, **extra)
                 h = out[0] if isinstance(out, tuple) else out
             pooled = self.head["pooler"](h) if self.head["pooler"] is not None else h[:, 0]
-            logits = self.head["classifier"](self.head["dropout"](pooled)).float().view(len(contexts), width)
-        valid = torch.tensor(valid, device=logits.device)
-        return logits.masked_fill(~valid, -1e4)
+            return self.head["classifier"](self.head["dropout"](pooled)).float().view(len(pairs))
+
+    def _logits(self, contexts: list[str], choices: list[list[str]]):
+        """(instances, their most choices) logits; an instance's missing choices at -1e4. Only real pairs
+        are computed: an instance of 4 choices beside one of 5 costs 4 pairs, not 5."""
+        import torch
+
+        width = max(len(ch) for ch in choices)
+        flat = self._pair_logits([(c, x) for c, ch in zip(contexts, choices) for x in ch])
+        at = torch.tensor([i * width + j for i, ch in enumerate(choices) for j in range(len(ch))], device=flat.device)
+        full = torch.full((len(contexts) * width,), -1e4, dtype=flat.dtype, device=flat.device)
+        return full.index_put((at,), flat).view(len(contexts), width)
 
     def prepare(self, contexts: list[str], choices: list[list[str]]) -> None:
         """Compute (and, in a kept store, commit) the lower layers of every pair a round will fit and score,
@@ -944,7 +974,9 @@ class CachedTransformerMC:
         their own pair, so the order changes no byte."""
         self.lower.ensure([(c, x) for c, ch in zip(contexts, choices) for x in ch])
 
-    def fit(self, contexts: list[str], choices: list[list[str]], gold: list[int]) -> "CachedTransformerMC":
+    def fit(self, contexts: list[str], choices: list[list[str]], gold: list) -> "CachedTransformerMC":
+        """Train the top layers and a new head; `gold[i]` is instance i's correct choice, or the tuple of its
+        correct choices (an item with several correct answers trains once, `choice_loss`)."""
         import torch
         from transformers import get_linear_schedule_with_warmup
 
@@ -969,8 +1001,7 @@ class CachedTransformerMC:
             for s in range(0, len(order), self.batch_size):
                 idx = order[s:s + self.batch_size]
                 logits = self._logits([contexts[i] for i in idx], [choices[i] for i in idx])
-                labels = torch.tensor([gold[i] for i in idx], device=logits.device)
-                loss = torch.nn.functional.cross_entropy(logits, labels)
+                loss = choice_loss(logits, [gold[i] for i in idx])
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.head.parameters(), 1.0)
                 opt.step()
@@ -991,7 +1022,7 @@ class CachedTransformerMC:
         with torch.inference_mode(), progress(len(pairs), "discriminator: score", unit="pairs",
                                               disable=not pairs) as bar:
             for part in length_passes(lengths, self.lower.batch_tokens, multiple=1):
-                flat[part] = self._logits([pairs[i][0] for i in part], [[pairs[i][1]] for i in part])[:, 0].cpu().numpy()
+                flat[part] = self._pair_logits([pairs[i] for i in part]).cpu().numpy()
                 bar.update(len(part))
         bounds = np.cumsum([0] + [len(ch) for ch in choices])
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]

@@ -965,3 +965,22 @@ def test_dialogue_generator_leaves_out_answers_about_neighbouring_turns():
     assert [t for _, t in dialogue_pools(view, min_gap=2)["u2"]] == ["The alarm did not ring.", "It was a quiet night."]
     assert [t for _, t in dialogue_pools(view, min_gap=1)["u2"]] == ["The alarm did not ring.", "The bus left early.",
                                                                      "It was a quiet night."]
+
+
+def test_the_choice_loss_teaches_every_correct_answer_as_correct():
+    """One correct choice: cross-entropy. Several: the negative log of the probability of the set of correct
+    choices, so an item with k correct answers trains once and none of them is taught as wrong."""
+    import torch
+
+    from tasks.distractors.discriminators import choice_loss
+
+    logits = torch.tensor([[2.0, 0.5, -1.0, 0.0], [0.1, 0.2, 0.3, -1e4]])
+    assert torch.allclose(choice_loss(logits, [0, 2]), torch.nn.functional.cross_entropy(logits, torch.tensor([0, 2])))
+    assert torch.allclose(choice_loss(logits, [(0,), (2,)]), choice_loss(logits, [0, 2]))
+    p = logits.softmax(1)
+    expected = -(torch.log(p[0, 0] + p[0, 1]) + torch.log(p[1, 2])) / 2
+    assert torch.allclose(choice_loss(logits, [(0, 1), (2,)]), expected)
+    # the correct ones pulled up together: the gradient never pushes a correct choice down
+    x = logits.clone().requires_grad_(True)
+    choice_loss(x, [(0, 1), (2,)]).backward()
+    assert (x.grad[0, :2] <= 0).all() and (x.grad[0, 2:] >= 0).all()
