@@ -134,6 +134,27 @@ class GrammarRule:
     find: Callable[[list, int], str | None]
 
 
+# Each rule declared once, by its function (the decorators below), in the order `grammar` asks them.
+AGREEMENT_RULES: list[GrammarRule] = []
+# Constructions English does not have: writers' slips of the release's answers that two blind readers
+# marked broken (draws D-G), and what a word-for-word rewrite can make of a correct answer. Each a rule of
+# English grammar, not a list of sentences.
+CONSTRUCTION_RULES: list[GrammarRule] = []
+
+
+def _declares(rules: list[GrammarRule]):
+    def declare(name: str, catches: str):
+        def register(find: Callable[[list, int], str | None]):
+            rules.append(GrammarRule(name, catches, find))
+            return find
+        return register
+    return declare
+
+
+agreement_rule, construction_rule = _declares(AGREEMENT_RULES), _declares(CONSTRUCTION_RULES)
+
+
+@agreement_rule("numeral_noun", "a numeral and the noun it counts that disagree ('four trip', 'one days')")
 def _numeral_noun(toks: list, k: int) -> str | None:
     """A numeral counting the noun after it ("four trip"); one after its noun names it ("room 11", "storm 11")."""
     tok = toks[k]
@@ -146,6 +167,7 @@ def _numeral_noun(toks: list, k: int) -> str | None:
     return None
 
 
+@agreement_rule("subject_verb", "a subject and its finite verb that disagree ('the men is', 'she have')")
 def _subject_verb(toks: list, k: int) -> str | None:
     """A subject and its finite verb (or finite auxiliary) that disagree in number."""
     tok = toks[k]
@@ -169,6 +191,7 @@ def _subject_verb(toks: list, k: int) -> str | None:
     return None
 
 
+@agreement_rule("modal_before_inflected", "a modal or 'do' before an inflected verb ('would shows')")
 def _modal_before_inflected(toks: list, k: int) -> str | None:
     """A modal or do-support before an inflected verb ("would shows", "did not went")."""
     tok = toks[k]
@@ -178,17 +201,7 @@ def _modal_before_inflected(toks: list, k: int) -> str | None:
     return None
 
 
-AGREEMENT_RULES = (
-    GrammarRule("numeral_noun", "a numeral and the noun it counts that disagree ('four trip', 'one days')",
-                _numeral_noun),
-    GrammarRule("subject_verb", "a subject and its finite verb that disagree ('the men is', 'she have')",
-                _subject_verb),
-    GrammarRule("modal_before_inflected", "a modal or 'do' before an inflected verb ('would shows')",
-                _modal_before_inflected),
-)
-
-
-def grammar(rules: tuple[GrammarRule, ...], doc) -> list[str]:
+def grammar(rules, doc) -> list[str]:
     """What each rule finds, token by token, in order."""
     toks = list(doc)
     return [found for k in range(len(toks)) for rule in rules if (found := rule.find(toks, k))]
@@ -234,6 +247,7 @@ def _participle_only(tok) -> bool:
     return tok.lower_ in participles and tok.lower_ not in pasts
 
 
+@construction_rule("participle_alone", "a past participle as a clause's only verb")
 def _participle_alone(toks: list, k: int) -> str | None:
     """A clause of its own whose only verb is a past participle ("The clerk given us the keys"; not "had
     his wallet stolen", where the participle is what happened to it)."""
@@ -245,6 +259,7 @@ def _participle_alone(toks: list, k: int) -> str | None:
     return None
 
 
+@construction_rule("article_before_adjective", "an article before an adjective with no noun")
 def _article_before_adjective(toks: list, k: int) -> str | None:
     """An article before an adjective with no noun ("was a worried about"; "a local", "a senior": adjectives
     English also has as nouns)."""
@@ -255,6 +270,7 @@ def _article_before_adjective(toks: list, k: int) -> str | None:
     return None
 
 
+@construction_rule("two_determiners", "two determiners in a row")
 def _two_determiners(toks: list, k: int) -> str | None:
     """Two determiners in a row ("some another time")."""
     tok, nxt = toks[k], toks[k + 1] if k + 1 < len(toks) else None
@@ -264,6 +280,7 @@ def _two_determiners(toks: list, k: int) -> str | None:
     return None
 
 
+@construction_rule("that_to_infinitive", "a that-clause with a to-infinitive")
 def _that_to_infinitive(toks: list, k: int) -> str | None:
     """A that-clause with a to-infinitive ("asks that the waiter to bring")."""
     tok = toks[k]
@@ -275,6 +292,7 @@ def _that_to_infinitive(toks: list, k: int) -> str | None:
     return None
 
 
+@construction_rule("that_question_order", "a that-clause in a question's word order")
 def _that_question_order(toks: list, k: int) -> str | None:
     """A that-clause in a question's word order ("asked that why did she")."""
     tok, nxt = toks[k], toks[k + 1] if k + 1 < len(toks) else None
@@ -284,6 +302,7 @@ def _that_question_order(toks: list, k: int) -> str | None:
     return None
 
 
+@construction_rule("infinitive_for_gerund", "a to-infinitive after a verb that takes '-ing'")
 def _infinitive_for_gerund(toks: list, k: int) -> str | None:
     """A to-infinitive after a verb that takes a gerund or whose "to" is a preposition ("denied to pay",
     "resorted to call", "looks forward to see")."""
@@ -297,6 +316,7 @@ def _infinitive_for_gerund(toks: list, k: int) -> str | None:
     return None
 
 
+@construction_rule("hearer_without_to", "a hearer without 'to' after 'explain', 'say' ...")
 def _hearer_without_to(toks: list, k: int) -> str | None:
     """A hearer without "to" after "explain", "say" ... ("explained the tourists that")."""
     tok = toks[k]
@@ -313,6 +333,7 @@ def _hearer_without_to(toks: list, k: int) -> str | None:
     return None
 
 
+@construction_rule("article_before_verb", "an article before a verb with its object")
 def _article_before_verb(toks: list, k: int) -> str | None:
     """An article before a verb with its object ("the showing the tourists")."""
     tok = toks[k]
@@ -322,6 +343,7 @@ def _article_before_verb(toks: list, k: int) -> str | None:
     return None
 
 
+@construction_rule("as_many_alone", "'as many' / 'as much' without its second 'as'")
 def _as_many_alone(toks: list, k: int) -> str | None:
     """"as many" / "as much" without its second "as"."""
     tok, nxt = toks[k], toks[k + 1] if k + 1 < len(toks) else None
@@ -331,6 +353,7 @@ def _as_many_alone(toks: list, k: int) -> str | None:
     return None
 
 
+@construction_rule("sentence_in_lower_case", "a sentence that starts in lower case")
 def _sentence_in_lower_case(toks: list, k: int) -> str | None:
     tok = toks[k]
     if tok.is_sent_start and k > 0 and tok.is_alpha and tok.text[:1].islower() and toks[k - 1].text in (".", "!", "?"):
@@ -338,6 +361,7 @@ def _sentence_in_lower_case(toks: list, k: int) -> str | None:
     return None
 
 
+@construction_rule("name_in_lower_case", "a month, a day or a name in lower case")
 def _name_in_lower_case(toks: list, k: int) -> str | None:
     """A month, a day or a name in lower case ("Mrs. jones", "a june wedding")."""
     tok = toks[k]
@@ -348,6 +372,7 @@ def _name_in_lower_case(toks: list, k: int) -> str | None:
     return None
 
 
+@construction_rule("one_person_both_roles", "one of the two people as both subject and object")
 def _one_person_both_roles(toks: list, k: int) -> str | None:
     """One of the two people as both the doer and the one done to ("the listener thanks the listener"; the
     tagger may read the verb as a noun: "thanks")."""
@@ -360,25 +385,6 @@ def _one_person_both_roles(toks: list, k: int) -> str | None:
             who = next(iter(subj & obj))
             return f"'the {who} ... the {who}': one person as both the subject and the object of '{tok.lemma_}'"
     return None
-
-
-# Constructions English does not have: writers' slips of the release's answers that two blind readers
-# marked broken (draws D-G), and what a word-for-word rewrite can make of a correct answer. Each a rule of
-# English grammar, not a list of sentences.
-CONSTRUCTION_RULES = (
-    GrammarRule("participle_alone", "a past participle as a clause's only verb", _participle_alone),
-    GrammarRule("article_before_adjective", "an article before an adjective with no noun", _article_before_adjective),
-    GrammarRule("two_determiners", "two determiners in a row", _two_determiners),
-    GrammarRule("that_to_infinitive", "a that-clause with a to-infinitive", _that_to_infinitive),
-    GrammarRule("that_question_order", "a that-clause in a question's word order", _that_question_order),
-    GrammarRule("infinitive_for_gerund", "a to-infinitive after a verb that takes '-ing'", _infinitive_for_gerund),
-    GrammarRule("hearer_without_to", "a hearer without 'to' after 'explain', 'say' ...", _hearer_without_to),
-    GrammarRule("article_before_verb", "an article before a verb with its object", _article_before_verb),
-    GrammarRule("as_many_alone", "'as many' / 'as much' without its second 'as'", _as_many_alone),
-    GrammarRule("sentence_in_lower_case", "a sentence that starts in lower case", _sentence_in_lower_case),
-    GrammarRule("name_in_lower_case", "a month, a day or a name in lower case", _name_in_lower_case),
-    GrammarRule("one_person_both_roles", "one of the two people as both subject and object", _one_person_both_roles),
-)
 
 
 def construction_problems(doc) -> list[str]:

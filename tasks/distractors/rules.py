@@ -17,7 +17,7 @@ REGISTRY = {**{f"lexical:{r.name}": r for r in REWRITE_RULES},
             **{f"grounded:{r.name}": r for r in GROUNDED_RULES},
             **{f"fluency:{r.name}": r for r in FLUENCY_RULES},
             **{f"writer:{r.name}": r for r in WRITER_CHECKS},
-            **{f"grammar:{r.name}": r for r in AGREEMENT_RULES + CONSTRUCTION_RULES}}
+            **{f"grammar:{r.name}": r for r in (*AGREEMENT_RULES, *CONSTRUCTION_RULES)}}
 
 
 def firing_rates(view, written: dict[str, list[str]], max_per_answer: int = 24) -> dict[str, dict]:

@@ -37,7 +37,7 @@ def test_every_rule_is_an_object_of_the_registry():
     # the checks a report lists (fluency.CHECKS) are the rewrite checks and the writer's
     assert set(fluency.CHECKS) == {r.name for r in fluency.FLUENCY_RULES + fluency.WRITER_CHECKS}
     grammar = [k.split(":", 1)[1] for k in REGISTRY if k.startswith("grammar:")]
-    assert grammar == [r.name for r in fluency.AGREEMENT_RULES + fluency.CONSTRUCTION_RULES]
+    assert grammar == [r.name for r in (*fluency.AGREEMENT_RULES, *fluency.CONSTRUCTION_RULES)]
     assert all(getattr(r, "changes", None) or getattr(r, "catches", None) for r in REGISTRY.values())
 
 
