@@ -769,10 +769,10 @@ class FrozenLower:
         # MPNet (all-mpnet-base-v2) adds a relative position bias to every layer's attention, made once by
         # its encoder: the top layers are given it (`position_bias`); BERT / RoBERTa layers take the mask alone.
         self.mpnet = hasattr(getattr(base, "encoder", None), "compute_position_bias")
-        if layers is None or not (hasattr(base, "_create_attention_masks") or self.mpnet):
-            raise ConfigError(f"{model_dir}: a {type(model).__name__} has no BERT-style encoder.layer stack; the cached "
-                              "discriminator needs a BERT / RoBERTa / MPNet-family encoder (or use discriminator = "
-                              "transformer)")
+        if layers is None or getattr(model.config, "is_decoder", False):
+            raise ConfigError(f"{model_dir}: a {type(model).__name__} has no BERT-style encoder.layer stack (or is a "
+                              "decoder); the cached discriminator needs a BERT / RoBERTa / MPNet-family encoder (or "
+                              "use discriminator = transformer)")
         n = len(layers)
         if not 1 <= trainable_layers <= n:
             raise ConfigError(f"trainable_layers = {trainable_layers}: the encoder has {n} layers; choose 1 to {n}")
@@ -794,14 +794,12 @@ class FrozenLower:
         self.block = 8192  # pairs tokenised at a time
 
     def masks(self, mask, hidden):
-        """The attention mask in the form the top layers' attention implementation takes."""
-        if self.mpnet:
-            from transformers.masking_utils import create_bidirectional_mask
+        """The attention mask in the form the top layers' attention implementation takes: transformers'
+        public `create_bidirectional_mask`, what an encoder's own forward builds (BERT's private
+        `_create_attention_masks` calls it too, and changed its signature between 5.23 and 5.24)."""
+        from transformers.masking_utils import create_bidirectional_mask
 
-            return create_bidirectional_mask(config=self.base.config, inputs_embeds=hidden, attention_mask=mask)
-        return self.base._create_attention_masks(attention_mask=mask, encoder_attention_mask=None,
-                                                 embedding_output=hidden, encoder_hidden_states=None,
-                                                 past_key_values=None)[0]
+        return create_bidirectional_mask(config=self.base.config, inputs_embeds=hidden, attention_mask=mask)
 
     def layer_kwargs(self, hidden) -> dict:
         """What a top layer takes beside the hidden states and mask (MPNet: its relative position bias)."""

@@ -255,7 +255,8 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
         lr: learning rate; unset: 1e-5 for the full model, 5e-5 for the cached one
         batch_size: instances per step (an instance with several correct answers trains once: the loss is
             the probability of its set of correct choices, `discriminators.choice_loss`)
-        max_length: tokens per (context, choice) pair of the fine-tuned judge: question, target and the
+        max_length: tokens per (context, choice) pair of the fine-tuned judge (and of the linear probe's
+            windows): question, target and the
             utterances nearest the target that fit (tasks/distractors/window.py): the budget AF's
             discriminator reads, so the judge measures the sets on the evidence AF had. At 128 it reads the
             whole target and both neighbours in 216 of the real v2 sample's 300 items (81% of their tokens;

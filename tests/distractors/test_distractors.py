@@ -467,6 +467,12 @@ def test_the_judge_keeps_its_activations_in_the_store_across_runs(tmp_path):
     held = kept_activation_folder(ctx, model, 1, 64)
     assert held[0] is not None and kept_activation_folder(ctx, model, 1, 64) == (None, None)
     held[1].release()
+    import gc
+
+    gc.collect()  # the runs' discriminators gone, their locks released
+    folder, lock = kept_activation_folder(ctx, model, 1, 64, max_gb=1e-9)  # over its size: starts anew
+    assert folder is not None and not any(folder.iterdir())
+    lock.release()
 
 
 def test_cached_discriminator_learns_and_keeps_the_lower_layers_frozen(tmp_path):
