@@ -36,7 +36,8 @@ from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.answers import written_answers
 from tasks.distractors.giveaways import EndingOnlyProbe, centre_is_correct, near_copy_set, rewrites
 from tasks.distractors.keys import group_order, instance_keys
-from tasks.distractors.placement import REWRITES, named, preference
+from tasks.distractors.placement import (GENERATED, GENERATED_RANKS, REWRITES, SLOTS, TIERS, named, preference,
+                                          tier)
 from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,
                                               TransformerMC, apply_preset)
 from tasks.distractors.window import reading_windows
@@ -141,7 +142,7 @@ class AFRules:
     adversary beats chance (1: no test); max_rewrites: the most rewrites of a correct answer per instance;
     max_reuse: the most instances of a split holding one text (0: no limit); seed: every draw's root."""
 
-    n_distractors: int = 4
+    n_distractors: int = SLOTS
     max_iterations: int = 50
     held_out: float = 0.2
     max_swaps: int = 2
@@ -181,6 +182,10 @@ class Holdings:
         self.rewrite = {cid: generator_of.get(cid) in REWRITES or
                         any(rewrites(t, a) for a in [golds.get(iid, "")] + list(other_correct.get(iid, [])) if a)
                         for iid, pool in pools.items() for cid, t in pool}
+        # A generator's candidate for the item is held to neither cap: it was written as a distractor of this
+        # item, and the published distractors themselves keep a correct answer's subject (11.7% of CICERO v2
+        # val's at word Jaccard >= 0.5) and repeat across items ("The listener is upset")
+        self.own = {cid for cid, g in generator_of.items() if g in GENERATED}
 
     def _key(self, iid: str, cid: str) -> tuple[str, str]:
         return self.split_of.get(iid, ""), self.text[cid].strip().lower()
@@ -188,6 +193,8 @@ class Holdings:
     def fits(self, iid: str, cid: str, holding: list[str], leaving: str | None = None, reuse: int | None = None,
              rewrites_cap: int | None = None) -> bool:
         """May instance `iid`, holding `holding` (minus `leaving`), take candidate `cid`?"""
+        if cid in self.own:
+            return True
         reuse = self.max_reuse if reuse is None else reuse
         rewrites_cap = self.max_rewrites if rewrites_cap is None else rewrites_cap
         if rewrites_cap and self.rewrite.get(cid):
@@ -350,7 +357,12 @@ def af_swap(judged: dict, state: dict[str, dict], rules: AFRules, caps: Holdings
         for w in weak:
             if done >= allowed:
                 break
-            new = next((c for c in strong if score_of[c] > score_of[w] and caps.fits(i, c, st["distractors"], w)), None)
+            # a generator's candidate for the item makes way only for another of them: a weak discriminator
+            # preferring an offline candidate says little against what the item's own generator wrote
+            own = placement_of.get(w) in GENERATED_RANKS
+            new = next((c for c in strong if score_of[c] > score_of[w] and (not own or placement_of.get(c) in
+                                                                             GENERATED_RANKS)
+                        and caps.fits(i, c, st["distractors"], w)), None)
             if new is None:
                 continue
             strong.remove(new)
@@ -583,20 +595,30 @@ def kept_activation_folder(ctx: StageContext, path, trainable_layers: int, max_l
     return folder, lock
 
 
+def final_shares(data: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """The final distractors counted by tier (placement.TIERS: where each was written) and by generator."""
+    gens = [g for gs in data.get("distractor_generators", []) for g in gs]
+    tiers = [tier(g, r) for gs, rs in zip(data.get("distractor_generators", []), data.get("distractor_rules", []))
+             for g, r in zip(gs, rs)]
+    return {"by_tier": {t: tiers.count(t) for t in TIERS},
+            "by_generator": {g: gens.count(g) for g in sorted(set(gens))}}
+
+
+def share_line(counts: dict[str, int], what: str) -> str:
+    """"Final distractors by tier: generated 304 (95.0%), ..." (a count and its share of them all)."""
+    total = max(sum(counts.values()), 1)
+    return f"Final distractors by {what}: " + ", ".join(f"{k} {n} ({100 * n / total:.1f}%)"
+                                                       for k, n in counts.items()) + "."
+
+
 def _card_lines(data: pd.DataFrame, history: list[dict], reads: dict, as_published: int) -> list[str]:
     """What a reader of the dataset card should know of AF's result: where the final distractors were
-    written, how much of each dialogue the discriminator read, how many rounds could swap."""
-    from tasks.distractors.placement import TIERS, tier
-
-    tiers = pd.Series([tier(g, r) for gs, rs in zip(data.get("distractor_generators", []), data.get("distractor_rules", []))
-                       for g, r in zip(gs, rs)], dtype=object)
-    total = max(len(tiers), 1)
-    lines = ["Final distractors by placement: " + ", ".join(f"{t} {int((tiers == t).sum())} "
-                                                             f"({100 * (tiers == t).sum() / total:.1f}%)" for t in TIERS) + "."]
-    made_by = pd.Series([g for gs in data.get("distractor_generators", []) for g in gs], dtype=object).value_counts()
-    if len(made_by):  # each generator's share of the final distractors (the pool's: counterfactuals' card)
-        lines.append("Final distractors by generator: " + ", ".join(
-            f"{g} {int(n)} ({100 * n / total:.1f}%)" for g, n in made_by.sort_index().items()) + ".")
+    written and by which generator, how much of each dialogue the discriminator read, how many rounds
+    could swap."""
+    shares = final_shares(data)
+    lines = [share_line(shares["by_tier"], "tier")]
+    if shares["by_generator"]:  # each generator's share of the final distractors (the pool's: counterfactuals' card)
+        lines.append(share_line(shares["by_generator"], "generator"))
     if reads.get("located"):
         near = reads["target_and_neighbours"]
         lines.append(f"The discriminator read {reads['max_length']} tokens: the target and its two neighbouring "
@@ -892,5 +914,11 @@ def _af_report(data: pd.DataFrame, rejected: pd.DataFrame, rows_in: int, state: 
                               "texts_above_max_reuse": int((counts > max_reuse).sum()) if max_reuse else 0,
                               "most_uses_of_one_text": int(counts.max()) if len(counts) else 0,
                               # what each final distractor's wrongness rests on (with an NLI model: contradiction too)
-                              "evidence": _evidence_counts(data, candidates)},
+                              "evidence": _evidence_counts(data, candidates),
+                              # where the final distractors were written (tier) and who wrote them (generator)
+                              "final_by_tier": final_shares(data)["by_tier"],
+                              "final_by_generator": final_shares(data)["by_generator"],
+                              # said at the end of the run (csk's console), after the table of stages
+                              "summary": [share_line(final_shares(data)["by_tier"], "tier"),
+                                          share_line(final_shares(data)["by_generator"], "generator")]},
                        tables={"af_history": history})

@@ -40,7 +40,7 @@ from tasks.distractors.answers import written_answers
 from tasks.distractors.keys import instance_keys
 from tasks.distractors.grounded import FLUENT as GROUNDED_FLUENT
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
-from tasks.distractors.placement import IN_PLACE, PREFERENCE, TIERS, mark, preference, tier
+from tasks.distractors.placement import GENERATED, IN_PLACE, PREFERENCE, SLOTS, TIERS, mark, preference, tier
 from tasks.distractors.served import ServerSpec, server_pools
 from tasks.distractors.window import TAG
 from tasks.english import PIPELINE, entities, nouns
@@ -535,6 +535,7 @@ def counterfactuals(instances: pd.DataFrame, *,
                     grounded_rules: list[Literal["swap_place", "swap_time", "role_flip", "swap_event", "swap_object",
                                                  "swap_attribute"]] = list(GROUNDED_FLUENT),
                     grounded_per_rule: int = 2, retrieval_foreign: bool = False, server: ServerSpec = ServerSpec(),
+                    own_margin: int = 2,
                     seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
     """A pool of alternatives to every instance's gold answer (distractors.Instances in).
 
@@ -581,6 +582,10 @@ def counterfactuals(instances: pd.DataFrame, *,
             manifest (`retrieval_foreign_left_out`)
         server: the server generator's server, model, sampling, concurrency, retries and prompt templates
             (tasks/distractors/served.py; the API key only by the name of its environment variable)
+        own_margin: an item whose own generator (t5, file, server: candidates written for the item) gave
+            its slots plus this many is not filled by the offline generators: AF chooses among its own
+            generator's candidates alone, with two spare (the filters removed at most 3% of the published
+            distractors of the real samples: bench/results/filters_on_published_epyc.txt)
         seed: seed of subsampling and sampling
     """
     view = instances
@@ -592,22 +597,23 @@ def counterfactuals(instances: pd.DataFrame, *,
     answers = dict(zip(view["id"], written_answers(view)))
     said = Said()  # what the generators report beside their candidates
     make = {
-        "lexical": partial(lexical_pools, view, conceptnet_db=conceptnet_db, max_per_answer=max_per_answer,
+        "lexical": partial(lexical_pools, conceptnet_db=conceptnet_db, max_per_answer=max_per_answer,
                            seed=seed, fluency=fluency, rejected=said.disfluent, checked=said.checked,
                            rules=tuple(lexical_rules)),
-        "t5": partial(t5_pools, view, model=model, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
+        "t5": partial(t5_pools, model=model, num_return=num_return, num_beams=num_beams, do_sample=do_sample,
                       batch_size=batch_size, seed=seed, ctx=ctx),
-        "file": partial(file_pools, view, candidates=candidates),
-        "dialogue": partial(dialogue_pools, view, min_gap=dialogue_min_gap, time=question_time,
+        "file": partial(file_pools, candidates=candidates),
+        "dialogue": partial(dialogue_pools, min_gap=dialogue_min_gap, time=question_time,
                             left_out=said.type_left_out),
-        "grounded": partial(grounded_pools, view, rules=tuple(grounded_rules), per_rule=grounded_per_rule,
+        "grounded": partial(grounded_pools, rules=tuple(grounded_rules), per_rule=grounded_per_rule,
                             fluency=fluency, rejected=said.disfluent, checked=said.checked),
-        "server": partial(said.served, view, spec=server, kind=kind, answers=answers, seed=seed,
+        "server": partial(said.served, spec=server, kind=kind, answers=answers, seed=seed,
                           cache_dir=ctx.cache_dir if ctx is not None else None),
-        "retrieval": partial(retrieval_pools, view, embed=embed, depth=retrieval_depth, ctx=ctx,
+        "retrieval": partial(retrieval_pools, embed=embed, depth=retrieval_depth, ctx=ctx,
                              foreign=retrieval_foreign, left_out=said.foreign_left_out, time=question_time),
     }
-    pools, added = fill_pools(view, generators, make, min_pool=min_pool, fluency=fluency, said=said)
+    pools, added = fill_pools(view, generators, make, min_pool=min_pool, fluency=fluency, said=said,
+                              own_margin=own_margin)
     data = candidate_rows(view, pools, kind, answers)
     if said.responses and ctx is not None:
         ctx.record_model("counterfactual-generator", None, None, kind="served chat model", served_as=server.model,
@@ -627,6 +633,7 @@ class Said:
     foreign_left_out: dict[str, int] = field(default_factory=dict)
     type_left_out: dict[str, int] = field(default_factory=dict)
     server_rejected: list[dict] = field(default_factory=list)
+    copied: list[dict] = field(default_factory=list)  # a generator's candidates copying another dialogue's answer
     responses: list[dict] = field(default_factory=list)  # one row per server request: the artifact, lineage
     sent: int = 0
 
@@ -635,24 +642,92 @@ class Said:
         return pools
 
 
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[\W_]+", " ", str(text).lower()).split())
+
+
+class Echoes:
+    """What a generator's candidate for an item repeats of the file's correct answers: another dialogue's
+    (an answer about another conversation: no candidate written for this item), another item's of the same
+    dialogue (as often correct here: readers judged 18-32% of them correct), or one of the item's own with
+    only a negation changed (a giveaway without the dialogue). The published distractors of the real samples
+    do the last two now and then (0.6% and 0.3% of MuTual's) and the first never
+    (bench/results/filters_on_published_epyc.txt): the first is rejected, the others kept behind the item's
+    other candidates (placement "echo")."""
+
+    def __init__(self, view: pd.DataFrame):
+        self.group = dict(zip(view["id"], view["group_id"]))
+        self.correct = dict(zip(view["id"], written_answers(view)))
+        self.answered: dict[str, list[str]] = {}  # a correct answer's words -> the items that have it
+        for iid in sorted(self.correct):
+            for text in self.correct[iid]:
+                self.answered.setdefault(_norm(text), []).append(iid)
+
+    def of(self, iid: str, text: str) -> tuple[str, str] | None:
+        """("another_dialogue" | "echo", why) for a candidate of item `iid`, or None."""
+        from tasks.distractors.giveaways import bare_negation
+
+        others = [i for i in self.answered.get(_norm(text), []) if i != iid]
+        foreign = [i for i in others if self.group[i] != self.group[iid]]
+        if foreign and len(foreign) == len(others):
+            return "another_dialogue", f"a copy of item {foreign[0]}'s correct answer, about another dialogue"
+        if others:
+            return "echo", f"a copy of item {others[0]}'s correct answer (this dialogue, another question)"
+        negated = next((a for a in self.correct[iid] if bare_negation(text, a)), None)
+        return ("echo", f"the correct answer {negated!r} with only a negation changed") if negated else None
+
+
+def own_writing(found: Pool, echoes: Echoes, generator: str, copied: list[dict]) -> Pool:
+    """A generator's candidates less those copying another dialogue's correct answer (appended to `copied`
+    with the reason)."""
+    out: Pool = {}
+    for iid, pool in found.items():
+        out[iid] = []
+        for rule, text in pool:
+            echo = echoes.of(iid, text)
+            if echo and echo[0] == "another_dialogue":
+                copied.append({"instance_id": iid, "candidate": text, "rule": rule, "generator": generator,
+                               "reason": echo[1]})
+            else:
+                out[iid].append((rule, text))
+    return out
+
+
 def fill_pools(view: pd.DataFrame, generators: list[str], make: dict, *, min_pool: int, fluency: bool,
-               said: Said) -> tuple[dict[str, list[tuple[str, str, str]]], dict[str, int]]:
+               said: Said, own_margin: int) -> tuple[dict[str, list[tuple[str, str, str]]], dict[str, int]]:
     """Each instance's pool, (generator, rule, text) in the generators' order: the first gives all its
-    candidates, each next one fills the pools still below `min_pool` (a reserve answer kept beside, outside
-    it); a text already in the pool (or the gold) is not taken twice. Returns the pools and how many each
-    generator added."""
+    candidates, each next one fills the pools still short (a reserve answer kept beside, outside `min_pool`);
+    a text already in the pool (or the gold) is not taken twice. A pool is short while it holds fewer than
+    `min_pool` candidates, unless a generator that writes for the item (placement.GENERATED) gave it its
+    slots plus `own_margin`: then the offline generators are not asked for it. A generator that writes for
+    the item is asked only for the items still short. Returns the pools and how many each generator added."""
     pools: dict[str, list[tuple[str, str, str]]] = {i: [] for i in view["id"]}
     seen = {i: {g.strip().lower()} for i, g in zip(view["id"], view["gold"])}
+    slots = dict(zip(view["id"], view["n_distractors"] if "n_distractors" in view.columns else [0] * len(view)))
+    echoes = Echoes(view)
     added: dict[str, int] = {}
+
+    def own_enough(iid: str) -> bool:  # its own generator gave its slots and the margin
+        own = sum(g in GENERATED for g, _, _ in pools[iid])
+        return bool(own) and own >= (int(slots[iid]) or SLOTS) + own_margin
+
     for k, name in enumerate(generators):
         if name not in make:
             raise ConfigError(f"counterfactuals.generators: unknown generator {name!r}; choose from {', '.join(make)}")
-        if k and all(len(p) >= min_pool for p in pools.values()):
+        wanted = set(view["id"]) if k == 0 else \
+            {i for i in view["id"] if len(pools[i]) < min_pool and not own_enough(i)}
+        if not wanted:
             break
-        made = make[name]()
-        if fluency and name in ("dialogue", "retrieval"):  # human-written: typos and all
+        # a generator writing for the item is asked only for the items it may fill (a request, a beam search
+        # each); the others read the whole file (retrieval and dialogue draw on the other items)
+        made = make[name](view[view["id"].isin(wanted)] if name in GENERATED and k else view)
+        if fluency and name in WRITTEN:  # written by a person or a model, not by a rule: typos and all
             made = spelled(made, view, name, said.disfluent, said.checked)
+        if name in GENERATED:
+            made = own_writing(made, echoes, name, said.copied)
         for iid, found in made.items():
+            if k and own_enough(iid):
+                continue
             room = len(found) if k == 0 else max(0, min_pool - len(pools[iid]))
             for rule, text in found:
                 spare = mark(name, rule) == "reserve"  # beside the pool, outside min_pool
@@ -670,6 +745,8 @@ def fill_pools(view: pd.DataFrame, generators: list[str], make: dict, *, min_poo
 CANDIDATE_COLUMNS = ["id", "instance_id", "gold", "candidate", "generator", "rule", "rationale", "question_type",
                      "item_question_type", "written_for", "placement"]
 WRITTEN_ELSEWHERE = ("dialogue", "retrieval")  # generators whose candidates are answers written for another item
+# generators whose candidates a person or a model wrote (not a rule): each meets the writers' checks
+WRITTEN = frozenset(WRITTEN_ELSEWHERE) | GENERATED
 
 
 def candidate_rows(view: pd.DataFrame, pools: dict[str, list[tuple[str, str, str]]], kind: dict[str, str | None],
@@ -679,6 +756,7 @@ def candidate_rows(view: pd.DataFrame, pools: dict[str, list[tuple[str, str, str
     written for, which its rule names), the item it was written for (`csk lineage` follows it), and where it
     was written (`placement`, declared once here for AF's order, placement.PREFERENCE)."""
     gold = dict(zip(view["id"], view["gold"]))
+    echoes = Echoes(view)
 
     def written_for(iid: str, name: str, rule: str) -> str:
         return str(rule).rsplit(":", 1)[-1] if name in WRITTEN_ELSEWHERE else iid
@@ -687,7 +765,7 @@ def candidate_rows(view: pd.DataFrame, pools: dict[str, list[tuple[str, str, str
              "rule": rule, "rationale": _rationale(name, rule, answers[iid], text),
              "question_type": kind.get(written_for(iid, name, rule)) if name in WRITTEN_ELSEWHERE else kind[iid],
              "item_question_type": kind[iid], "written_for": written_for(iid, name, rule),
-             "placement": PREFERENCE[preference(name, rule)][0]}
+             "placement": "echo" if name in GENERATED and echoes.of(iid, text) else PREFERENCE[preference(name, rule)][0]}
             for iid, pool in pools.items() for k, (name, rule, text) in enumerate(pool)]
     return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
 
@@ -754,6 +832,11 @@ def _counterfactuals_report(view: pd.DataFrame, data: pd.DataFrame, said: Said, 
                      "candidate": r["candidate"], "generator": r.get("generator", "lexical"), "rule": r["rule"]}
                     for k, r in enumerate(said.disfluent)]
         parts.append(pd.DataFrame(rows_out))
+    if said.copied:  # a generator's candidates that copy another dialogue's correct answer
+        parts.append(pd.DataFrame([{"id": f"{r['instance_id']}/copied{k:03d}", "instance_id": r["instance_id"],
+                                    "reason_code": "another_dialogues_answer", "reason": r["reason"],
+                                    "gold": gold[r["instance_id"]], "candidate": r["candidate"],
+                                    "generator": r["generator"], "rule": r["rule"]} for k, r in enumerate(said.copied)]))
     if said.server_rejected:  # responses and candidates of the server that could not be used, with the reason
         parts.append(pd.DataFrame([{**r, "gold": gold[r["instance_id"]], "generator": "server"}
                                    for r in said.server_rejected]))

@@ -159,6 +159,13 @@ def _numeral_noun(toks: list, k: int) -> str | None:
     """A numeral counting the noun after it ("four trip"); one after its noun names it ("room 11", "storm 11")."""
     tok = toks[k]
     if tok.dep_ == "nummod" and tok.head.pos_ in ("NOUN", "PROPN") and tok.like_num and tok.i < tok.head.i:
+        # "zero" counts a mass noun in the singular ("zero interest"); a numeral joined by a hyphen is part of
+        # a word ("eighty-second", "two-year"); a counted noun that modifies another noun stays singular ("a
+        # two year course")
+        if tok.lower_ in ("zero", "0") or (k + 1 < len(toks) and toks[k + 1].text == "-") or \
+                (tok.head.dep_ in ("compound", "nmod", "amod") and tok.head.head.pos_ == "NOUN"
+                 and tok.head.head.i > tok.head.i):
+            return None
         singular = tok.lower_ in SINGULAR_NUMERALS
         if singular and tok.head.tag_ in ("NNS", "NNPS") and tok.head.lower_ not in ("people", "times"):
             return f"'{tok.text} {tok.head.text}': one of a plural noun"
@@ -186,9 +193,21 @@ def _subject_verb(toks: list, k: int) -> str | None:
         return f"'{tok.text} ... {verb.text}': a plural subject with a singular verb"
     if not plural and (v in ("are", "were") or (verb.tag_ == "VBP" and (
             v in PLURAL_VERBS or (verb.i == tok.head.i and tok.pos_ in ("NOUN", "PROPN") and tok.lower_ not in COLLECTIVE
-                                  and _finite(verb))))):
+                                  and _finite(verb) and not _also_past(verb))))):
         return f"'{tok.text} ... {verb.text}': a singular subject with a plural verb"
     return None
+
+
+def _also_past(verb) -> bool:
+    """May the verb be a past form: its present is also its past ("The dress fit her": "fit", "put", "cut"),
+    or the lexicon does not know it as a present form at all ("snuck", which the parser may tag VBP)?"""
+    from lemminflect import getAllLemmas, getInflection
+
+    word = verb.lower_
+    lemmas = set(getAllLemmas(word).get("VERB", ())) | {verb.lemma_.lower()}
+    present = {f.lower() for lemma in lemmas for f in getInflection(lemma, tag="VBP") or ()}
+    past = {f.lower() for lemma in lemmas for f in getInflection(lemma, tag="VBD") or ()}
+    return word in past or word not in present
 
 
 @agreement_rule("modal_before_inflected", "a modal or 'do' before an inflected verb ('would shows')")
@@ -428,16 +447,51 @@ def _new(before: list[str], after: list[str]) -> list[str]:
 ABBREVIATIONS = frozenset({"ok", "tv", "pm", "am", "mr", "mrs", "ms", "dr", "hi", "oh", "id", "etc", "vs"})
 
 
-def misspellings(doc, known: frozenset[str] = frozenset()) -> list[str]:
-    """Lower-case words of a parsed text that English does not have: neither a function word (spaCy's stop
-    list) nor a word lemminflect's lexicon knows, nor one of `known` (the dialogue's own words: its
-    names and slang). Human-written answers carry typos ("necessory", "attatch", "speeaker"): as
-    distractors they read as broken English (two blind readers marked them so). Capitalised words are
-    names and are left alone."""
+# Prefixes English derives words with productively ("demotivation", "overjoyed", "unavailability"): a
+# known word behind one is a word, though no dictionary lists the derivation.
+PREFIXES = ("anti", "counter", "de", "dis", "in", "inter", "mis", "non", "out", "over", "post", "pre", "re",
+            "self", "sub", "super", "un", "under")
+
+
+@lru_cache(maxsize=1)
+def _dictionary():
+    """pyspellchecker's English word list (word frequencies of subtitles and the web): everyday words that
+    lemminflect's lexicon of inflections lacks ("pub", "halal", "snuck", "playful")."""
+    from spellchecker import SpellChecker
+
+    return SpellChecker(language="en", distance=1)
+
+
+def is_word(word: str) -> bool:
+    """Does English have this lower-case word: in lemminflect's lexicon or pyspellchecker's list, a known
+    prefix before a word (`PREFIXES`), or two words of three letters or more written as one ("playlist",
+    "neverending")? A typo ("univeristy", "officals", "thes") is none of these."""
     from lemminflect import getAllLemmas
 
-    return [t.text for t in doc if t.is_alpha and t.lower_ not in ABBREVIATIONS and t.text.islower() and len(t.text) >= 2 and not t.is_stop
-            and t.lower_ not in known and not getAllLemmas(t.lower_)]
+    def known(w: str) -> bool:
+        return bool(getAllLemmas(w)) or w in _dictionary()
+
+    if known(word):
+        return True
+    if any(word.startswith(p) and len(word) - len(p) >= 4 and known(word[len(p):]) for p in PREFIXES):
+        return True
+    return any(known(word[:k]) and known(word[k:]) for k in range(3, len(word) - 2))
+
+
+def misspellings(doc, known: frozenset[str] = frozenset()) -> list[str]:
+    """Lower-case words of a parsed text that English does not have: neither a function word (spaCy's stop
+    list, a clitic's part as "wo" of "won't") nor a word (`is_word`), nor one of `known` (the dialogue's own
+    words: its names and slang). Human-written answers carry typos ("necessory", "attatch", "speeaker"): as
+    distractors they read as broken English (two blind readers marked them so). Capitalised words are
+    names and are left alone."""
+    return [t.text for t in doc if t.is_alpha and t.lower_ not in ABBREVIATIONS and t.text.islower() and len(t.text) >= 2
+            and not t.is_stop and t.lower_ not in known and not _clitic_part(t) and not is_word(t.lower_)]
+
+
+def _clitic_part(tok) -> bool:
+    """The first part of a contraction the tokenizer split ("wo" n't, "ca" n't, "sha" n't)."""
+    nxt = tok.nbor(1) if tok.i + 1 < len(tok.doc) else None
+    return nxt is not None and nxt.lower_ in ("n't", "n’t") and not tok.whitespace_
 
 
 def pos_changes(before, after) -> list[str]:

@@ -3,36 +3,46 @@
 A careful reader dismisses an answer about another conversation at a glance, and reads a rewrite of a
 correct answer, or an answer its own dialogue's annotators wrote to the same type of question, as in place.
 Tiers, nearest first:
-* `rewrite`: a correct answer of the item rewritten (lexical, grounded) or a generator's output for this
-  item (t5, file);
+* `generated`: what a generator wrote for this item (t5, file, server): the paper's pipeline (T5
+  counterfactuals of the item -> the filters -> AF over them); a user who brings a generator expects its
+  candidates kept, and the offline tiers only to fill the slots it leaves short;
+* `rewrite`: a correct answer of the item rewritten by the offline rules (lexical, grounded);
 * `dialogue`: an answer written for the same dialogue about another target, to a question of the same type;
 * `retrieved`: an answer written for another dialogue that names only things this one names;
 * `foreign`: one that names a thing this dialogue and its correct answers do not (offered only when
   `counterfactuals.retrieval_foreign` allows it).
 
-The order AF prefers (`PREFERENCE`, declared once): this dialogue's answers first (people's writing about
-this dialogue's events, never a copy of a correct answer), then rewrites, a negation last among them (a
-"does not" sentence announces itself: readers found 13 of 40 rebuilt distractors negations or antonyms of a
-correct answer), then answers of other dialogues, those naming a thing of this dialogue first.
+The order AF prefers (`PREFERENCE`, declared once): a generator's candidates for the item before every
+offline tier (AF never trades one for an offline candidate: `GENERATED`); then this dialogue's answers
+(people's writing about this dialogue's events, never a copy of a correct answer), then rewrites, a
+negation last among them (a "does not" sentence announces itself: readers found 13 of 40 rebuilt
+distractors negations or antonyms of a correct answer), then answers of other dialogues, those naming a thing of this dialogue first.
 """
 
 from __future__ import annotations
 
-TIERS = ("rewrite", "dialogue", "retrieved", "foreign")
-IN_PLACE = frozenset({"rewrite", "dialogue"})
+TIERS = ("generated", "rewrite", "dialogue", "retrieved", "foreign")
+IN_PLACE = frozenset({"generated", "rewrite", "dialogue"})
 REWRITES = frozenset({"lexical", "grounded"})  # rewrites of the item's own correct answers
+GENERATED = frozenset({"t5", "file", "server"})  # generators that write candidates for the item itself
+SLOTS = 4  # distractors of an item that states no number of its own (CICERO's: five choices, one correct)
 
 # (name, tier, mark): the order AF starts an item and swaps in by, first preferred. A mark sets a candidate
-# behind the rest of its tier: a negation among rewrites, an unanchored answer (naming no thing of this
+# behind the rest of its tier: a generator's candidate that echoes a correct answer (another item's of this
+# dialogue, or one of its own with only a negation changed: `counterfactuals.echo`) behind its others, a
+# negation among rewrites, an unanchored answer (naming no thing of this
 # dialogue) among retrieved ones; a reserve answer (naming a thing this dialogue lacks, not allowed) only to
 # fill an item that cannot be filled otherwise, never swapped in.
-PREFERENCE = (("dialogue", "dialogue", ""), ("rewrite", "rewrite", ""), ("negation", "rewrite", "negation"),
+PREFERENCE = (("generated", "generated", ""), ("echo", "generated", "echo"), ("dialogue", "dialogue", ""),
+              ("rewrite", "rewrite", ""), ("negation", "rewrite", "negation"),
               ("retrieved", "retrieved", ""), ("unanchored", "retrieved", "unanchored"),
               ("foreign", "foreign", ""), ("reserve", "foreign", "reserve"))
 
 
 def tier(generator: str | None, rule: str | None) -> str:
     """The tier of a candidate (see TIERS) from its generator and rule."""
+    if generator in GENERATED:
+        return "generated"
     if generator == "retrieval":
         return "foreign" if ":foreign:" in str(rule or "") else "retrieved"
     return "dialogue" if generator == "dialogue" else "rewrite"
@@ -68,3 +78,7 @@ def preference(generator: str | None, rule: str | None) -> int:
 def named(name: str) -> int:
     """The preference rank of a PREFERENCE entry by its name."""
     return next(k for k, (n, _, _) in enumerate(PREFERENCE) if n == name)
+
+
+# the ranks of the tier AF never trades for another: what a generator wrote for the item
+GENERATED_RANKS = frozenset(k for k, (_, t, _) in enumerate(PREFERENCE) if t == "generated")

@@ -243,7 +243,7 @@ def test_retrieved_answers_naming_things_of_another_dialogue_are_left_out_unless
     assert ":foreign:" not in rules[0] and rules[1] == "retrieval:foreign:c"
     assert [placement("lexical", "antonym"), placement("grounded", "role_flip:speaker<->listener"),
             placement("dialogue", "dialogue:x"), placement("retrieval", rules[0]),
-            placement("retrieval", rules[1])] == [0, 0, 1, 2, 3]
+            placement("retrieval", rules[1]), placement("server", "server:m:cause:k")] == [1, 1, 2, 3, 4, 0]
 
 
 def _candidates(pairs):

@@ -68,6 +68,7 @@ def test_af_swaps_out_distractors_the_choices_alone_give_away():
     adversary no round beats chance and the negations stay; with it they are swapped out."""
     from tasks.distractors.adversarial import AFRules, af_loop
     from tasks.distractors.discriminators import LinearProbe
+    from tasks.distractors.placement import named
 
     rng = np.random.default_rng(2)
     word = lambda: "w" + "".join(rng.choice(list("abcdefgh"), 6))  # noqa: E731
@@ -79,7 +80,7 @@ def test_af_swaps_out_distractors_the_choices_alone_give_away():
         negations = [(f"{i}/n{j}", f"The {word()} did not go home.") for j in range(2)]
         plain = [(f"{i}/p{j}", f"The {word()} went out.") for j in range(6)]
         pools[i] = negations + plain
-        placement |= {c: 0 for c, _ in negations} | {c: 3 for c, _ in plain}
+        placement |= {c: named("dialogue") for c, _ in negations} | {c: named("retrieved") for c, _ in plain}
     vector = _vector(3)
     def run(ending):
         return af_loop(items, pools, lambda seed: LinearProbe(vector, seed=seed),
