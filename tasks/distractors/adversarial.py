@@ -611,6 +611,18 @@ def share_line(counts: dict[str, int], what: str) -> str:
                                                        for k, n in counts.items()) + "."
 
 
+def _generated_line(data: pd.DataFrame, candidates: pd.DataFrame) -> list[str]:
+    """Where a generator wrote for the items (t5, file, server): how many items hold its candidates, and
+    how many of those with one past the filters hold none after AF."""
+    offered = set(candidates.loc[candidates["generator"].isin(GENERATED), "instance_id"])
+    if not offered:
+        return []
+    holding = {i for i, gs in zip(data["id"], data["distractor_generators"]) if any(g in GENERATED for g in gs)}
+    rebuilt = int((~data["as_published"]).sum()) if len(data) else 0
+    return [f"Items holding a generator's candidates (t5, file, server): {len(holding)} of {rebuilt} rebuilt; "
+            f"{len(offered - holding)} of the {len(offered)} with one past the filters hold none."]
+
+
 def _card_lines(data: pd.DataFrame, history: list[dict], reads: dict, as_published: int) -> list[str]:
     """What a reader of the dataset card should know of AF's result: where the final distractors were
     written and by which generator, how much of each dialogue the discriminator read, how many rounds
@@ -920,5 +932,6 @@ def _af_report(data: pd.DataFrame, rejected: pd.DataFrame, rows_in: int, state: 
                               "final_by_generator": final_shares(data)["by_generator"],
                               # said at the end of the run (csk's console), after the table of stages
                               "summary": [share_line(final_shares(data)["by_tier"], "tier"),
-                                          share_line(final_shares(data)["by_generator"], "generator")]},
+                                          share_line(final_shares(data)["by_generator"], "generator")]
+                              + _generated_line(data, candidates)},
                        tables={"af_history": history})
