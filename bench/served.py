@@ -3,6 +3,11 @@ concurrency, in one run.
 
     python bench/served.py [--base-url URL --model NAME] [--requests 64] [--concurrency 4] [--max-tokens 48]
         [--out bench/results/served.txt]
+    python bench/served.py --faults [--requests 64] [--concurrency 4]
+
+--faults: how soon a fault no retry mends stops the stage (a 401 whose body echoes the key, a 200 that is an
+HTML page), against the tests' local server (tests/distractors/test_served.py, each answer after 0.1 s): the
+requests sent of those queued, the seconds to the one-line error, and whether the key is in it.
 
 Without --base-url it starts `transformers serve` (the pinned transformers) on a tiny random causal model
 built from a config (tests/tiny_models.py): the server's own cost is then small, so the ratio shows the
@@ -53,6 +58,42 @@ def start_tiny_server(work: Path, log=subprocess.DEVNULL) -> tuple[subprocess.Po
     return proc, f"http://127.0.0.1:{port}/v1", str(model)
 
 
+def faults(say, requests: int, concurrency: int) -> None:
+    """The stage's stop on a fault no retry mends: requests sent of `requests` queued, seconds, the line."""
+    import json
+
+    import openai  # noqa: F401 - imported before the clock starts, as in a run
+    from csk.errors import CskError
+    from csk.progress import _in_prefect_task
+    from tasks.distractors.served import Served, ServerSpec
+    from tests.distractors.test_served import FakeServer
+
+    _in_prefect_task()  # the progress bar's one-time import of prefect.context, outside the timing
+
+    key = "sk-bench-0123456789SECRET"
+    os.environ["CSK_BENCH_KEY"] = key
+    echo = json.dumps({"error": {"message": f"Incorrect API key provided: {key}"}}).encode()
+    html = b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
+    for label, raw in [("401 echoing the key", (401, "application/json", echo)),
+                       ("200 with an HTML page", (200, "text/html", html))]:
+        server, cache = FakeServer(lambda p: "[]", raw=lambda n, raw=raw: raw, delay=0.1), tempfile.TemporaryDirectory()
+        served = Served(ServerSpec(base_url=server.url, model="m", concurrency=concurrency, retries=4,
+                                   api_key_env="CSK_BENCH_KEY"), Path(cache.name))
+        bodies = {f"{k:064x}": {"model": "m", "messages": [{"role": "user", "content": f"q{k}"}], "max_tokens": 8}
+                  for k in range(requests)}
+        t0 = time.perf_counter()
+        try:
+            served.ask(bodies)
+            line = "no error"
+        except CskError as exc:
+            line = str(exc)
+        seconds = time.perf_counter() - t0
+        server.close()
+        cache.cleanup()
+        say(f"{label}: {len(server.requests)} of {requests} requests sent, stopped in {seconds:.2f} s; key in the "
+            f"message: {key[:8] in line}; {line[:160].replace(server.url, 'URL')}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base-url", default="")
@@ -62,10 +103,18 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default="")
+    ap.add_argument("--faults", action="store_true", help="time the stop on a fault instead (see the docstring)")
     args = ap.parse_args()
+    if args.faults:
+        say, lines = reporter()
+        say(machine_line())
+        faults(say, args.requests, args.concurrency)
+        if args.out:
+            Path(args.out).write_text("\n".join(lines) + "\n")
+        return
     from openai import OpenAI
 
-    from tasks.distractors.served import PROMPTS, Served, ServerSpec, request_key
+    from tasks.distractors.served import PROMPTS, Served, ServerSpec, prompt, request_key
 
     say, lines = reporter()
     say(machine_line())
@@ -82,8 +131,8 @@ def main() -> None:
         def bodies(tag: str) -> dict[str, dict]:  # unique prompts per side and repeat: no server-side cache helps
             out = {}
             for k in range(args.requests):
-                text = PROMPTS["default"].format(dialogue=f"A: request {tag} {k} .", target="t", question="q",
-                                                 answers="- a", n=3, relation="cause", words=8)
+                text = prompt(PROMPTS["default"], dialogue=[f"A: request {tag} {k} ."], target="t", question="q",
+                              answers=["a"], n=3, relation="cause")
                 body = {"model": args.model, "messages": [{"role": "user", "content": text}], "temperature": 0.0,
                         "max_tokens": args.max_tokens, "seed": k}
                 out[request_key(body)] = body

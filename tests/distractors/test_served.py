@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -18,9 +19,11 @@ from tasks.distractors.served import parse, why_not
 
 
 class FakeServer:
-    """POST /v1/chat/completions: the reply `answer(prompt)` gives, or HTTP `fail(n)` for the n-th request."""
+    """POST /v1/chat/completions: the reply `answer(prompt)` gives (its text, or a dict of "content",
+    "finish_reason" and "model"), or HTTP `fail(n)` for the n-th request, or what `raw(n)` gives for it
+    ((status, content type, body bytes) or None), each after `delay` seconds."""
 
-    def __init__(self, answer, fail=lambda n: None):
+    def __init__(self, answer, fail=lambda n: None, raw=lambda n: None, delay: float = 0.0):
         self.requests, self.keys, self.lock = [], [], threading.Lock()
         outer = self
 
@@ -28,29 +31,33 @@ class FakeServer:
             def log_message(self, *a):
                 pass
 
+            def send(self, status: int, ctype: str, data: bytes):
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with outer.lock:
                     n = len(outer.requests)
                     outer.requests.append(body)
                     outer.keys.append(self.headers.get("Authorization"))
+                time.sleep(delay)
+                given = raw(n)
+                if given:
+                    return self.send(*given)
                 status = fail(n)
                 if status:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.end_headers()
-                    self.wfile.write(b'{"error": {"message": "failing on purpose"}}')
-                    return
-                text = answer(body["messages"][-1]["content"])
-                reply = {"id": f"r{n}", "object": "chat.completion", "created": 0, "model": body["model"],
-                         "choices": [{"index": 0, "finish_reason": "stop",
-                                      "message": {"role": "assistant", "content": text}}]}
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                    return self.send(status, "application/json", b'{"error": {"message": "failing on purpose"}}')
+                said = answer(body["messages"][-1]["content"])
+                said = said if isinstance(said, dict) else {"content": said}
+                reply = {"id": f"r{n}", "object": "chat.completion", "created": 0,
+                         "model": said.get("model", body["model"]),
+                         "choices": [{"index": 0, "finish_reason": said.get("finish_reason", "stop"),
+                                      "message": {"role": "assistant", "content": said["content"]}}]}
+                self.send(200, "application/json", json.dumps(reply).encode())
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
@@ -70,7 +77,7 @@ def test_responses_are_read_in_every_shape_a_model_writes():
     assert parse('"A went home."\n"B sold the car."') == ["A went home.", "B sold the car."]
     assert parse("") == "empty_response" and parse(None) == "empty_response" and parse("[]") == "empty_response"
     assert parse("I'm sorry, but I can't help with that.") == "refusal"
-    assert parse("Here are some:") == "malformed_response"
+    assert parse("Here are some:") == "chatter"  # a lead-in and nothing after it (was malformed_response)
     assert why_not("the speaker went home", ["The speaker went home."], False) == "copy_of_correct_answer"
     assert why_not("说话人回家了。", ["The speaker went home."], False) == "other_language"
     assert why_not("The speaker went home.", ["说话人回家了。"], True) == "other_language"
@@ -89,7 +96,8 @@ def _items(n: int = 6) -> pd.DataFrame:
 
 
 def _answer(prompt: str) -> str:
-    k = prompt.split("bread number ")[1].split(".")[0]
+    # the item's own correct answer: the last in the prompt (other items', shown as examples, come first)
+    k = prompt.rsplit("Correct answers:", 1)[1].split("bread number ")[1].split(".")[0]
     return json.dumps([f"The speaker sold the bakery {k}.", f"The listener baked bread {k} alone.",
                        f"The speaker bought bread number {k}.",  # a copy of the correct answer: rejected
                        "说话人回家了。"])  # another language: rejected
