@@ -608,7 +608,7 @@ def counterfactuals(instances: pd.DataFrame, *,
         "grounded": partial(grounded_pools, rules=tuple(grounded_rules), per_rule=grounded_per_rule,
                             fluency=fluency, rejected=said.disfluent, checked=said.checked),
         "server": partial(said.served, spec=server, kind=kind, answers=answers, seed=seed,
-                          cache_dir=ctx.cache_dir if ctx is not None else None),
+                          cache_dir=ctx.cache_dir if ctx is not None else None, library=view),
         "retrieval": partial(retrieval_pools, embed=embed, depth=retrieval_depth, ctx=ctx,
                              foreign=retrieval_foreign, left_out=said.foreign_left_out, time=question_time),
     }
@@ -846,10 +846,23 @@ def _counterfactuals_report(view: pd.DataFrame, data: pd.DataFrame, said: Said, 
     notes["pool_per_instance"] = "pool_per_instance.parquet"
     if said.responses:  # every server request and its response: a candidate's rule names its request
         files["server_responses.parquet"] = to_parquet_bytes(pd.DataFrame(said.responses))
-        notes["server"] = {"model": server.model, "requests": len({r["request"] for r in said.responses}),
+        requests = len({r["request"] for r in said.responses})
+        answered = {str(k): int(v) for k, v in pd.Series([r.get("model") or server.model for r in said.responses],
+                                                          dtype=object).value_counts().sort_index().items()}
+        notes["server"] = {"model": server.model, "requests": requests, "answered_by": answered,
                            "sent_this_run": said.sent, "responses": "server_responses.parquet",
+                           # a rerun against a changed or dead base_url still reads its kept responses: say so
+                           "answered_from_the_request_cache": requests - said.sent,
                            "rejected": {k: int(v) for k, v in pd.Series([r["reason_code"] for r in said.server_rejected],
                                                                         dtype=object).value_counts().items()}}
+    if said.responses:
+        by_server = int((data["generator"] == "server").sum())
+        notes["summary"] = [
+            f"The server ({server.base_url or 'no base_url'}, model {server.model}, answered by "
+            f"{', '.join(notes['server']['answered_by'])}): {notes['server']['requests']} requests, "
+            f"{said.sent} sent this run, {notes['server']['answered_from_the_request_cache']} answered from the "
+            f"request cache; {by_server} candidates for {data.loc[data['generator'] == 'server', 'instance_id'].nunique()}"
+            f" of {len(view)} items."]
     return StageOutput(data=data, rejected=rejected, rows_in=len(view), notes=notes, files=files,
                        tables={"pools": [{"measure": k, "value": json.dumps(v) if not isinstance(v, (int, float)) else v}
                                          for k, v in notes.items() if k != "samples"],
