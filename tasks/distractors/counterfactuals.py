@@ -533,7 +533,9 @@ def counterfactuals(instances: pd.DataFrame, *,
                     lexical_rules: list[Literal["antonym", "negation", "quantity", "role_swap", "entity_swap"]] =
                     list(CONTRADICTING),
                     grounded_rules: list[Literal["swap_place", "swap_time", "role_flip", "swap_event", "swap_object",
-                                                 "swap_attribute"]] = list(GROUNDED_FLUENT),
+                                                 "swap_attribute", "predicate_negation", "contrary_verb",
+                                                 "emotion_swap"]] =
+                    list(GROUNDED_FLUENT),
                     grounded_per_rule: int = 2, retrieval_foreign: bool = False, server: ServerSpec = ServerSpec(),
                     own_margin: int = 2,
                     seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
@@ -572,7 +574,9 @@ def counterfactuals(instances: pd.DataFrame, *,
             rewrite contradict the answer (antonym, negation, quantity); role_swap and entity_swap rewrite
             who did something, which is as often as not just as true (a name for a name)
         grounded_rules: the grounded generator's rules (tasks/distractors/grounded.py): by default who did
-            what to whom flipped (role_flip); a place or time changed for the dialogue's own (swap_place,
+            what to whom flipped (role_flip) and a contrary predicate for the answer's subject (its negation
+            inside the predicate, predicate_negation; its event under refuses / fails / forgets to,
+            contrary_verb); a place or time changed for the dialogue's own (swap_place,
             swap_time) and one word for another of the dialogue (swap_event, swap_object, swap_attribute)
             only when named: readers found them broken English as often as not
         grounded_per_rule: most rewrites per rule and word of an answer (the dialogue's words nearest the

@@ -24,6 +24,8 @@ it changed (`rule:old->new`).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -45,11 +47,13 @@ class GroundedRule:
     find: Callable[[object, str, dict, set, int], list[tuple[tuple, str, str]]]
 
 
-# The rule whose rewrites read as sentences to two blind readers: who did what to whom. A place or a time
+# The rules whose rewrites read as sentences: who did what to whom (two blind readers), and a contrary
+# predicate for the answer's own subject (its negation, or its event under a verb that denies it), the
+# released distractors' commonest kinds (issue 71: negation 30%, role flip 14%, negative verbs 7%). A place or a time
 # swapped for the dialogue's ("the speaker's universities", "puts up posters the year": 4 of 8 marked
 # broken on the real sample) and a verb, an object or an adjective swapped word for word ("thanked the
 # photos", "a many photographer") are asked for by name only.
-FLUENT = ("role_flip",)
+FLUENT = ("role_flip", "predicate_negation", "contrary_verb", "emotion_swap")
 PLACE_PREPOSITIONS = frozenset({"in", "at", "to", "from", "into", "near", "inside", "outside", "across", "around"})
 # Verbs too general to carry an event (swapping "get" for "have" says nothing new) and the auxiliaries.
 LIGHT_VERBS = frozenset({"be", "have", "do", "get", "make", "let", "go", "come", "say", "tell", "think", "know",
@@ -239,6 +243,162 @@ def role_flips(answer: str) -> list[tuple[str, str]]:
     return out
 
 
+# Verbs of state, from English grammars' lists of stative verbs: "refuses to know", "fails to like" are no
+# English; such a predicate's contrary is its negation.
+STATIVE = frozenset({"be", "have", "know", "believe", "think", "understand", "remember", "forget", "like", "love",
+                     "hate", "dislike", "prefer", "want", "need", "wish", "seem", "appear", "belong", "own", "possess",
+                     "contain", "consist", "cost", "mean", "matter", "deserve", "feel", "hear", "see", "smell", "taste",
+                     "sound", "look", "realize", "realise", "recognize", "recognise", "suppose", "doubt", "agree",
+                     "disagree", "care", "mind", "fit", "include", "involve", "lack", "weigh", "equal", "resemble",
+                     "depend", "exist", "imagine", "hope", "expect", "envy", "fear", "adore", "appreciate", "enjoy",
+                     "can", "could", "may", "might", "must", "shall", "should", "will", "would"})
+# Verbs that say the predicate's event did not happen, by the subject's will or not: "refuses to go home",
+# "fails to pay the bill", "forgets to call" (the released distractors' "negative verbs": cancels, refuses,
+# forgets, fails).
+CONTRARY_VERBS = ("refuse", "fail", "forget")
+# Verbs whose event is already a not-doing ("failed the test", "avoids the crowd"): "failed to fail" is no
+# contrary; their negation is.
+NEGATIVE_VERBS = frozenset(CONTRARY_VERBS) | {"avoid", "miss", "cancel", "deny", "lose", "quit", "stop", "decline",
+                                             "neglect", "ignore", "reject", "skip", "omit", "abandon"}
+DO_SUPPORT = {"VBZ": "does", "VBD": "did", "VBP": "do"}
+# the forms a verb under "refuses / fails / forgets to" may have: the frame verb takes it ("will go" -> "will
+# fail to go", "has paid" -> "has failed to pay", "is leaving" -> "is refusing to leave")
+VERB_FORMS = frozenset(DO_SUPPORT) | {"VB", "VBN", "VBG"}
+
+
+def _main_predicate(d):
+    """The main clause's verb where it has a subject before it (an answer's predicate), else None."""
+    root = next((t for t in d if t.dep_ == "ROOT"), None)
+    if root is None or root.pos_ not in ("VERB", "AUX") or any(c.dep_ == "neg" for c in root.children):
+        return None
+    return root if any(c.dep_ in ("nsubj", "nsubjpass") and c.i < root.i for c in root.children) else None
+
+
+def _coordinated(root) -> list:
+    """The verbs coordinated with the main verb that share its subject and tense ("visits the shelter and
+    chooses a dog"): under "does not" or "refuses to" they take the base form too."""
+    return [c for c in root.subtree if c.dep_ == "conj" and c.pos_ in ("VERB", "AUX") and c.head.i in
+            ({root.i} | {x.i for x in root.subtree if x.dep_ == "conj"}) and c.tag_ == root.tag_ and
+            not any(x.dep_ in ("nsubj", "nsubjpass", "aux") for x in c.children)]
+
+
+def _base_forms(answer: str, root, new: str) -> str:
+    """The answer with the main verb replaced by `new` and its coordinated verbs in the base form."""
+    edits = sorted([(root, new)] + [(c, c.lemma_.lower()) for c in _coordinated(root)], key=lambda e: -e[0].idx)
+    for tok, text in edits:  # from the end, so earlier offsets hold
+        answer = _replace(answer, tok, text)
+    return answer
+
+
+def _predicate_negation(d, answer: str, words: dict, taken: set, per_rule: int) -> list[tuple[tuple, str, str]]:
+    """The main predicate negated inside it: "not" after its first auxiliary or a copula ("is not
+    interested in"), else do-support before the verb ("likes" -> "does not like", "went" -> "did not go")."""
+    root = _main_predicate(d)
+    if root is None:
+        return []
+    aux = [c for c in root.children if c.dep_ in ("aux", "auxpass") and c.i < root.i]
+    at = aux[0] if aux else root if root.lemma_ == "be" else None
+    if at is not None and at.lemma_ not in ("be", "have", "do") and at.tag_ != "MD":
+        return []  # "get married": "not" follows only be, have, do and the modals
+    if at is not None:
+        end = at.idx + len(at.text)
+        return [((0, at.i), f"predicate_negation:{at.text}->{at.text} not", answer[:end] + " not" + answer[end:])]
+    if root.tag_ not in DO_SUPPORT:
+        return []
+    # do-support takes every coordinated verb of the predicate to its base form ("does not go back and tell him")
+    new = f"{DO_SUPPORT[root.tag_]} not {root.lemma_.lower()}"
+    return [((0, root.i), f"predicate_negation:{root.text}->{new}", _base_forms(answer, root, new))]
+
+
+def _contrary_verb(d, answer: str, words: dict, taken: set, per_rule: int) -> list[tuple[tuple, str, str]]:
+    """An event the subject did not bring about: the main verb (of an event, not a state; active) under a
+    verb that denies it, in its form ("goes home" -> "refuses to go home", "will pay" -> "will fail to pay");
+    `per_rule` of CONTRARY_VERBS, chosen by the answer's content (items get different ones)."""
+    root = _main_predicate(d)
+    # a verb taking a to-infinitive ("tries to let", "decides to clean") would stack two: "fails to try to
+    # let" (a gerund is no such verb: "failed to practise playing"); a passive ("was given") has no doer to refuse
+    if root is None or root.lemma_.lower() in STATIVE | NEGATIVE_VERBS or root.tag_ not in VERB_FORMS or \
+            any(c.dep_ == "auxpass" or c.dep_ == "xcomp" and any(x.lower_ == "to" for x in c.children)
+                for c in root.children):
+        return []
+    import hashlib
+
+    ranked = sorted(CONTRARY_VERBS, key=lambda v: hashlib.sha256(f"{v}\t{answer}".encode()).hexdigest())
+    out = []
+    for k, verb in enumerate(ranked[:per_rule]):
+        form = _inflect(verb, root.tag_)
+        if form:
+            new = f"{form} to {root.lemma_.lower()}"
+            out.append(((0, root.i, k), f"contrary_verb:{root.text}->{new}", _base_forms(answer, root, new)))
+    return out
+
+
+# Verbs that link a subject to how it feels ("feels encouraged", "is upset", "gets angry").
+LINKING = frozenset({"feel", "be", "become", "get", "seem", "look", "sound", "grow", "remain", "stay"})
+EMOTION_VALENCE = 1.0  # VADER's valence (-4..4) from which an adjective carries a feeling of one polarity
+
+
+@lru_cache(maxsize=1)
+def _valence() -> dict[str, float]:
+    """VADER's lexicon of word valences (vaderSentiment, shipped with the package)."""
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    return dict(SentimentIntensityAnalyzer().lexicon)
+
+
+@lru_cache(maxsize=1)
+def _feeling_words() -> tuple[str, ...]:
+    """Adjectives of feeling from the lexical generator's antonym lexicon: the pairs of opposite valence
+    (VADER) of which one word is a participle ("pleased / annoyed", "worried / relieved", "anxious /
+    relaxed": English's adjectives of feeling are its -ed participles and their opposites; "legal / illegal",
+    "rich / poor" are no feelings)."""
+    from lemminflect import getAllLemmas
+
+    from tasks.distractors.lexical import ANTONYM_LEMMAS
+
+    valence = _valence()
+    strong = lambda w: abs(valence.get(w, 0.0)) >= EMOTION_VALENCE  # noqa: E731
+    participle = lambda w: w.endswith("ed") and "VERB" in getAllLemmas(w) or w == "upset"  # noqa: E731
+    out = set()
+    for pair in ANTONYM_LEMMAS["ADJ"].replace("\n", " ").split(";"):
+        if len(pair.split()) == 2:
+            a, b = pair.split()
+            if strong(a) and strong(b) and (valence[a] > 0) != (valence[b] > 0) and (participle(a) or participle(b)):
+                out |= {a, b}
+    return tuple(sorted(out))
+
+
+def _emotion_swap(d, answer: str, words: dict, taken: set, per_rule: int) -> list[tuple[tuple, str, str]]:
+    """A feeling of the other polarity: every adjective of feeling the subject is said to have ("feels
+    encouraged and excited" -> "feels annoyed and bored") for ones of the opposite valence (VADER's
+    lexicon), the dialogue's own adjectives first, then the antonym lexicon's; `per_rule` such rewrites."""
+    import hashlib
+
+    valence = _valence()
+    felt = [t for t in d if t.pos_ in ("ADJ", "VERB") and t.tag_ in ("JJ", "VBN") and t.is_alpha and
+            abs(valence.get(t.lower_, 0.0)) >= EMOTION_VALENCE and
+            (t.dep_ in ("acomp", "oprd") and t.head.lemma_.lower() in LINKING or
+             t.dep_ == "conj" and t.head.dep_ in ("acomp", "oprd"))]
+    if not felt or len({valence[t.lower_] > 0 for t in felt}) > 1:
+        return []  # no feeling, or feelings of both polarities: no one opposite
+    positive = valence[felt[0].lower_] > 0
+    opposite = lambda w: abs(valence.get(w, 0.0)) >= EMOTION_VALENCE and (valence[w] > 0) != positive  # noqa: E731
+    own = [w for w in words.get("attribute", []) if opposite(w)]
+    lexicon = sorted((w for w in _feeling_words() if opposite(w) and w not in own),
+                     key=lambda w: hashlib.sha256(f"{w}\t{answer}".encode()).hexdigest())
+    options = [w for w in own + lexicon if w not in taken]
+    out = []
+    for k in range(per_rule):
+        chosen = options[k * len(felt):(k + 1) * len(felt)]
+        if len(chosen) < len(felt):
+            break
+        text = answer
+        for tok, new in sorted(zip(felt, chosen), key=lambda e: -e[0].idx):
+            text = _replace(text, tok, new)
+        out.append(((0, felt[0].i, k), f"emotion_swap:{'+'.join(t.text for t in felt)}->{'+'.join(chosen)}", text))
+    return out
+
+
 # The rules in the order their rewrites used to be listed for one word (a word fits one slot at most).
 GROUNDED_RULES = (
     GroundedRule("swap_event", "the main verb for another verb of the dialogue, transitive for transitive",
@@ -251,6 +411,11 @@ GROUNDED_RULES = (
     GroundedRule("swap_attribute", "an adjective for another adjective of the dialogue",
                  _token_rule("swap_attribute", _attribute_options)),
     GroundedRule("role_flip", "who did what to whom: the speaker and the listener exchanged", _role_flip),
+    GroundedRule("predicate_negation", "the main predicate negated inside it (do-support, or after its auxiliary)",
+                 _predicate_negation),
+    GroundedRule("contrary_verb", "the main event under a verb that denies it (refuses to, fails to, forgets to)",
+                 _contrary_verb),
+    GroundedRule("emotion_swap", "a feeling for one of the other polarity (VADER's valence)", _emotion_swap),
 )
 RULES = tuple(r.name for r in GROUNDED_RULES)
 

@@ -25,6 +25,7 @@ TIERS = ("generated", "rewrite", "dialogue", "retrieved", "foreign")
 IN_PLACE = frozenset({"generated", "rewrite", "dialogue"})
 REWRITES = frozenset({"lexical", "grounded"})  # rewrites of the item's own correct answers
 GENERATED = frozenset({"t5", "file", "server"})  # generators that write candidates for the item itself
+NEGATIONS = frozenset({"negation", "predicate_negation"})  # the rewrite rules that add or remove a negation
 SLOTS = 4  # distractors of an item that states no number of its own (CICERO's: five choices, one correct)
 
 # (name, tier, mark): the order AF starts an item and swaps in by, first preferred. A mark sets a candidate
@@ -55,7 +56,7 @@ def placement(generator: str | None, rule: str | None) -> int:
 
 def negation(generator: str | None, rule: str | None) -> bool:
     """Is the candidate a rewrite whose rules (a chain `kind:words+kind:words`) add or remove a negation?"""
-    return generator in REWRITES and any(p.split(":")[0] == "negation" for p in str(rule or "").split("+"))
+    return generator in REWRITES and any(p.split(":")[0] in NEGATIONS for p in str(rule or "").split("+"))
 
 
 def mark(generator: str | None, rule: str | None) -> str:

@@ -1,0 +1,162 @@
+"""One fast test per rule added for a generator's candidates and for contrary predicates: the grounded
+contrary rules (predicate negation, contrary verb, emotion swap), the words English has, the agreement rules'
+exceptions, bare negations, echoes of correct answers, the pools a generator's candidates fill, AF's tiers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tasks.distractors import grounded
+
+WORDS = {"time": [], "attribute": []}
+
+
+def _rewrites(answer: str, rule: str, words=WORDS, per_rule: int = 2) -> list[str]:
+    return [t for _, t in grounded.rewrites(answer, words, set(), per_rule=per_rule, rules=[rule])]
+
+
+def test_a_predicate_is_negated_inside_it_with_do_support_or_after_its_auxiliary():
+    assert _rewrites("The speaker likes the place.", "predicate_negation") == ["The speaker does not like the place."]
+    assert _rewrites("The listener went home early.", "predicate_negation") == ["The listener did not go home early."]
+    assert _rewrites("The speaker will inspect the garden.", "predicate_negation") == \
+        ["The speaker will not inspect the garden."]
+    assert _rewrites("The speaker is interested in her studies.", "predicate_negation") == \
+        ["The speaker is not interested in her studies."]
+    # coordinated verbs take the base form under do-support
+    assert _rewrites("The speaker visits the shelter and chooses a dog.", "predicate_negation") == \
+        ["The speaker does not visit the shelter and choose a dog."]
+    assert _rewrites("The speaker does not have enough money.", "predicate_negation") == []  # negative already
+    assert _rewrites("Anna and her lover get married.", "predicate_negation") == []  # "get not married"
+
+
+def test_an_event_goes_under_a_verb_that_denies_it_in_its_own_form():
+    made = _rewrites("The listener goes to the supermarket.", "contrary_verb", per_rule=3)
+    assert sorted(made) == ["The listener fails to go to the supermarket.",
+                            "The listener forgets to go to the supermarket.",
+                            "The listener refuses to go to the supermarket."]
+    assert set(_rewrites("The speaker paid the bill.", "contrary_verb", per_rule=3)) == \
+        {"The speaker refused to pay the bill.", "The speaker failed to pay the bill.",
+         "The speaker forgot to pay the bill."}
+    assert "The listener will fail to smile." in _rewrites("The listener will smile.", "contrary_verb", per_rule=3)
+    assert "The speaker must have failed to practise playing songs." in \
+        _rewrites("The speaker must have practised playing songs.", "contrary_verb", per_rule=3)
+    for no in ("The speaker wants a dog.", "The speaker failed the test.", "The speaker was given a gift.",
+               "The speaker tries to let the listener wash the dishes."):  # a state, a not-doing, a passive, a catenative
+        assert _rewrites(no, "contrary_verb", per_rule=3) == [], no
+
+
+def test_a_feeling_is_swapped_for_one_of_the_other_polarity_the_dialogues_first():
+    made = _rewrites("The listener feels worried about the house.", "emotion_swap",
+                     {"time": [], "attribute": ["wonderful", "small"]})
+    assert made[0] == "The listener feels wonderful about the house."  # the dialogue's own adjective first
+    from tasks.distractors.grounded import _valence
+
+    for text in made:
+        word = text.split()[3]
+        assert _valence()[word] > 0
+    both = _rewrites("The listener feels encouraged and excited about it.", "emotion_swap")
+    assert both and all(_valence()[t.split()[3]] < 0 and _valence()[t.split()[5]] < 0 for t in both)
+    assert _rewrites("The speaker is happy but worried.", "emotion_swap") == []  # both polarities: no one opposite
+    assert _rewrites("The speaker buys a car.", "emotion_swap") == []
+
+
+def test_english_has_derived_compound_and_everyday_words_but_no_typos():
+    from tasks.distractors.fluency import is_word, misspellings, parse
+
+    for word in ("pub", "halal", "snuck", "playlist", "neverending", "demotivation", "unavailability"):
+        assert is_word(word), word
+    for typo in ("univeristy", "officals", "adviced", "thes", "availibility"):
+        assert not is_word(typo), typo
+    text = "The listener is afraid they won't like the book."
+    assert misspellings(parse([text])[text]) == []  # "wo" of "won't" is no word of its own
+
+
+def test_agreement_knows_zero_hyphenated_numbers_compound_modifiers_and_a_past_like_its_present():
+    from tasks.distractors.fluency import agreement_problems, parse
+
+    fine = ["The speaker had zero interest in it.", "The listener took the metro to the eighty-second street.",
+            "The listener scored poorly even with his two year preparation.", "The dress fit her daughter perfectly.",
+            "The speaker snuck in."]
+    for text in fine:
+        assert agreement_problems(parse([text])[text]) == [], text
+    slip = "The speaker made four trip to the city."
+    assert agreement_problems(parse([slip])[slip])
+
+
+def test_a_bare_negation_changes_only_the_polarity():
+    from tasks.distractors.giveaways import bare_negation
+
+    assert bare_negation("The speaker does not go home.", "The speaker goes home.")
+    assert bare_negation("It is not true that the speaker goes home.", "The speaker goes home.")
+    assert bare_negation("The speaker likes broth.", "The speaker does not like broth.")
+    assert not bare_negation("The speaker does not like soup.", "The speaker likes broth.")
+    assert not bare_negation("The speaker goes home.", "The speaker goes home.")
+
+
+def _view() -> pd.DataFrame:
+    return pd.DataFrame({"id": ["a", "b", "c"], "group_id": ["D1", "D1", "D2"], "question": ["cause"] * 3,
+                         "passage": [["A: hi", "B: hello"]] * 3, "n_distractors": [2, 2, 2],
+                         "gold": ["The speaker goes home.", "The speaker buys milk.", "The listener sings a song."]})
+
+
+def test_a_generators_candidate_copying_another_dialogues_answer_is_rejected_an_echo_kept_behind():
+    from tasks.distractors.counterfactuals import Echoes
+
+    echoes = Echoes(_view())
+    assert echoes.of("a", "The listener sings a song.")[0] == "another_dialogue"
+    assert echoes.of("a", "The speaker buys milk.")[0] == "echo"  # this dialogue, another question
+    assert echoes.of("a", "The speaker does not go home.")[0] == "echo"  # a bare negation of its own answer
+    assert echoes.of("a", "The speaker stays at the office.") is None
+
+
+def test_the_offline_generators_fill_only_the_items_their_own_generator_left_short():
+    from tasks.distractors.counterfactuals import Said, fill_pools
+
+    view = _view()
+    asked: dict[str, list[str]] = {}
+
+    def generator(name, made):
+        def make(v):
+            asked[name] = list(v["id"])
+            return {i: [(name, t) for t in made.get(i, [])] for i in v["id"]}
+        return make
+
+    make = {"file": generator("file", {"a": ["A1.", "A2.", "A3.", "A4."], "b": ["B1."]}),
+            "lexical": generator("lexical", {i: [f"{i} rewrite {k}." for k in range(6)] for i in "abc"}),
+            "server": generator("server", {i: [f"{i} served."] for i in "abc"})}
+    pools, added = fill_pools(view, ["file", "lexical", "server"], make, min_pool=16, fluency=False, said=Said(),
+                              own_margin=2)
+    assert [g for g, _, _ in pools["a"]] == ["file"] * 4  # its slots (2) + the margin (2): no offline candidate
+    assert {g for g, _, _ in pools["b"]} == {"file", "lexical", "server"}
+    assert asked["server"] == ["b", "c"]  # a later generator writing for the item is asked for the short ones only
+
+
+def test_af_starts_with_the_generators_candidates_and_never_trades_one_for_an_offline_one():
+    from tasks.distractors.adversarial import AFRules, af_loop
+    from tasks.distractors.placement import preference
+
+    class Prefers:  # a discriminator that scores the offline candidates above the gold and everything else below
+        def __init__(self, seed):
+            pass
+
+        def fit(self, contexts, choices, gold):
+            return self
+
+        def score(self, contexts, sets):
+            return [np.array([0.0] + [1.0 if "offline" in t else -1.0 for t in s[1:]]) for s in sets]
+
+    n = 20
+    items = pd.DataFrame({"id": [f"i{k}" for k in range(n)], "group_id": [f"g{k}" for k in range(n)],
+                          "context": ["c"] * n, "gold": [f"gold {k}" for k in range(n)]})
+    pools, gen = {}, {}
+    for i in items["id"]:
+        mine = [(f"{i}/s{j}", f"{i} served {j}") for j in range(2)]
+        other = [(f"{i}/o{j}", f"{i} offline {j}") for j in range(4)]
+        pools[i] = mine + other
+        gen |= {c: "server" for c, _ in mine} | {c: "dialogue" for c, _ in other}
+    state, history = af_loop(items, pools, Prefers, AFRules(n_distractors=2, max_iterations=5, chance_alpha=1),
+                             generator_of=gen, placement_of={c: preference(g, None) for c, g in gen.items()})
+    assert all(sorted(st["distractors"]) == sorted(c for c in gen if c.startswith(i + "/s"))
+               for i, st in state.items())
+    assert sum(h["swaps"] for h in history) == 0
