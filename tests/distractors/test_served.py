@@ -244,3 +244,28 @@ def test_transformers_serve_writes_candidates_of_a_cicero_rebuild(prefect_harnes
     # the server stopped: the same command reuses every stage
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "computed" not in again.stdout.split("artifacts")[-1], again.stdout[-2000:]
+
+
+def test_a_served_models_candidates_meet_the_writers_checks_as_people_answers_do(tmp_path):
+    """A server's candidate with a typo or a slip of agreement is a rejected row of the same checks as a
+    person's answer (`fluency_misspelt`, `fluency_number_agreement`), under the server's name."""
+    from csk.runtime import StageContext
+    from csk.store import Store
+    from tasks.distractors.counterfactuals import counterfactuals
+    from tasks.distractors.served import ServerSpec
+
+    def answer(prompt: str) -> str:
+        return json.dumps(["The speaker sold the bakery.", "The speaker went to the univeristy.",
+                           "The speaker made four trip to the bakery."])
+
+    server = FakeServer(answer)
+    try:
+        ctx = StageContext(Store(tmp_path / "store"), "distractors", "counterfactuals", key="k" * 24)
+        out = counterfactuals(_items(2), generators=["server"], server=ServerSpec(base_url=server.url, model="m"),
+                              ctx=ctx)
+    finally:
+        server.close()
+    assert set(out.data["candidate"]) == {"The speaker sold the bakery."}
+    checked = out.rejected[out.rejected["reason_code"].str.startswith("fluency_")]
+    assert set(checked["reason_code"]) == {"fluency_misspelt", "fluency_number_agreement"}
+    assert set(checked["generator"]) == {"server"}
