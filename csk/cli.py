@@ -49,7 +49,8 @@ def _console(stderr: bool = False) -> Console:
 console = _console()
 err = _console(stderr=True)
 
-CONFIG = typer.Option(Path("pipelines.toml"), "--config", help="pipelines.toml to read")
+CONFIG = typer.Option(Path("pipelines.toml"), "--config", help="pipelines.toml to read; where the working "
+                      "directory has none and no --config is given: the installed defaults (`csk config PIPELINE`)")
 STORE = typer.Option(Path("artifacts"), "--store", help="artifact store directory")
 SET = typer.Option([], "--set", help="override a setting, e.g. cicero.seed=1 (repeatable)")
 UNTIL = typer.Option(None, "--until", help="run only this stage and the stages it needs")
@@ -57,6 +58,11 @@ RUN = typer.Option(None, "--run", help="which run to read: an id (or its prefix)
                    "recorded run, rebuilds and partial runs included; `csk runs PIPELINE` lists them); default: "
                    "the latest full run of `csk run PIPELINE`")
 ONLY = typer.Option([], "--only", help="run only this stage (repeatable), on its inputs' artifacts in the store")
+# A release is what the user last built: a rebuild (`csk cicero rebuild-distractors`) as well as `csk run`
+RELEASE_RUN = typer.Option(None, "--run", help="which run to publish: an id (or its prefix), latest, -1, -2 ... "
+                           "(`csk runs PIPELINE` lists them); default: the latest finished run of any of the "
+                           "pipeline's flows (`csk run PIPELINE` or a rebuild such as `csk cicero "
+                           "rebuild-distractors`), partial runs (--until, --only) aside")
 
 
 def _quiet_user_errors() -> None:
@@ -187,7 +193,10 @@ def prepare(pipeline: str, config: Path, overrides: list[str]):
     p = get_pipeline(pipeline)
     loaded = load_config(config, overrides)
     cfg = loaded[p.name]
-    preflight(p, cfg, loaded.path.parent)
+    if loaded.path is None:  # which settings a run used is never a guess: said before anything runs
+        err.print(f"no {config} in {Path.cwd()}: {pipeline} runs with {loaded.source}; `csk config {pipeline}` "
+                  f"prints them, --set changes one, --config FILE reads a file", highlight=False, soft_wrap=True)
+    preflight(p, cfg, loaded.path.parent if loaded.path is not None else None)
     return p, cfg
 
 
@@ -219,7 +228,8 @@ def run_flow(pipeline: str, steps, config: Path, store: Path, overrides: list[st
                           options=options or {}, until=until, only=list(only or []))
     except CskError as exc:
         _fail(exc)
-    _print_stages(p, stages, partial=bool(until or only) or steps is not p.main)
+    _print_stages(p, stages, partial=bool(until or only) or steps is not p.main,
+                  release=not (until or only) and getattr(p, "release", None) is not None)
 
 
 @app.command()
@@ -290,7 +300,8 @@ def show_config(pipeline: str, config: Path = CONFIG, set_: list[str] = SET,
 
     try:
         p = get_pipeline(pipeline)
-        cfg = load_config(config, set_)[p.name]
+        loaded = load_config(config, set_)
+        cfg = loaded[p.name]
     except CskError as exc:
         _fail(exc)
     rows = list(describe(p.config_model, cfg, f"{p.name}."))
@@ -298,8 +309,11 @@ def show_config(pipeline: str, config: Path = CONFIG, set_: list[str] = SET,
         print(json.dumps(rows, indent=2, default=str))
         return
     # TOML as pipelines.toml writes it, each key with its doc; a value differing from the default says so.
-    lines, table = [f"# {pipeline}: effective settings from {config}"], None
-    for r in rows:
+    lines, table = [f"# {pipeline}: effective settings from {loaded.source}"], None
+    # a table's keys together: a key declared after a nested table (a setting after `server`) would open
+    # its table a second time, which TOML forbids
+    heads = list(dict.fromkeys(r["key"].rpartition(".")[0] for r in rows))
+    for r in sorted(rows, key=lambda r: heads.index(r["key"].rpartition(".")[0])):
         head, _, key = r["key"].rpartition(".")
         if head != table:
             lines += ["", f"[{head}]"]
@@ -345,7 +359,9 @@ def _short(path: str) -> str:
         return path
 
 
-def _print_stages(pipeline, stages: list[dict], partial: bool = False) -> None:
+def _print_stages(pipeline, stages: list[dict], partial: bool = False, release: bool = False) -> None:
+    """The run's stages as a table, what a stage could not do, and which commands read this run (`partial`:
+    not a full run of `csk run`; `release`: a whole run of a flow, which `csk card` / `csk export` publish)."""
     units = getattr(pipeline, "units", {})
     name = getattr(pipeline, "name", pipeline)
     table = Table(title=f"{name}: artifacts")
@@ -376,7 +392,14 @@ def _print_stages(pipeline, stages: list[dict], partial: bool = False) -> None:
         for key, lead in (("passed_through", ""), ("notice", ""), ("not_measured", "not measured: ")):
             if notes.get(key):
                 console.print(f"{s['stage']}: {lead}{notes[key]}", highlight=False, soft_wrap=True)
-    if partial:
+        for line in notes.get("summary") or []:  # a stage's figures a user wants at the end of the run
+            console.print(f"{s['stage']}: {line}", highlight=False, soft_wrap=True)
+    if partial and release:  # a whole run of another flow (a rebuild): what a user publishes next
+        console.print(f"not a run of `csk run {name}`: listed by `csk runs {name}`; `csk card {name}` and `csk export "
+                      f"{name}` publish this run (the latest finished run of any flow); artifacts, show and lineage "
+                      f"keep reading the latest `csk run {name}` and read this one with --run -1 (e.g. csk artifacts "
+                      f"{name} --run -1)", highlight=False, soft_wrap=True)
+    elif partial:
         console.print(f"not a full run of `csk run {name}`: listed by `csk runs {name}`; the reading commands "
                       f"(artifacts, show, lineage, card, export) keep reading the latest full run, and read this one "
                       f"with --run -1 (e.g. csk artifacts {name} --run -1)", highlight=False, soft_wrap=True)
@@ -501,8 +524,9 @@ def runs(pipeline: str, store: Path = STORE,
             table.add_row(r["run_id"][:8], r["finished"][:19], r["flow"], r["covered"], str(r["computed"]),
                           str(r["reused"]), f"{last[0]} {last[1]}")
         console.print(table)
-        console.print(f"the reading commands (artifacts, show, lineage, card, export) read the latest full "
-                      f"`{pipeline}` run; --run ID|-N reads another", highlight=False, soft_wrap=True)
+        console.print(f"artifacts, show and lineage read the latest full `csk run {pipeline}`; card and export the "
+                      f"latest finished run of any flow (a rebuild too); --run ID|-N reads another", highlight=False,
+                      soft_wrap=True)
         return
     if as_json:
         print(json.dumps({"a": a["run_id"], "b": b["run_id"], "stages": result}, indent=2, default=str))
@@ -556,9 +580,10 @@ def pd_options():
 
 
 @app.command("card")
-def card_command(pipeline: str, store: Path = STORE, run_: Optional[str] = RUN,
+def card_command(pipeline: str, store: Path = STORE, run_: Optional[str] = RELEASE_RUN,
                  out: Optional[Path] = typer.Option(None, "--out", help="write the card here (default: print it)")) -> None:
-    """Write the dataset card (Hugging Face layout) of a run (default: the latest full run), from its manifests."""
+    """Write the dataset card (Hugging Face layout) of a run (default: the latest finished run of any of the
+    pipeline's flows, a rebuild too), from its manifests."""
     from csk.release import card
     from csk.store import Store
 
@@ -575,17 +600,21 @@ def card_command(pipeline: str, store: Path = STORE, run_: Optional[str] = RUN,
 
 @app.command("export")
 def export_command(pipeline: str, to: Path = typer.Option(..., "--to", help="an empty or new directory"),
-                   store: Path = STORE, run_: Optional[str] = RUN) -> None:
-    """Write a release of a run (default: the latest full run): Parquet splits (datasets / DuckDB read
-    them), the released file formats, the card and SHA256SUMS."""
-    from csk.release import export
+                   store: Path = STORE, run_: Optional[str] = RELEASE_RUN) -> None:
+    """Write a release of a run (default: the latest finished run of any of the pipeline's flows: `csk run`
+    or a rebuild such as `csk cicero rebuild-distractors` / `csk distractors rebuild`): Parquet splits (datasets /
+    DuckDB read them), the released file formats, the card and SHA256SUMS."""
+    from csk.release import export, release_run
+    from csk.runs import run_name
     from csk.store import Store
 
     try:
-        sums = export(Store(store), pipeline, to, run_)
+        ran = release_run(Store(store), pipeline, run_)  # said, so a user sees which of their runs is published
+        sums = export(Store(store), pipeline, to, ran["run_id"])
     except CskError as exc:
         _fail(exc)
-    console.print(f"{len(sums)} files written to {to} (checksums in {to / 'SHA256SUMS'})", highlight=False)
+    console.print(f"{len(sums)} files of {run_name(ran)} written to {to} (checksums in {to / 'SHA256SUMS'})",
+                  highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -762,7 +791,8 @@ def scheduled_deployment(pipeline: str, config: Path, store: Path, overrides: li
         raise CskError(f"{pipeline}.schedule is not set in {config}: give a cron expression, e.g. \"0 3 * * 1\"")
     return prefect_flow(p).to_deployment(
         name=f"{pipeline}-scheduled", cron=cfg.schedule,
-        parameters={"config": str(config.resolve()), "store": str(store.resolve()), "overrides": list(overrides or [])})
+        parameters={"config": str(config.resolve()) if config.exists() else str(config), "store": str(store.resolve()),
+                    "overrides": list(overrides or [])})
 
 
 def _add_pipeline_commands() -> None:

@@ -4,6 +4,12 @@ Each table is checked against the model its pipeline composes from its stages' s
 (`csk.pipeline.Pipeline.config_model`): an unknown or misspelt key is an error naming the
 key, the table and the keys it has; a wrong type names the key and what was expected.
 Everything here runs before Prefect starts.
+
+Without a config file (no --config and no ./pipelines.toml: an installed `csk` run from any folder) the
+installed defaults hold: pipelines.toml as the package ships it (`csk/pipelines.toml`), whose choices the
+stage signatures leave to the user (no NLI model bundled: `candidate_filter.nli = "off"`), less the paths
+into the checkout's sample data it names (an installed tool carries none of it). `csk config PIPELINE`
+prints them; a run says on its console that it used them.
 """
 
 from __future__ import annotations
@@ -102,11 +108,17 @@ def _explain(pipeline: str, model: type[BaseModel], err: dict) -> str:
     return f"  {key}: {err['msg']} (got {err.get('input')!r})"
 
 
-class Config:
-    """The validated configuration: `cfg[name]` / `cfg.name` is a pipeline's settings model."""
+INSTALLED = Path(__file__).with_name(DEFAULT_CONFIG)  # shipped as package data; in a checkout, a link to ../pipelines.toml
+INSTALLED_DEFAULTS = f"the installed defaults ({INSTALLED.parent.name}/{INSTALLED.name}, sample-data paths unset)"
 
-    def __init__(self, path: Path, values: dict[str, BaseModel], runtime: RuntimeSettings | None = None):
+
+class Config:
+    """The validated configuration: `cfg[name]` / `cfg.name` is a pipeline's settings model. `path`: the
+    file read (None: none was, every setting is the installed default); `source` says which, for a reader."""
+
+    def __init__(self, path: Path | None, values: dict[str, BaseModel], runtime: RuntimeSettings | None = None):
         self.path = path
+        self.source = str(path) if path is not None else INSTALLED_DEFAULTS
         self._values = values
         self.runtime = runtime or RuntimeSettings()
 
@@ -123,7 +135,7 @@ class Config:
         return name in self._values
 
 
-def _invalid(cfg_path: Path, problems: list[str], overrides) -> str:
+def _invalid(cfg_path: Path | str, problems: list[str], overrides) -> str:
     """The message of an invalid configuration, each problem that an override caused named by its
     `--set` (the user typed it on the command line, not in the file)."""
     def origin(line: str) -> str | None:
@@ -146,17 +158,58 @@ def _invalid(cfg_path: Path, problems: list[str], overrides) -> str:
     return f"{cfg_path}: invalid configuration\n" + "\n".join(lines)
 
 
+def installed_defaults(pipelines: dict) -> dict:
+    """The shipped pipelines.toml's tables, each relative input path resolved beside it, or left unset where
+    nothing is there (the checkout's data/sample/, which an installed package does not carry). Not shipped
+    (a build that left it out): every setting at its signature's default."""
+    from csk.params import typed_inputs, unused
+
+    if not INSTALLED.is_file():
+        return {}
+    data = tomllib.loads(INSTALLED.read_text(encoding="utf-8"))
+    for name, pipeline in pipelines.items():
+        table = data.get(name)
+        if not isinstance(table, dict):
+            continue
+        for setting, kind, value in list(typed_inputs(pipeline.config_model, table)):
+            if kind == "model" or not isinstance(value, str) or unused(value) or Path(value).is_absolute():
+                continue
+            *parents, last = setting.split(".")
+            node = table
+            for part in parents:
+                node = node[part]
+            here = INSTALLED.parent / value  # not resolved: the link's folder, as an installed copy has it
+            if here.exists():
+                node[last] = str(here)
+            else:
+                del node[last]
+    return data
+
+
+def uses_defaults(path: str | Path | None) -> bool:
+    """No config file to read: none named, or the default name where the working directory has none (an
+    installed tool run outside the checkout). A file named otherwise must exist."""
+    return not path or (str(path) == DEFAULT_CONFIG and not Path(DEFAULT_CONFIG).exists())
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Read and validate pipelines.toml (default: ./pipelines.toml) with --set overrides."""
+    """Read and validate pipelines.toml (default: ./pipelines.toml; where there is none, the installed
+    defaults: `uses_defaults`) with --set overrides."""
     from csk.pipeline import discover
 
+    defaults = uses_defaults(path)
     cfg_path = Path(path or DEFAULT_CONFIG)
-    if not cfg_path.exists():
-        raise ConfigError(f"{cfg_path}: config file not found (pass --config FILE)")
-    try:
-        data = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{cfg_path}: invalid TOML: {exc}") from exc
+    if defaults:
+        data = installed_defaults(discover())
+    elif not cfg_path.exists():
+        raise ConfigError(f"{cfg_path}: config file not found (pass --config FILE, or none for the installed "
+                          "defaults: `csk config PIPELINE` prints them)")
+    else:
+        try:
+            data = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{cfg_path}: invalid TOML: {exc}") from exc
+    base_dir = Path.cwd() if defaults else cfg_path.resolve().parent  # where a relative path in it points
     for assignment in overrides:
         apply_override(data, assignment)
     pipelines = discover()
@@ -178,12 +231,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
             continue
         model = pipeline.config_model
         try:
-            values[name] = model.model_validate(table, context={"base_dir": cfg_path.resolve().parent})
+            values[name] = model.model_validate(table, context={"base_dir": base_dir})
         except ValidationError as exc:
             problems += [_explain(name, model, e) for e in exc.errors()]
     if problems:
-        raise ConfigError(_invalid(cfg_path, problems, overrides))
+        raise ConfigError(_invalid(INSTALLED_DEFAULTS if defaults else cfg_path, problems, overrides))
     from csk import compute
 
     compute.set_threads(runtime.threads)  # a process-wide setting: what every stage computes with (and keys on)
-    return Config(cfg_path.resolve(), values, runtime)
+    return Config(None if defaults else cfg_path.resolve(), values, runtime)

@@ -138,6 +138,30 @@ def _origin_source(ref: ArtifactRef, manifest: dict, item: str) -> dict | None:
     return None
 
 
+def stored_file_paths(ref: ArtifactRef, text):
+    """`text` (a row's rationale) with every file a stage wrote that it names bare (`server_responses.parquet`)
+    as that file's path in the store: the nearest artifact, from `ref` upstream, whose manifest lists it among
+    its outputs. A name alone says neither which stage wrote it nor which run."""
+    import re
+
+    if not isinstance(text, str) or not text:
+        return text
+    todo, seen, done = [ref], set(), set()
+    while todo:
+        r = todo.pop(0)
+        if r.key in seen:
+            continue
+        seen.add(r.key)
+        m = r.manifest()
+        for name in m.get("outputs", []):
+            if name not in done and name in text:
+                done.add(name)
+                full = str(Path(r.path) / name)
+                text = re.sub(rf"(?<![\w/.-]){re.escape(name)}(?![\w/-])", lambda _m, f=full: f, text)
+        todo += [ArtifactRef(r.pipeline, i["stage"], i["key"], i["path"]) for i in m["inputs"]]
+    return text
+
+
 def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
     """The row's ancestors, one per stage, down to the source file and record it was read from."""
     steps = []
@@ -177,6 +201,7 @@ def row_lineage(store: Store, ref: ArtifactRef, row_id: str) -> list[dict]:
         if row.get("generator") and row.get("written_for") and "origin" not in (steps[-1] if steps else {}):
             # a distractor candidate: what made it, and the item (and source record) whose answer it is
             step["origin"] = {k: row.get(k) for k in ("generator", "rule", "rationale", "written_for")}
+            step["origin"]["rationale"] = stored_file_paths(current, row.get("rationale"))
             if parent_col and row["written_for"] != row.get(parent_col):
                 step["origin"]["source"] = _origin_source(current, m, str(row["written_for"]))
         steps.append(step)

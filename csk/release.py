@@ -9,6 +9,10 @@
   data_dir=DIR)` and DuckDB's `read_parquet('DIR/data/*.parquet')` read directly), the released file
   formats the stages wrote under `release/<stage>/`, the card as README.md and SHA256SUMS.
 
+Both read, by default, the latest finished run of any of the pipeline's flows (`csk run PIPELINE`, or a
+rebuild such as `csk cicero rebuild-distractors`): a user who just rebuilt expects to publish that; a
+partial run (--until, --only) is no release and is read only when named with --run.
+
 A pipeline says what its dataset is with `Pipeline(release=Release(...))`.
 """
 
@@ -42,10 +46,21 @@ class Release:
     rebuilt: (stage, columns): the columns of `table` a later stage rebuilt (CICERO's choices, from `mcq`):
         the data files carry that stage's values under the columns' names (null where it rejected the row,
         `rebuilt_reason` says why) and the table's own as `published_<column>`.
+    or_table: stages whose rows are the dataset in a run without `table`, the first the run has (a
+        rebuild from a released file alone reads its rows in another stage than a full run).
+    unsplit: the split of a row in a run that neither splits its rows nor reads them from a file whose
+        name gives one (`release_split`); never `all`, which `datasets` keeps for the union of splits.
+    figures: stage -> heading: stages whose rows are measures, each shown on the card as a table.
+    shares: (stage, note, heading, what): counts a stage's manifest notes hold by `what` (e.g.
+        adversarial_filter's `final_by_tier`), shown on the card under `heading`, each with its share; a note
+        the run's manifest lacks is left out.
+    drop: columns of the table a release leaves out (a stage's own bookkeeping, e.g. a layout repeated on
+        every row).
     """
 
     table: str
     split_stage: str | None = None
+    or_table: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     pretty_name: str = ""
     language: tuple[str, ...] = ("en",)
@@ -56,6 +71,14 @@ class Release:
     deviations: tuple = ()
     file_notes: dict[str, str] = field(default_factory=dict)
     rebuilt: tuple[str, tuple[str, ...]] | None = None
+    unsplit: str = "unsplit"
+    figures: dict[str, str] = field(default_factory=lambda: {"fidelity": "Fidelity to the release"})
+    shares: tuple[tuple[str, str, str, str], ...] = ()
+    drop: tuple[str, ...] = ()
+
+    def table_of(self, stages) -> str | None:
+        """The stage whose rows are this run's dataset: `table`, else the first of `or_table` it ran."""
+        return next((t for t in (self.table, *self.or_table) if t in stages), None)
 
 
 def _rebuilt_columns(df: pd.DataFrame, rel: Release, entries: dict) -> pd.DataFrame:
@@ -98,10 +121,19 @@ def _pipeline_release(pipeline: str) -> tuple[object, Release]:
     return p, p.release
 
 
-def _entries(store: Store, pipeline: str, run: str | None = None) -> dict[str, dict]:
-    from csk.runs import chosen_run
+def release_run(store: Store, pipeline: str, run: str | None = None) -> dict:
+    """The run a release is made of: `run` when named (any recorded run, `csk.runs.find_run`), else the
+    latest finished run of any of the pipeline's flows, partial runs (--until, --only) aside."""
+    from csk.runs import all_runs, chosen_run
 
-    record = chosen_run(store, pipeline, run)
+    if run is not None:
+        return chosen_run(store, pipeline, run)
+    whole = [r for r in all_runs(store, pipeline) if not r.get("covered")]
+    return whole[-1] if whole else store.latest_run(pipeline)  # none: its error names the partial runs
+
+
+def _entries(store: Store, pipeline: str, run: str | None = None) -> dict[str, dict]:
+    record = release_run(store, pipeline, run)
     entries = {s["stage"]: {**s, "manifest": json.loads((Path(s["path"]) / "manifest.json").read_text())}
                for s in record["stages"]}
     return {"_run": {"record": record}, **entries}
@@ -148,20 +180,29 @@ def _scrub(text: str, paths: dict[str, str]) -> str:
 
 
 def dataset_table(store: Store, pipeline: str, run: str | None = None, entries: dict | None = None) -> pd.DataFrame:
-    """The released rows with their split, from a run (default: the latest full run)."""
+    """The released rows with their split, from a run (default: `release_run`'s)."""
+    from csk.runs import run_name
+
     _, rel = _pipeline_release(pipeline)
     entries = entries or _entries(store, pipeline, run)
-    if rel.table not in entries:
-        raise CskError(f"the latest {pipeline} run has no {rel.table!r} artifact to release")
-    df = read_parquet(Path(entries[rel.table]["path"]) / "data.parquet")
+    table = rel.table_of(_stages(entries))
+    if table is None:
+        record = entries["_run"]["record"]
+        wanted = " or ".join(repr(t) for t in (rel.table, *rel.or_table))
+        raise CskError(f"{run_name(record)} of {pipeline} has no {wanted} artifact to release (its stages: "
+                       f"{', '.join(s['stage'] for s in record['stages']) or 'none'}); `csk runs {pipeline}` lists "
+                       f"the runs, --run ID exports another")
+    df = read_parquet(Path(entries[table]["path"]) / "data.parquet").drop(columns=list(rel.drop), errors="ignore")
+    if "split" not in df.columns and not (rel.split_stage and rel.split_stage in entries):
+        # one file rebuilt alone: the split its name gives (`release_split`), else the one word for none
+        given = df["release_split"] if "release_split" in df.columns else pd.Series(None, index=df.index, dtype=object)
+        df["split"] = given.where(given.notna(), rel.unsplit).astype(str)
     if "split" not in df.columns:
-        if not rel.split_stage or rel.split_stage not in entries:
-            raise CskError(f"{pipeline}: {rel.table!r} has no split column and no split stage ran")
         splits = read_parquet(Path(entries[rel.split_stage]["path"]) / "data.parquet")[["id", "split"]]
         df = df.merge(splits, on="id", how="left", validate="one_to_one")
         missing = df["split"].isna()
         if missing.any():
-            raise CskError(f"{pipeline}: {int(missing.sum())} rows of {rel.table!r} have no split in "
+            raise CskError(f"{pipeline}: {int(missing.sum())} rows of {table!r} have no split in "
                            f"{rel.split_stage!r} (e.g. {df.loc[missing, 'id'].head(3).tolist()}); rerun the pipeline")
     if rel.rebuilt:
         df = _rebuilt_columns(df, rel, entries)
@@ -237,7 +278,7 @@ def _release_name(stage: str, name: str) -> str:
 
 
 def card(store: Store, pipeline: str, run: str | None = None) -> str:
-    """The dataset card (README.md) of a run (default: the latest full run), from its manifests."""
+    """The dataset card (README.md) of a run (default: `release_run`'s), from its manifests."""
     from huggingface_hub import DatasetCard, DatasetCardData
 
     p, rel = _pipeline_release(pipeline)
@@ -303,14 +344,31 @@ def card(store: Store, pipeline: str, run: str | None = None) -> str:
     deviations = _deviations(rel, stages)
     if deviations:
         out += ["## Known deviations from the paper", ""] + [f"- {d}" for d in deviations] + [""]
-    if "fidelity" in stages:
-        fid = read_parquet(Path(stages["fidelity"]["path"]) / "data.parquet")
-        fid = fid.drop(columns=["id"], errors="ignore").head(50)
-        out += ["## Fidelity to the release", "", _md(fid.map(_rounded)), ""]
+    out += _share_tables(rel, stages)
+    for stage, heading in rel.figures.items():
+        if stage in stages:
+            fig = read_parquet(Path(stages[stage]["path"]) / "data.parquet")
+            fig = fig.drop(columns=["id"], errors="ignore").head(50)
+            out += [f"## {heading}", "", _md(fig.map(_rounded)), ""]
     if rel.citation:
         out += ["## Citation", "", "```bibtex", rel.citation.strip(), "```", ""]
     text = _scrub("\n".join(out), public_paths(entries))
     return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n" + text))
+
+
+def _share_tables(rel: Release, stages: dict) -> list[str]:
+    """The card's tables of `rel.shares`: each count with its share of the whole, under its heading; a note
+    the stage's manifest does not hold (a run of older code) is left out."""
+    out: list[str] = []
+    for stage, note, heading, what in rel.shares:
+        counts = (stages[stage]["manifest"].get("notes") or {}).get(note) if stage in stages else None
+        if not isinstance(counts, dict) or not counts:
+            continue
+        total = sum(int(n) for n in counts.values())
+        table = pd.DataFrame({what: list(counts), "count": [int(n) for n in counts.values()],
+                              "share": [f"{100 * int(n) / total:.1f}%" if total else "" for n in counts.values()]})
+        out += [f"## {heading}", "", _md(table), ""]
+    return out
 
 
 def _summary_line(doc: str | None) -> str:

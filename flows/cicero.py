@@ -14,9 +14,10 @@ import typer
 from csk.errors import CskError
 from csk.models import display_name
 from csk.orchestration import PipelineRun
-from csk.pipeline import Pipeline, PipelineSettings, Stage
+from csk.pipeline import Pipeline, Stage
 from csk.release import Release
-from flows._distractor_engine import choose_distractors
+from flows._distractor_engine import (ENGINE_FIGURES, ENGINE_SHARES, EngineSettings, choose_distractors,
+                                     engine_deviations)
 from data_contracts import cicero as contracts
 from data_contracts import common, distractors
 from tasks.cicero.annotation import annotation_tasks, annotations, release_instances
@@ -43,7 +44,7 @@ from tasks.distractors.verification import verification
 from tasks.embed import EmbedSpec, embed
 
 
-class CiceroSettings(PipelineSettings):
+class CiceroSettings(EngineSettings):
     """Settings shared by CICERO's stages."""
 
     schedule: str | None = "0 3 * * 1"
@@ -172,8 +173,11 @@ train_generator_command.command_name = "train-generator"
 
 
 RELEASE = Release(
-    table="quality_check", split_stage="splits", files=("quality_check", "nlg", "mcq", "experiments"),
+    # a rebuild from a released file alone (`rebuild-distractors --release`) has the file's rows as `release`
+    table="quality_check", or_table=("release",), split_stage="splits",
+    files=("quality_check", "nlg", "mcq", "experiments"),
     rebuilt=("mcq", ("choices", "correct_answers", "human_written_answer")),
+    figures={"fidelity": "Fidelity to the release", **ENGINE_FIGURES}, shares=ENGINE_SHARES,
     pretty_name="CICERO (rebuilt)", task_categories=("question-answering", "text-generation"),
     licences={"dailydialog": "CC BY-NC-SA 4.0", "mutual": "no licence stated (Nealcly/MuTual): check before redistributing",
               "dream": "DREAM's license.txt (nlpdata/dream): check before redistributing",
@@ -182,28 +186,14 @@ RELEASE = Release(
         lambda p: f"Near-duplicates are found with {display_name(p['embed']['embed']['model'])} at cosine "
                   f"{p['dedup']['threshold']} (the paper's threshold was set for its own embedder); "
                   "cicero.embed.model and cicero.dedup.threshold change them.",
-        lambda p: None if "t5" in p["counterfactuals"]["generators"] else
-                  "The counterfactual pool comes from " + " and ".join(p["counterfactuals"]["generators"]) +
-                  " generators; the paper's T5 generator runs when cicero.counterfactuals.generators includes t5 "
-                  "with a model directory.",
-        lambda p: None if p["candidate_filter"]["nli"] not in ("off", "", None) else
-                  "No NLI model checked that distractors contradict the gold (candidate_filter.nli = off): a "
-                  "rewritten distractor rests on a contradicting rule (antonym, negation, quantity), a retrieved "
-                  "one on being another dialogue's answer; adversarial_filter's manifest counts each kind.",
-        lambda p: None if p["adversarial_filter"]["discriminator"] == "transformer" else
-                  "Adversarial filtering used a linear probe on sentence embeddings as its discriminator (asked "
-                  "for); the fine-tuned one runs with adversarial_filter.discriminator = cached-transformer." if
-                  p["adversarial_filter"]["discriminator"] == "linear-probe" else
-                  f"Adversarial filtering fine-tuned {p['adversarial_filter']['model']} as its discriminator (on "
-                  f"a CPU its top {p['adversarial_filter']['trainable_layers']} layer(s) and head, the lower ones "
-                  "frozen; on CUDA every layer), not the paper's roberta-large: adversarial_filter.model takes "
-                  "its directory.",
+        *engine_deviations("cicero"),
     ),
     file_notes={
         "release/quality_check": "the annotated instances with the quality check's votes, one JSON line each",
         "release/nlg": "the generative tasks (1.1.1-1.2.3) per split, from the annotated answers",
         "release/mcq": "the multiple-choice tasks 2.1 / 2.2 with the REBUILT distractors (this run's distractor "
-                       "engine); the release's own choices are under release/experiments/published/",
+                       "engine); the release's own choices are data/'s published_choices (and, where the release "
+                       "has what they read, under release/experiments/published/)",
         "release/experiments/rebuilt": "the authors' experiment files built from the REBUILT choices",
         "release/experiments/published": "the authors' experiment files built from the RELEASE's own choices "
                                          "(for comparison with the rebuilt ones)",

@@ -19,9 +19,11 @@ import typer
 
 from csk.errors import CskError
 from csk.orchestration import PipelineRun
-from csk.pipeline import Pipeline, PipelineSettings, Stage
+from csk.pipeline import Pipeline, Stage
+from csk.release import Release
 from data_contracts import distractors as contracts
-from flows._distractor_engine import choose_distractors
+from flows._distractor_engine import (ENGINE_FIGURES, ENGINE_SHARES, EngineSettings, choose_distractors,
+                                     engine_deviations)
 from tasks.distractors.adversarial import adversarial_filter
 from tasks.distractors.aflite import aflite
 from tasks.distractors.candidate_filter import candidate_filter
@@ -33,7 +35,7 @@ from tasks.distractors.verification import verification
 from tasks.embed import EmbedSpec
 
 
-class DistractorSettings(PipelineSettings):
+class DistractorSettings(EngineSettings):
     """Settings shared by the engine's stages."""
 
     embed: EmbedSpec = EmbedSpec()
@@ -108,8 +110,20 @@ def rebuild_command(
 rebuild_command.command_name = "rebuild"
 
 
+RELEASE = Release(
+    # the file's records with their rebuilt choices (null where the engine could not fill a record's slots,
+    # `rebuilt_reason` says why), the file's own as published_choices; the rebuilt file in its own format
+    table="mcq_file", rebuilt=("rebuilt_file", ("choices",)), files=("rebuilt_file",),
+    drop=("layout",),  # the file's format and columns, the same on every row: the rebuilt file keeps them
+    pretty_name="Multiple-choice items with rebuilt distractors", task_categories=("multiple-choice",),
+    figures=ENGINE_FIGURES, shares=ENGINE_SHARES, deviations=engine_deviations("distractors"),
+    file_notes={"release/rebuilt_file": "the input file with every record's distractors rebuilt, in its own "
+                                        "format and layout (a record the engine could not fill is left out)"})
+
+
 PIPELINE = Pipeline(
     name="distractors",
+    release=RELEASE,
     doc="Distractors for any multiple-choice file: the distractor engine on a mapped file, written back in its layout",
     stages=STAGES,
     flows=(rebuild,),

@@ -26,6 +26,12 @@ def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, splits: pd.DataFrame 
         seed: seed of each item's choice order
     """
     ann = annotations.set_index("id")
+    # Every field but the choices as the release wrote it (as `instances` reads it, and as `csk distractors
+    # rebuild --preset cicero` writes the same file back): the located utterance's text can differ from the
+    # release's Target ("A: : Hey." is the utterance ": Hey."; its Target reads "Hey.")
+    dialogue_col = "release_dialogue" if "release_dialogue" in ann.columns else "dialogue"
+    target_col = "release_target" if "release_target" in ann.columns else "target"
+    no_hwa = set(ann.index[ann["human_written_answer"].isna()]) if "human_written_answer" in ann.columns else set()
     split_of = dict(zip(splits["id"], splits["split"])) if splits is not None else {}
     rows, rejected, as_published = [], [], 0
     for r in verified.itertuples():
@@ -48,7 +54,7 @@ def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, splits: pd.DataFrame 
             choices, gold_at, correct = shuffle_choices(seed, r.id, r.gold, list(r.distractors),
                                                         list(r.correct_distractors))
         rows.append({"id": r.id, "group_id": r.group_id, "split": split_of.get(r.id, "all"),
-                     "cicero_id": str(a["cicero_id"]), "dialogue": list(a["dialogue"]), "target": str(a["target"]),
+                     "cicero_id": str(a["cicero_id"]), "dialogue": list(a[dialogue_col]), "target": str(a[target_col]),
                      "question": str(a["question"]), "choices": choices, "human_written_answer": [gold_at],
                      "correct_answers": correct})
     data = pd.DataFrame(rows)
@@ -57,7 +63,10 @@ def mcq(verified: pd.DataFrame, annotations: pd.DataFrame, splits: pd.DataFrame 
     for task, subset in (("2.1_single_answer", data[data["n_correct"] == 1] if len(data) else data),
                          ("2.2_all_answers", data)):
         for split, group in subset.groupby("split", sort=True) if len(subset) else []:
-            records = ({key: r[col] for col, key in CICERO_KEYS.items()} for r in group.to_dict(orient="records"))
+            # a release without `Human Written Answer` (v2) gets none back: its items name only correct answers
+            records = ({key: r[col] for col, key in CICERO_KEYS.items()
+                        if col != "human_written_answer" or r["id"] not in no_hwa}
+                       for r in group.to_dict(orient="records"))
             files[f"mcq/{task}/{split}.jsonl"] = compute.jsonl_bytes(records)
     counts = data.groupby("split").agg(instances=("id", "size"), single_answer=("n_correct", lambda s: int((s == 1).sum()))) \
         .reset_index().to_dict(orient="records") if len(data) else []
