@@ -34,9 +34,11 @@ from typing import Any, Callable
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PACKAGES = ("csk", "readers", "tasks", "data_contracts", "flows")
 # Orchestration and reporting: they decide which stages run and show what they did, never what a
-# stage writes; following them would recompute every stage when a CLI message changes.
+# stage writes; following them would recompute every stage when a CLI message changes. This module too:
+# it names keys and caches (a cache found by its name holds what the stage would compute), never a
+# stage's bytes.
 NOT_STAGE_CODE = ("csk.cli", "csk.orchestration", "csk.lineage_events", "csk.verify", "csk.runs", "csk.release",
-                  "csk.lineage", "csk.progress", "flows")
+                  "csk.lineage", "csk.progress", "csk.codehash", "flows")
 
 
 NOT_COMPUTE = ("prefect", "prefect_dask", "dask", "distributed", "rich", "typer", "tqdm", "filelock",
@@ -178,18 +180,27 @@ def threaded_third_party(roots: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted(set().union(*(tops for name, tops in walked.items() if not one_thread_module(name)))))
 
 
+def _is_string(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
 def canonical_source(raw: bytes, filename: str = "<module>") -> bytes:
     """What of a module's source can change what it computes: its syntax tree without docstrings (module,
-    class and function), comments, blank lines or positions. A docstring or comment edit, or code moved
-    down a line, keeps every key; any change to code or to a string it uses moves them (Bazel: a key holds
-    content, and here the content is the program, not its prose)."""
+    class and function, and attribute docstrings: a string statement right after an assignment, as
+    `ServerSpec`'s fields have; it is never evaluated into anything), comments, blank lines or positions. A
+    docstring or comment edit, or code moved down a line, keeps every key; any change to code or to a string
+    it uses moves them (Bazel: a key holds content, and here the content is the program, not its prose)."""
     tree = ast.parse(raw, filename)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and \
-                    isinstance(body[0].value.value, str):
+            if body and _is_string(body[0]):
                 node.body = body[1:] or [ast.Pass()]
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and len(stmts) > 1:
+                setattr(node, field, [s for i, s in enumerate(stmts) if not (
+                    i and _is_string(s) and isinstance(stmts[i - 1], (ast.Assign, ast.AnnAssign, ast.AugAssign)))])
     return ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
 
 

@@ -14,14 +14,14 @@ pairwise accuracy <= 0.525, 1 at <= 0.575, else 2, and re-draws the discriminato
 round (as HellaSwag's train_af.py; the range, `lr` / 2 to 2 `lr` log-uniform, is ours). The loop stops on convergence, once every
 instance was held out `min_held_out` times: a whole cycle's held-out accuracy moving less than
 `epsilon`, or less than `noise_z` standard errors of a cycle's accuracy (a few hundred instances
-cannot measure 0.01), over `window` cycles, or a cycle without a swap; or when no instance has a candidate
-left; `max_iterations` is only a safety cap (CICERO converged after 14).
+cannot measure 0.01), over `window` cycles, or a cycle without a swap, or every adversary at chance (a whole
+cycle, or Wald's sequential test); or when no instance has a candidate left; `max_iterations` is only a
+safety cap (CICERO converged after 14).
 """
 
 from __future__ import annotations
 
 import logging
-import weakref
 from dataclasses import dataclass, replace
 from typing import Callable, Literal
 
@@ -30,7 +30,6 @@ import pandas as pd
 
 from csk import compute
 from csk.errors import ConfigError
-from csk.models import resolve_model
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.answers import written_answers
@@ -38,8 +37,8 @@ from tasks.distractors.giveaways import EndingOnlyProbe, centre_is_correct, near
 from tasks.distractors.keys import group_order, instance_keys
 from tasks.distractors.placement import (GENERATED, GENERATED_RANKS, REWRITES, SLOTS, TIERS, named, preference,
                                           tier)
-from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,
-                                              TransformerMC, apply_preset)
+from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,  # noqa: F401
+                                              TransformerMC, apply_preset, make_discriminator_factory)
 from tasks.distractors.window import reading_windows
 from tasks.embed import EmbedSpec, vector_lookup
 from tasks.plots import hist_png, line_png
@@ -96,7 +95,8 @@ def beats_chance(won: list[int], choices: list[int]) -> float:
 # advantage worth a swap: HellaSwag swaps two distractors above a pairwise accuracy of 0.575. Its errors: the
 # round test's level (`chance_alpha`) for going on at chance, FUTILITY_BETA (the conventional 80% power) for
 # stopping an adversary that has that advantage.
-# AF stops once every adversary is at chance by this test, often rounds before a whole cycle without a swap.
+# AF stops once every adversary is at chance by this test and every instance was held out `min_held_out` times,
+# often rounds before a whole cycle without a swap.
 FUTILE_AGAINST = 0.575
 FUTILITY_BETA = 0.2
 
@@ -380,8 +380,9 @@ def af_swap(judged: dict, state: dict[str, dict], rules: AFRules, caps: Holdings
 
 def af_stop(history: list[dict], cycles: list[dict], state: dict[str, dict], rules: AFRules) -> str | None:
     """Why AF stops after the round just recorded (`history[-1]`), or None: convergence of whole cycles, a
-    cycle without a swap or wholly at chance, every adversary at chance by Wald's SPRT, no candidate left,
-    or the iteration cap. A cycle's end appends its accuracy to `cycles`."""
+    cycle without a swap or wholly at chance, every adversary at chance by Wald's SPRT (each of these only
+    once every instance was held out `min_held_out` times), no candidate left, or the iteration cap. A
+    cycle's end appends its accuracy to `cycles`."""
     it, folds, stop = len(history) - 1, rules.folds, None
     times = [len(st["held_out_rounds"]) for st in state.values()]
     if it % folds == folds - 1:  # a cycle ends: every instance was judged once more
@@ -396,11 +397,12 @@ def af_stop(history: list[dict], cycles: list[dict], state: dict[str, dict], rul
         p = cycles[-1]["accuracy"]
         tolerance = max(rules.epsilon, rules.noise_z * float(np.sqrt(p * (1 - p) / judged)))
         history[-1]["tolerance"] = tolerance
-        if all("no_swaps" in h for h in rounds):
+        if all("no_swaps" in h for h in rounds) and len(cycles) >= rules.min_held_out:
             # not one round of a whole cycle beat chance: the discriminator cannot learn this file (a few
             # hundred items), so further cycles would only add the 1-in-100 noise swaps of the test
             stop = (f"the discriminator did not beat chance in any round of a whole cycle "
-                    f"({folds} rounds, every instance judged once): the items keep their start")
+                    f"({folds} rounds, every instance judged once); every instance held out {min(times)} times: "
+                    f"the items keep their start")
         elif len(cycles) >= max(rules.window, rules.min_held_out) and max(recent) - min(recent) < tolerance:
             stop = (f"converged: the held-out accuracy of a whole cycle (every instance judged once) "
                     f"within {tolerance:.3f} (epsilon {rules.epsilon} or {rules.noise_z} standard errors of "
@@ -411,12 +413,15 @@ def af_stop(history: list[dict], cycles: list[dict], state: dict[str, dict], rul
     futility = history[-1].get("futility", {})
     alpha = rules.chance_alpha
     bound = float(np.log(FUTILITY_BETA / (1 - alpha))) if 0 < alpha < 1 else None
-    if stop is None and futility and bound is not None and all(v <= bound for v in futility.values()):
+    # like every convergence stop, it waits until every instance was held out `min_held_out` times (the
+    # evidence keeps summing over the rounds at chance until then)
+    if stop is None and futility and bound is not None and all(v <= bound for v in futility.values()) and \
+            min(times, default=0) >= rules.min_held_out:
         stop = (f"at chance: a sequential test (Wald's SPRT, alpha {alpha}, beta {FUTILITY_BETA}) over the "
                 f"{next((j for j, h in enumerate(reversed(history)) if 'no_swaps' not in h), len(history))} round(s) at chance "
                 f"finds every adversary at chance, not at a pairwise accuracy of {FUTILE_AGAINST} (log-likelihood "
-                f"ratios {', '.join(f'{k} {v:.2f}' for k, v in futility.items())} <= {bound:.2f}): the items keep "
-                f"what they hold")
+                f"ratios {', '.join(f'{k} {v:.2f}' for k, v in futility.items())} <= {bound:.2f}); every instance "
+                f"held out {min(times)} times: the items keep what they hold")
     if stop is None and not any(st["unused"] for st in state.values()):
         stop = "no instance has an unused candidate left"
     if stop is None and it + 1 == rules.max_iterations:
@@ -516,83 +521,6 @@ def _round_line(h: dict, rules: AFRules, seconds: list[float]) -> str:
             + (f", ending-only pairwise {h['ending_only_pairwise']:.3f} (p {h['ending_only_p_vs_chance']:.3g})"
                if "ending_only_pairwise" in h else "") + f", {h['swaps']} swaps"
             + (" (at chance: no swap)" if "no_swaps" in h else "") + f" in {_duration(seconds[-1])}" + eta)
-
-
-def make_discriminator_factory(discriminator: str, *, model: str | None, epochs: int, lr: float | None,
-                               batch_size: int, seed: int, vector=None, ctx: StageContext | None = None,
-                               trainable_layers: int = 2, max_length: int = 128, setting: str = "adversarial_filter.model",
-                               checkpoint=None, kept_activations: bool = False):
-    """A fresh discriminator per call, seeded by its argument (default `seed`). "cached-transformer" shares one `FrozenLower` (its activation cache)
-    across calls; on CUDA it is the full transformer in bf16 (affordable there). With a `checkpoint`, the
-    activation cache lives in its folder and is committed with every saved round: a resumed run reads it.
-    With `kept_activations` (and a `ctx`), it lives in the store across runs (`kept_activation_folder`): a
-    later run measuring other choices of the same texts computes only the pairs it has not seen."""
-    if discriminator == "linear-probe":
-        return lambda round_seed=seed, lr_scale=1.0: LinearProbe(vector, seed=round_seed)
-    if discriminator not in ("transformer", "cached-transformer"):
-        raise ConfigError(f"discriminator must be 'linear-probe', 'transformer' or 'cached-transformer', got "
-                          f"{discriminator!r}")
-    path = resolve_model(model, "multiple-choice discriminator encoder", setting)
-    cuda = compute.device().startswith("cuda")
-    full = discriminator == "transformer" or cuda
-    rate = lr if lr is not None else (1e-5 if full else 5e-5)  # a new head and the top layers alone learn faster
-    if ctx is not None:
-        ctx.record_model("discriminator", str(path), None, kind="multiple-choice",
-                         precision="bf16" if cuda or compute.bf16_faster()[0] else "fp32", epochs=epochs, lr=rate,
-                         trained=("all layers" if full else f"top {trainable_layers} layers + head, lower layers "
-                                  "frozen and cached"), max_length=max_length,
-                         fit_steps=("CUDA graphs, one capture per step shape (eager where a capture fails, logged)"
-                                    if cuda and full else "eager"))
-    if full:
-        return lambda round_seed=seed, lr_scale=1.0: TransformerMC(str(path), epochs=epochs, lr=rate * lr_scale,
-                                                                   batch_size=batch_size, seed=round_seed,
-                                                                   max_length=max_length)
-    folder, lock = (checkpoint.folder / "activations", None) if checkpoint is not None else \
-        kept_activation_folder(ctx, path, trainable_layers, max_length) if kept_activations and ctx is not None else \
-        (None, None)
-    lower = FrozenLower(str(path), trainable_layers=trainable_layers, max_length=max_length,
-                        **({"cache_dir": str(folder), "keep_cache": True} if folder is not None else {}))
-    if lock is not None:  # the folder is this run's while its discriminators live
-        weakref.finalize(lower, lock.release)
-    if checkpoint is not None:
-        checkpoint.before_save(lower.cache.persist)
-    return lambda round_seed=seed, lr_scale=1.0: CachedTransformerMC(lower, epochs=epochs, lr=rate * lr_scale,
-                                                                     batch_size=batch_size, seed=round_seed)
-
-
-# Kept activations grow with every run that measures new choices (a scheduled rebuild's AF picks others):
-# past this size the folder starts anew rather than fill the disk (the real v2 sample's judge: 0.35 GiB).
-KEPT_ACTIVATIONS_GB = 16.0
-
-
-def kept_activation_folder(ctx: StageContext, path, trainable_layers: int, max_length: int,
-                           max_gb: float = KEPT_ACTIVATIONS_GB):
-    """(the store's folder of a frozen encoder's activations kept across runs, its lock held), or (None,
-    None) when another run holds it (that run computes its own). A pair's activations are a function of its
-    own text, the weights, the frozen layers, the token budget and this machine's precision decision
-    (`csk.precision`: the CPU, its ISA, torch and the thread count), all in the folder's name: a store moved
-    to another machine starts a new folder, never reads another machine's bytes. A folder over `max_gb`
-    starts anew."""
-    from filelock import FileLock, Timeout
-
-    from csk.models import model_hash
-
-    name = f"{model_hash(path)[:16]}-frozen{trainable_layers}-{max_length}tok-{compute.bf16_faster()[1]['id']}"
-    folder = ctx.cache_dir / "activations" / name
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(folder) + ".lock")
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        logging.getLogger("csk").info("%s is in use by another run: this run's activations are not kept", folder)
-        return None, None
-    kept = folder / "activations.bf16"
-    if kept.exists() and kept.stat().st_size > max_gb * 2**30:
-        logging.getLogger("csk").info("%s holds %.1f GiB of kept activations (over %.0f GiB): it starts anew", folder,
-                                      kept.stat().st_size / 2**30, max_gb)
-        for f in folder.iterdir():
-            f.unlink()
-    return folder, lock
 
 
 def final_shares(data: pd.DataFrame) -> dict[str, dict[str, int]]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from csk import compute
 from csk.errors import ConfigError
 from csk.progress import progress
 from csk.models import pretrained_kwargs
+
+if TYPE_CHECKING:
+    from csk.runtime import StageContext
 
 
 # The paper's adversarial filtering (CICERO, Ghosal et al. 2022, after Zellers et al. 2018): a fresh
@@ -622,12 +625,20 @@ class ActivationStore:
     """Token activations of (context, choice) pairs, kept on disk: one append-only file of bf16 rows
     (real tokens only), read back through a memory map. The operating system keeps what fits in its page
     cache, so a small run reads from memory and the full CICERO (53K instances, ~900K pairs) stays within
-    a 24 GiB machine: the process holds the index (pair -> rows), never the activations."""
+    a 24 GiB machine: the process holds the index (pair -> rows), never the activations.
+
+    Its size (the rows and the index, `size`) stays within `max_gb` while it is used: a pair that would pass
+    the cap first evicts the least recently used pairs (those not in use: `pin`) down to three quarters of
+    it, by writing the kept rows to a new file (`compact`); only pairs in use that alone pass the cap stop
+    the run. A pair's activations are a function of its own text, so an evicted pair computed again is the
+    same bytes."""
+
+    LOW_WATER = 0.75  # an eviction goes down to this share of the cap: not one per pair added
 
     def __init__(self, hidden: int, directory: str | None = None, max_gb: float = 64.0, keep: bool = False):
-        """`keep`: `directory` is the store itself, kept across runs (a stage's checkpoint folder): what
-        `persist` last committed is read back and rows appended after it (by a killed run) are cut off;
-        else a temporary folder inside `directory` that dies with the store."""
+        """`keep`: `directory` is the store itself, kept across runs (a stage's checkpoint folder, the judge's
+        kept activations): what `persist` last committed is read back and rows appended after it (by a killed
+        run) are cut off; else a temporary folder inside `directory` that dies with the store."""
         import json
         import os
         import shutil
@@ -638,10 +649,14 @@ class ActivationStore:
         self.index: dict[tuple[str, str], tuple[int, int]] = {}  # pair -> (first row, rows)
         self.rows = 0
         self._new: list[tuple[tuple[str, str], tuple[int, int]]] = []  # entries not yet persisted
+        self.data = "activations.bf16"  # the rows' file (a compaction writes the next generation)
+        self.pinned: set[tuple[str, str]] = set()
+        self.evicted = 0
         if keep:
             os.makedirs(directory, exist_ok=True)
             self.directory = str(directory)
-            # appended frames, one JSON line each: the rows after it and its entries; a torn last one dropped
+            # appended frames, one JSON line each: the rows after it and its entries; a torn last one dropped.
+            # A compacted index starts with one frame naming its rows' file.
             log = f"{self.directory}/index.jsonl"
             good = 0
             try:
@@ -653,24 +668,59 @@ class ActivationStore:
                             break
                         if not line.endswith(b"\n"):
                             break
+                        self.data = frame.get("data", self.data)
                         self.index.update({(c, x): (int(a), int(n)) for c, x, a, n in frame["entries"]})
                         self.rows, good = int(frame["rows"]), good + len(line)
             except FileNotFoundError:
                 pass
             with open(log, "ab") as f:
                 f.truncate(good)
-            self.path = f"{self.directory}/activations.bf16"
+            for f in os.listdir(self.directory):  # a compaction a kill cut short: its files are no one's
+                if (f.startswith("activations") and f.endswith(".bf16") and f != self.data) or f.endswith(".tmp"):
+                    os.unlink(f"{self.directory}/{f}")
+            self.path = f"{self.directory}/{self.data}"
             with open(self.path, "ab") as f:
                 f.truncate(self.rows * hidden * 2)
         else:
             self.directory = tempfile.mkdtemp(prefix="csk-activations-", dir=directory)
             weakref.finalize(self, shutil.rmtree, self.directory, True)  # the cache dies with its discriminator
-            self.path = f"{self.directory}/activations.bf16"
+            self.path = f"{self.directory}/{self.data}"
         self.kept = keep
+        # recency: a pair's last use (read back: the file's order, which a compaction writes least recent first)
+        self._clock = 0
+        self.last_use: dict[tuple[str, str], int] = {}
+        for pair, _ in sorted(self.index.items(), key=lambda e: e[1][0]):
+            self._touch(pair)
+        self.index_bytes = sum(self._entry_bytes(p) for p in self.index)
         self._file = open(self.path, "ab")
         weakref.finalize(self, self._file.close)
         self._persisted = self.rows if keep else -1
         self._map = None
+        if self.size > self.max_bytes:  # a store kept under a larger cap (or grown by its index)
+            self.compact(self.LOW_WATER * self.max_bytes)
+
+    @staticmethod
+    def _entry_bytes(pair: tuple[str, str]) -> int:
+        """What one pair's entry takes in the index file (its texts as JSON and two row numbers)."""
+        import json
+
+        return len(json.dumps(list(pair), ensure_ascii=False).encode()) + 24
+
+    def _touch(self, pair: tuple[str, str]) -> None:
+        self._clock += 1
+        self.last_use[pair] = self._clock
+
+    @property
+    def size(self) -> int:
+        """Bytes on disk: the rows and the index."""
+        return self.nbytes + self.index_bytes
+
+    def pin(self, pairs) -> None:
+        """The pairs in use (a round's fit or score): used now, and never evicted until the next `pin`."""
+        self.pinned = set(pairs)
+        for p in self.pinned:
+            if p in self.index:
+                self._touch(p)
 
     def persist(self) -> None:
         """Commit the rows written so far and their index entries (fsync the rows, then append and fsync a
@@ -690,6 +740,58 @@ class ActivationStore:
         self._new = []
         self._persisted = self.rows
 
+    def compact(self, target: float) -> int:
+        """Evict the least recently used pairs not pinned until the store's size is at most `target` bytes (or
+        none but pinned pairs is left): the kept rows are written to a new file, least recent first, then an
+        index naming it replaces the old one in one rename (a kill at any point leaves one whole store).
+        Returns the pairs evicted."""
+        import json
+        import os
+
+        order = sorted(self.index, key=lambda p: (p in self.pinned, self.last_use.get(p, 0)))
+        size, drop = self.size, set()
+        for p in order:
+            if size <= target or p in self.pinned:
+                break
+            drop.add(p)
+            size -= self.index[p][1] * self.hidden * 2 + self._entry_bytes(p)
+        if not drop:
+            return 0
+        keep = [p for p in sorted(self.index, key=lambda p: self.last_use.get(p, 0)) if p not in drop]
+        self._file.flush()
+        old = np.memmap(self.path, dtype=np.int16, mode="r", shape=(self.rows, self.hidden)) if self.rows else None
+        generation = int(self.data.split(".")[1]) + 1 if self.data.count(".") == 2 else 1
+        data = f"activations.{generation}.bf16"
+        index, rows = {}, 0
+        with open(f"{self.directory}/{data}", "wb") as f:
+            for p in keep:
+                first, n = self.index[p]
+                f.write(np.ascontiguousarray(old[first:first + n]).tobytes())
+                index[p], rows = (rows, n), rows + n
+            f.flush()
+            os.fsync(f.fileno())
+        del old
+        if self.kept:  # the new index, whole, replaces the old one: the commit
+            frame = {"data": data, "rows": rows, "entries": [[c, x, a, n] for (c, x), (a, n) in index.items()]}
+            with open(f"{self.directory}/index.jsonl.tmp", "wb") as f:
+                f.write((json.dumps(frame, ensure_ascii=False) + "\n").encode())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(f"{self.directory}/index.jsonl.tmp", f"{self.directory}/index.jsonl")
+        self._file.close()
+        os.unlink(self.path)
+        self.data, self.path = data, f"{self.directory}/{data}"
+        self._file = open(self.path, "ab")
+        self.index, self.rows, self._map, self._new = index, rows, None, []
+        self._persisted = rows if self.kept else -1
+        for p in drop:
+            self.last_use.pop(p, None)
+        self.index_bytes = sum(self._entry_bytes(p) for p in index)
+        self.evicted += len(drop)
+        logging.getLogger("csk").info("%s: %d pairs' activations evicted (least recently used) to stay within %.1f "
+                                      "GiB; %d kept", self.directory, len(drop), self.max_bytes / 2**30, len(index))
+        return len(drop)
+
     def __contains__(self, pair) -> bool:
         return pair in self.index
 
@@ -701,22 +803,27 @@ class ActivationStore:
         return self.rows * self.hidden * 2
 
     def add(self, pair: tuple[str, str], activations) -> None:
-        """Append one pair's (tokens, hidden) activations, as bf16."""
+        """Append one pair's (tokens, hidden) activations, as bf16 (evicting the least recently used pairs first
+        where it would pass the cap)."""
         import shutil
 
         import torch
 
         kept = activations.detach().to(torch.bfloat16).contiguous().cpu()
-        need = kept.numel() * 2
+        need = kept.numel() * 2 + self._entry_bytes(pair)
+        if self.size + need > self.max_bytes:
+            self.compact(self.LOW_WATER * self.max_bytes - need)
         # the free disk space is asked once a GiB written (a statvfs per pair would be 940K at the full size)
         crossing = (self.nbytes + need) // 2**30 != self.nbytes // 2**30 or not self.rows
-        if self.nbytes + need > self.max_bytes or (crossing and shutil.disk_usage(self.directory).free < 2 * 2**30):
-            raise ConfigError(f"the cached discriminator's activations reached {self.nbytes / 2**30:.1f} GiB on disk "
-                              f"({self.directory}) after {len(self)} (context, choice) pairs: lower max_length, free "
-                              "disk space or raise max_cache_gb, or use the linear probe (or the full transformer on "
-                              "a GPU)")
+        if self.size + need > self.max_bytes or (crossing and shutil.disk_usage(self.directory).free < 2 * 2**30):
+            raise ConfigError(f"the cached discriminator's activations reached {self.size / 2**30:.1f} GiB on disk "
+                              f"({self.directory}) with {len(self)} (context, choice) pairs, those in use: lower "
+                              "max_length, free disk space or raise max_cache_gb, or use the linear probe (or the full "
+                              "transformer on a GPU)")
         self._file.write(kept.view(torch.int16).numpy().tobytes())
         self.index[pair] = (self.rows, kept.shape[0])
+        self.index_bytes += self._entry_bytes(pair)
+        self._touch(pair)
         if self.kept:
             self._new.append((pair, self.index[pair]))
         self.rows += kept.shape[0]
@@ -733,6 +840,15 @@ class ActivationStore:
         return self._map[first:first + n]
 
 
+TRUNCATION = "only_first"  # a pair past max_length loses the end of its context, never of its choice
+
+
+def frozen_precision(device: str) -> str:
+    """The precision `FrozenLower` computes in on `device`: bf16 on CUDA, and on a CPU where this machine's
+    decision (`csk.precision`) says bf16 is faster; else fp32."""
+    return "bf16" if device.startswith("cuda") or compute.bf16_faster("cpu")[0] else "fp32"
+
+
 class FrozenLower:
     """An encoder's embeddings and lower layers, frozen, with the activations of every (context, choice)
     pair computed once and kept on disk (`ActivationStore`: bf16, real tokens only, memory-mapped) for
@@ -747,8 +863,7 @@ class FrozenLower:
         from transformers.utils import logging as hf_logging
 
         self.device = device or compute.device()
-        self.precision = precision or ("bf16" if self.device.startswith("cuda") or compute.bf16_faster("cpu")[0]
-                                       else "fp32")
+        self.precision = precision or frozen_precision(self.device)
         self.max_length = max_length
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
         verbosity = hf_logging.get_verbosity()
@@ -856,6 +971,7 @@ class FrozenLower:
 
         from tasks.embed import plan_passes
 
+        self.cache.pin(pairs)  # in use: never evicted to make room for one another
         todo = sorted({p for p in pairs if p not in self.cache})
         packed = self._row_invariant()
         with progress(len(todo), "discriminator: lower layers", unit="pairs", disable=not todo) as bar:
@@ -864,7 +980,7 @@ class FrozenLower:
             # no byte.
             for start in range(0, len(todo), self.block):
                 block = todo[start:start + self.block]
-                enc = self.tokenizer([c for c, _ in block], [x for _, x in block], truncation="only_first",
+                enc = self.tokenizer([c for c, _ in block], [x for _, x in block], truncation=TRUNCATION,
                                      max_length=self.max_length, return_attention_mask=False)
                 ids = [list(x) for x in enc["input_ids"]]
                 types = [list(x) for x in enc["token_type_ids"]] if "token_type_ids" in enc else None
@@ -1024,3 +1140,131 @@ class CachedTransformerMC:
                 bar.update(len(part))
         bounds = np.cumsum([0] + [len(ch) for ch in choices])
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def make_discriminator_factory(discriminator: str, *, model: str | None, epochs: int, lr: float | None,
+                               batch_size: int, seed: int, vector=None, ctx: "StageContext | None" = None,
+                               trainable_layers: int = 2, max_length: int = 128, setting: str = "adversarial_filter.model",
+                               checkpoint=None, kept_activations: bool = False, max_cache_gb: float | None = None):
+    """A fresh discriminator per call, seeded by its argument (default `seed`): AF's (`adversarial_filter`) and
+    the judge's (`distractor_quality`). "cached-transformer" shares one `FrozenLower` (its activation cache)
+    across calls; on CUDA it is the full transformer in bf16 (affordable there). With a `checkpoint`, the
+    activation cache lives in its folder and is committed with every saved round: a resumed run reads it.
+    With `kept_activations` (and a `ctx`), it lives in the store across runs (`kept_activation_folder`, within
+    `max_cache_gb`, default KEPT_ACTIVATIONS_GB): a later run measuring other choices of the same texts computes
+    only the pairs it has not seen."""
+    import weakref
+
+    from csk.models import resolve_model
+
+    if discriminator == "linear-probe":
+        return lambda round_seed=seed, lr_scale=1.0: LinearProbe(vector, seed=round_seed)
+    if discriminator not in ("transformer", "cached-transformer"):
+        raise ConfigError(f"discriminator must be 'linear-probe', 'transformer' or 'cached-transformer', got "
+                          f"{discriminator!r}")
+    path = resolve_model(model, "multiple-choice discriminator encoder", setting)
+    cuda = compute.device().startswith("cuda")
+    full = discriminator == "transformer" or cuda
+    rate = lr if lr is not None else (1e-5 if full else 5e-5)  # a new head and the top layers alone learn faster
+    if ctx is not None:
+        ctx.record_model("discriminator", str(path), None, kind="multiple-choice",
+                         precision="bf16" if cuda or compute.bf16_faster()[0] else "fp32", epochs=epochs, lr=rate,
+                         trained=("all layers" if full else f"top {trainable_layers} layers + head, lower layers "
+                                  "frozen and cached"), max_length=max_length,
+                         fit_steps=("CUDA graphs, one capture per step shape (eager where a capture fails, logged)"
+                                    if cuda and full else "eager"))
+    if full:
+        return lambda round_seed=seed, lr_scale=1.0: TransformerMC(str(path), epochs=epochs, lr=rate * lr_scale,
+                                                                   batch_size=batch_size, seed=round_seed,
+                                                                   max_length=max_length)
+    kept = checkpoint is None and kept_activations and ctx is not None
+    folder, lock = (checkpoint.folder / "activations", None) if checkpoint is not None else \
+        kept_activation_folder(ctx, path, trainable_layers, max_length) if kept else (None, None)
+    cap = max_cache_gb if max_cache_gb is not None else KEPT_ACTIVATIONS_GB if kept else 64.0
+    lower = FrozenLower(str(path), trainable_layers=trainable_layers, max_length=max_length, max_cache_gb=cap,
+                        **({"cache_dir": str(folder), "keep_cache": True} if folder is not None else {}))
+    if lock is not None:  # the folder is this run's while its discriminators live
+        weakref.finalize(lower, lock.release)
+    if checkpoint is not None:
+        checkpoint.before_save(lower.cache.persist)
+    return lambda round_seed=seed, lr_scale=1.0: CachedTransformerMC(lower, epochs=epochs, lr=rate * lr_scale,
+                                                                     batch_size=batch_size, seed=round_seed)
+
+
+# Kept activations grow with every run that measures new choices (a scheduled rebuild's AF picks others):
+# past this size (rows and index) the least recently used pairs are evicted, during a run as at its start
+# (the real v2 sample's judge: 0.35 GiB).
+KEPT_ACTIVATIONS_GB = 16.0
+# What transformers does not read from a model's folder: prose, and other frameworks' weights
+NOT_READ = (".md", ".h5", ".msgpack", ".ot", ".onnx")
+
+
+def model_files_hash(path) -> str:
+    """sha256 over the model folder's own files transformers reads beside the weights (config.json, the
+    tokenizer's files, ...): every file at its top level but prose, hidden files and other frameworks'
+    weights; the weights themselves by `csk.models.model_hash`."""
+    import hashlib
+    from pathlib import Path
+
+    from csk.models import model_hash
+
+    h = hashlib.sha256(model_hash(path).encode())
+    for f in sorted(Path(path).iterdir()):
+        if f.is_file() and not f.name.startswith(".") and not f.name.endswith(NOT_READ):
+            h.update(f.name.encode() + b"\0")
+            if f.suffix not in (".safetensors", ".bin"):  # weights: in model_hash, read once
+                h.update(f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def activation_identity(path, trainable_layers: int, max_length: int, device: str | None = None) -> dict:
+    """Everything a kept activation's bytes depend on besides its pair's text: the model's files (weights,
+    config.json, tokenizer), the frozen layers (the encoder's layers less the trainable ones), the token budget
+    and truncation, the precision and this machine's precision decision (`csk.precision`: its CPU, ISA, torch
+    and thread count), the transformers, tokenizers and torch that run, and the code that computes them (this
+    module and every project module it imports, `csk.codehash`)."""
+    import json
+    from pathlib import Path
+
+    import tokenizers
+    import torch
+    import transformers
+
+    from csk import codehash
+
+    device = device or compute.device()
+    config = json.loads((Path(path) / "config.json").read_text())
+    layers = int(config.get("num_hidden_layers", 0))
+    return {"model": model_files_hash(path), "frozen_layers": layers - trainable_layers, "max_length": max_length,
+            "truncation": TRUNCATION, "device": device, "precision": frozen_precision(device),
+            "machine": compute.bf16_faster()[1]["id"], "transformers": transformers.__version__,
+            "tokenizers": tokenizers.__version__, "torch": torch.__version__,
+            "code": codehash.code_hash((__name__,))}
+
+
+def kept_activation_folder(ctx: "StageContext", path, trainable_layers: int, max_length: int):
+    """(the store's folder of a frozen encoder's activations kept across runs, its lock held), or (None,
+    None) when another run holds it (that run computes its own). A pair's activations are a function of its
+    own text and of everything `activation_identity` names, all in the folder's name (a hash of it, the
+    identity itself in its `identity.json`): another model file, library, code, budget or machine starts
+    another folder, never reads bytes computed otherwise. Its size stays within the cap (`ActivationStore`)."""
+    import hashlib
+    import json
+
+    from filelock import FileLock, Timeout
+
+    identity = activation_identity(path, trainable_layers, max_length)
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    name = (f"{identity['model'][:12]}-frozen{identity['frozen_layers']}-{max_length}tok-{identity['precision']}-"
+            f"{digest[:16]}")
+    folder = ctx.cache_dir / "activations" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(folder) + ".lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        logging.getLogger("csk").info("%s is in use by another run: this run's activations are not kept", folder)
+        return None, None
+    if not (folder / "identity.json").exists():
+        (folder / "identity.json").write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n")
+    return folder, lock

@@ -30,10 +30,9 @@ from csk import compute
 from csk.models import display_name
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput
-from tasks.distractors.adversarial import make_discriminator_factory
 from tasks.distractors.window import reading_windows
 from tasks.embed import vector_lookup
-from tasks.distractors.discriminators import LinearProbe
+from tasks.distractors.discriminators import LinearProbe, make_discriminator_factory
 from tasks.distractors.giveaways import centre_is_correct, ending_only_accuracy, near_copy_set
 from tasks.distractors.keys import group_order
 from tasks.distractors.candidate_filter import PAPER_EMBEDDER

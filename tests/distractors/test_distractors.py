@@ -410,7 +410,8 @@ def test_cached_activations_are_a_function_of_the_pair_alone(tmp_path):
 
 def test_cached_activations_live_on_disk_and_stop_at_their_limit(tmp_path):
     """The activations are a memory-mapped file (so the full CICERO fits a 24 GiB machine), bf16 rows of
-    real tokens only; past max_cache_gb the run stops and says what to change."""
+    real tokens only; where the pairs in use alone pass max_cache_gb the run stops and says what to change
+    (others are evicted first: tests/distractors/test_kept_activations.py)."""
     import os
 
     import torch
@@ -442,7 +443,7 @@ def test_the_judge_keeps_its_activations_in_the_store_across_runs(tmp_path):
     scores; while one run holds the store's folder, another computes its own (no two writers)."""
     from types import SimpleNamespace
 
-    from tasks.distractors.adversarial import kept_activation_folder, make_discriminator_factory
+    from tasks.distractors.discriminators import kept_activation_folder, make_discriminator_factory
 
     model = tiny_models.multiple_choice(tmp_path / "mc", layers=2)
     ctx = SimpleNamespace(cache_dir=tmp_path / "store" / "_cache", record_model=lambda *a, **k: None)
@@ -464,15 +465,15 @@ def test_the_judge_keeps_its_activations_in_the_store_across_runs(tmp_path):
     other = [ch[:-1] + [f"a choice written for item {i}"] for i, ch in enumerate(choices)]  # AF chose others
     more_computed, _ = run(other)
     assert more_computed == len(pairs(other) - pairs(choices)) > 0  # only the new pairs
-    held = kept_activation_folder(ctx, model, 1, 64)
-    assert held[0] is not None and kept_activation_folder(ctx, model, 1, 64) == (None, None)
-    held[1].release()
     import gc
 
     gc.collect()  # the runs' discriminators gone, their locks released
-    folder, lock = kept_activation_folder(ctx, model, 1, 64, max_gb=1e-9)  # over its size: starts anew
-    assert folder is not None and not any(folder.iterdir())
-    lock.release()
+    held = kept_activation_folder(ctx, model, 1, 64)
+    assert held[0] is not None and kept_activation_folder(ctx, model, 1, 64) == (None, None)
+    held[1].release()
+    # one folder for the three runs, named by the frozen layers (2 layers, 1 trained: 1 frozen) and its identity
+    assert [f.name for f in (ctx.cache_dir / "activations").iterdir() if f.is_dir()] == [held[0].name]
+    assert "-frozen1-64tok-" in held[0].name and (held[0] / "identity.json").exists()
 
 
 def test_cached_discriminator_learns_and_keeps_the_lower_layers_frozen(tmp_path):

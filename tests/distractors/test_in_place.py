@@ -317,21 +317,64 @@ def test_a_kept_activation_store_reads_back_what_it_committed_and_drops_the_rest
     assert Path(temporary.directory).parent == tmp_path and not temporary.kept
 
 
-def test_af_at_chance_stops_by_a_sequential_test_before_a_whole_cycle():
-    """Wald's SPRT over the rounds at chance: with a discriminator at chance every adversary is found at chance (not at
-    HellaSwag's two-swap accuracy, 0.575) within a few rounds of 240 items, before a whole cycle of five;
-    a discriminator that orders the gold first is never stopped by it."""
+def test_af_at_chance_stops_by_a_sequential_test_once_every_instance_was_held_out_min_held_out_times():
+    """Wald's SPRT over the rounds at chance: after a cycle that swapped, a discriminator at chance is found at
+    chance (not at HellaSwag's two-swap accuracy, 0.575) within a few rounds of 240 items, before a whole cycle
+    at chance; a discriminator that orders the gold first is never stopped by it. (Issue 72, item 4: this test
+    once expected the stop within the first cycle, with min_held_out = 1, i.e. before every instance was held
+    out once; the stop now waits for `min_held_out`, as the module requires.)"""
     from tasks.distractors.adversarial import FUTILE_AGAINST, AFRules, af_loop, futility_llr
 
     assert futility_llr([2] * 50, [4] * 50) < 0 < futility_llr([4] * 50, [4] * 50)  # at chance vs always right
     assert futility_llr([0], [0]) == 0.0 and 0.5 < FUTILE_AGAINST < 0.6
     items, pools = _chance_items(240)
-    _, history = af_loop(items, pools, lambda seed: _Coin(seed), AFRules(n_distractors=3, max_iterations=10, min_held_out=1))
-    assert len(history) < 5 and "Wald's SPRT" in history[-1]["stop"], [h.get("stop") for h in history]
+    rules, made = AFRules(n_distractors=3, max_iterations=20, min_held_out=1), []
+
+    def make(seed):  # a first cycle that beats chance and swaps, then chance
+        made.append(seed)
+        return _Swapper() if len(made) <= rules.folds else _Coin(seed)
+
+    _, history = af_loop(items, pools, make, rules)
+    assert all(h["swaps"] > 0 for h in history[:rules.folds])  # a first cycle that swapped
+    assert rules.folds < len(history) < 2 * rules.folds and "Wald's SPRT" in history[-1]["stop"], \
+        [h.get("stop") for h in history]
     assert history[-1]["futility"]["discriminator"] <= np.log(0.2 / 0.99)
     inst, cands = _items_where_the_gold_is_plain(60)
     _, right = af_loop(inst, cands, lambda seed: _GoldFirst(), AFRules(n_distractors=3, max_iterations=6, min_held_out=1))
     assert not any("SPRT" in str(h.get("stop")) for h in right) and not any("futility" in h for h in right)
+
+
+def test_af_at_chance_never_stops_before_every_instance_was_held_out_min_held_out_times():
+    """A discriminator at chance from the first round: the sequential test (and a whole cycle at chance) would
+    stop AF within the first cycle; it waits until every instance was held out `min_held_out` times."""
+    from tasks.distractors.adversarial import AFRules, af_loop, af_stop
+
+    items, pools = _chance_items(240)
+    for least in (2, 3):
+        rules = AFRules(n_distractors=3, max_iterations=30, min_held_out=least)
+        state, history = af_loop(items, pools, lambda seed: _Coin(seed), rules)
+        assert len(history) >= least * rules.folds and "stop" in history[-1], [h.get("stop") for h in history]
+        assert "max_iterations" not in history[-1]["stop"] and "at chance" in history[-1]["stop"] + history[-1]["no_swaps"]
+        assert history[-1]["least_held_out"] >= least and min(len(st["held_out_rounds"]) for st in state.values()) >= least
+    # af_stop itself: the futility evidence past Wald's bound, one instance held out once too few
+    rules = AFRules(min_held_out=2)
+    state = {"a": {"held_out_rounds": [1, 2], "unused": ["x"]}, "b": {"held_out_rounds": [2], "unused": ["y"]}}
+    history = [{"held_out_accuracy": 0.2, "held_out_instances": 1, "swaps": 0, "no_swaps": "at chance",
+                "futility": {"discriminator": -50.0}}] * 2
+    assert af_stop(list(history), [], state, rules) is None
+    state["b"]["held_out_rounds"].append(3)
+    assert "Wald's SPRT" in af_stop(list(history), [], state, rules)
+
+
+class _Swapper:
+    """A discriminator that ranks the gold above every distractor and the first unused candidate above the gold:
+    it beats chance, and every held-out item swaps one distractor."""
+
+    def fit(self, *a):
+        return self
+
+    def score(self, contexts, choices):
+        return [np.array([1.0, 0.0, 0.0, 0.0] + [2.0] + [-1.0] * (len(ch) - 5)) for ch in choices]
 
 
 class _Coin:
