@@ -62,7 +62,7 @@ def _check_run(store, source, records: int) -> tuple[dict, pd.DataFrame]:
                             "--json").output)
     assert [s["stage"] for s in steps] == ["candidate_filter", "counterfactuals", "mcq_file"]
     pool = pd.read_parquet(f"{by['counterfactuals']['path']}/data.parquet").set_index("id")
-    assert pool.loc[cand, "generator"] in {"lexical", "dialogue", "retrieval"} and pool.loc[cand, "rule"]
+    assert pool.loc[cand, "generator"] in {"lexical", "grounded", "dialogue", "retrieval"} and pool.loc[cand, "rule"]
     origin = steps[0]["origin"]  # the candidate's own origin: what made it, and the item whose answer it is
     assert origin["generator"] == pool.loc[cand, "generator"] and origin["rule"] == pool.loc[cand, "rule"]
     taken = pool[pool["written_for"] != pool["instance_id"]]

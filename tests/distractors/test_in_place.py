@@ -69,7 +69,9 @@ def test_grounded_rewrites_take_places_and_times_from_the_dialogue_never_a_corre
     assert "The speaker meets the listener at the cafe on Monday." in texts
     assert "The listener meets the speaker at the cafe on Friday." in texts
     assert all(r.split(":")[0] in rules for r in out)
-    assert {r.split(":")[0] for r, _ in grounded.rewrites(answer, words, grounded.lemmas([answer]))} == {"role_flip"}
+    # by default: who did what to whom, and contrary predicates of the answer's subject; no place or time swapped
+    assert {r.split(":")[0] for r, _ in grounded.rewrites(answer, words, grounded.lemmas([answer]))} == \
+        {"role_flip", "predicate_negation", "contrary_verb"}
     # a word any correct answer uses is never brought in
     assert not any("cafe" in r.split("->")[-1] for r in out)
 
