@@ -11,6 +11,11 @@
 * `TransformerMC`: a transformers multiple-choice head on a configured encoder (the paper: a
   fresh roberta-large every iteration, 3 epochs), re-initialised from the pretrained weights
   on every `fit`, bf16 autocast on CUDA. It runs unchanged on a GPU machine.
+* `CachedTransformerMC`: the same head over a `FrozenLower` whose lower layers' activations are computed
+  once per (context, choice) pair (`ActivationStore`, within a size cap, least recently used pairs evicted).
+
+`make_discriminator_factory` builds AF's discriminator and the quality judge's (the judge's activations kept
+in the store across runs, in a folder named by everything they depend on: `activation_identity`).
 """
 
 from __future__ import annotations
