@@ -117,11 +117,28 @@ def _participles() -> dict[str, str]:
         for sources, target in ((fa, fb[0] if fb else None), (fb, fa[0] if fa else None)):
             for w in sources if target else ():
                 out.setdefault(w, target)
-    return {w: t for w, t in out.items() if ANTONYMS.get(w) != t}
+    return {w: t for w, t in out.items() if antonyms().get(w) != t}
 
 
-ANTONYMS: dict[str, str] = _antonym_forms()
-PARTICIPLES: dict[str, str] = _participles()
+@lru_cache(maxsize=1)
+def antonyms() -> dict[str, str]:
+    """Every form of every declared pair, both ways (built on first use: lemminflect loads spaCy, 1.3 s, which
+    a command that rewrites nothing should not pay)."""
+    return _antonym_forms()
+
+
+@lru_cache(maxsize=1)
+def participles() -> dict[str, str]:
+    """The past participle each verb form's antonym takes after "has" / "had" (built on first use)."""
+    return _participles()
+
+
+def __getattr__(name: str):  # ANTONYMS and PARTICIPLES, read as before, built when first read
+    if name == "ANTONYMS":
+        return antonyms()
+    if name == "PARTICIPLES":
+        return participles()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 # A participle follows a form of "have" (the perfect) or "be" / "get" (the passive), adverbs between.
 _BEFORE_PARTICIPLE = re.compile(r"\b(?:have|has|had|having|is|are|was|were|be|been|being|am|get|gets|got|gotten)"
                                 r"(?:\s+(?:just|already|never|not|always|ever|been|recently|finally|also|being))*\s+$",
@@ -180,9 +197,9 @@ def antonym_rewrites(text: str, lookup: Callable[[str], Iterable[str]] | None = 
         if m.start() > 0 and m.group()[:1].isupper():
             continue  # a name or a title inside the sentence ("Miss Brown" is no "Catch Brown")
         options = []
-        if w in ANTONYMS:  # a participle for a participle ("has remembered" -> "has forgotten")
-            participle = w in PARTICIPLES and _BEFORE_PARTICIPLE.search(text[:m.start()]) is not None
-            options.append((PARTICIPLES[w] if participle else ANTONYMS[w], "antonym:lexicon"))
+        if w in antonyms():  # a participle for a participle ("has remembered" -> "has forgotten")
+            participle = w in participles() and _BEFORE_PARTICIPLE.search(text[:m.start()]) is not None
+            options.append((participles()[w] if participle else antonyms()[w], "antonym:lexicon"))
         if lookup is not None:
             options += [(a, "antonym:conceptnet") for a in lookup(w) if a != w]
         seen = set()
