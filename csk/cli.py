@@ -33,8 +33,44 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from csk.label_cli import label_app  # noqa: E402
 
+class _CommandsOnDemand(typer.core.TyperGroup):
+    """The built-in commands, and each pipeline's (`csk PIPELINE COMMAND`, `csk COMMAND`) and each plugin's
+    added when named: `csk run deco` imports deco's stages only, `csk status` none of the others. A name
+    that is not a pipeline's, and the command list (`csk --help`), add them all."""
+
+    def get_command(self, ctx, cmd_name):
+        found = super().get_command(ctx, cmd_name)
+        if found is None and not _ALL_ADDED:
+            from csk.pipeline import _REGISTRY, _entry_module
+
+            if cmd_name in _REGISTRY or _entry_module(cmd_name) is not None:
+                self._add(_pipeline_group(cmd_name))
+            else:
+                self._add_all()
+            found = super().get_command(ctx, cmd_name)
+        return found
+
+    def list_commands(self, ctx):
+        self._add_all()
+        return super().list_commands(ctx)
+
+    def _add(self, group) -> None:
+        if group is not None:
+            self.commands[group.name] = group
+
+    def _add_all(self) -> None:
+        """Every command in the order `csk --help` lists them: built-ins, aliases, plugins, pipelines, label."""
+        if not _ALL_ADDED:
+            _add_pipeline_commands()
+            _add_plugin_commands()
+        whole = typer.main.get_group(app)
+        self.commands = dict(whole.commands)
+
+
+_ALL_ADDED = False
+
 app = typer.Typer(help="Commonsense-dialogue dataset construction pipelines.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
+                  pretty_exceptions_enable=False, cls=_CommandsOnDemand)
 
 
 def _console(stderr: bool = False) -> Console:
@@ -795,21 +831,47 @@ def scheduled_deployment(pipeline: str, config: Path, store: Path, overrides: li
                     "overrides": list(overrides or [])})
 
 
+def _pipeline_typer(p) -> typer.Typer:
+    group = typer.Typer(help=p.doc or f"{p.name} commands", no_args_is_help=True)
+    for cmd in p.commands:
+        group.command(getattr(cmd, "command_name", cmd.__name__.replace("_", "-")))(_user_errors(cmd))
+    _guard_every_command(group)
+    return group
+
+
+def _pipeline_group(name: str):
+    """`csk PIPELINE ...`: the click group of the commands the pipeline declares, its module alone imported
+    (None: it declares none; a name no pipeline has: an error, said as usual)."""
+    from csk.pipeline import get_pipeline
+
+    try:
+        p = get_pipeline(name)
+    except CskError:
+        return None
+    if not p.commands:
+        return None
+    group = typer.main.get_group(_pipeline_typer(p))
+    group.name = p.name
+    return group
+
+
 def _add_pipeline_commands() -> None:
     """`csk PIPELINE COMMAND`: the commands each pipeline declares; one whose name no other pipeline's
-    command and no built-in command takes is also `csk COMMAND` (e.g. `csk train-extractor`)."""
+    command and no built-in command takes is also `csk COMMAND` (e.g. `csk train-extractor`). Once, on
+    demand (`_CommandsOnDemand`): it imports every pipeline."""
+    global _ALL_ADDED
     from csk.pipeline import discover
 
+    _ALL_ADDED = True
     owners: dict[str, list] = {}
     for p in discover().values():
         if not p.commands:
             continue
-        group = typer.Typer(help=p.doc or f"{p.name} commands", no_args_is_help=True)
         for cmd in p.commands:
-            name = getattr(cmd, "command_name", cmd.__name__.replace("_", "-"))
-            group.command(name)(_user_errors(cmd))
-            owners.setdefault(name, []).append(cmd)
-        app.add_typer(group, name=p.name)
+            owners.setdefault(getattr(cmd, "command_name", cmd.__name__.replace("_", "-")), []).append(cmd)
+        app.add_typer(_pipeline_typer(p), name=p.name)
+    # `csk label`, added on import, is listed after the pipelines
+    app.registered_groups.sort(key=lambda info: info.typer_instance is label_app)
     taken = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
     for name, cmds in owners.items():
         if len(cmds) == 1 and name not in taken:
@@ -867,10 +929,9 @@ def _add_plugin_commands() -> None:
 
     for ep in sorted(entry_points(group="csk.commands"), key=lambda e: e.name):
         app.command(ep.name)(_user_errors(ep.load()))
+    _guard_every_command(app)
 
 
-_add_pipeline_commands()
-_add_plugin_commands()
 for _info in label_app.registered_commands:  # user errors named, never a traceback
     _info.callback = _user_errors(_info.callback)
 app.add_typer(label_app, name="label")

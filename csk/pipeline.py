@@ -336,7 +336,23 @@ def discover() -> dict[str, Pipeline]:
     return dict(sorted(_REGISTRY.items()))
 
 
+def _entry_module(name: str) -> str | None:
+    """The module the `csk.pipelines` entry point called `name` names (None: no such entry point)."""
+    from importlib.metadata import entry_points
+
+    return next((ep.value.split(":")[0] for ep in entry_points(group="csk.pipelines") if ep.name == name), None)
+
+
 def get_pipeline(name: str) -> Pipeline:
+    """The pipeline called `name`: only its own module is imported when an entry point of that name
+    declares it (a command imports what it runs); otherwise every pipeline is discovered."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    if not _DISCOVERED and not os.environ.get("CSK_PIPELINES", "").strip():
+        module = _entry_module(name)
+        pipeline = getattr(importlib.import_module(module), "PIPELINE", None) if module else None
+        if isinstance(pipeline, Pipeline) and pipeline.name == name:
+            return register(pipeline)
     known = discover()
     if name not in known:
         raise ConfigError(f"unknown pipeline {name!r}; choose one of: {', '.join(known) or '(none registered)'}")
