@@ -195,8 +195,28 @@ def prompt(template: str, *, dialogue: list[str], target: str, question: str, an
                            words=words)
 
 
+# What a kept response's bytes depend on, and where each is in its identity:
+# * the request as sent, the whole body `client.chat.completions.create(**body)` posts (the model's name, the
+#   messages: template, dialogue, examples, the number of candidates asked; temperature, max_tokens, seed):
+#   `request_key`, a hash of exactly that body, so nothing the server reads is left out of it;
+# * the model behind the name: what the server says answered is kept with each response, and a run whose
+#   server answers with another model asks its kept requests again (`Served.ask`; only when this run sends
+#   something: a fully kept run sends nothing and cannot ask);
+# * what is kept of a response (`kept_of`): `RECORD`, in each record; a record of another format is asked again.
+# Not in it: the server's address (base_url), nor the API key (a credential, not content). An address says
+# where a request goes, not what answers it: a store travels between machines and a server moves (127.0.0.1
+# here, a tunnel or another port there; Ollama's :11434 today, vLLM's :8000 tomorrow, the same weights under the
+# same name). With the address in the key every rerun elsewhere would send again, and a sampling model would
+# write other text, so a rebuild could not be reproduced from its own store. What an address could change, the
+# model, is checked by the model the server names (above); the stage's key holds base_url (ServerSpec), so
+# another server re-runs the stage, reading these kept responses.
+RECORD = 1
+"""the format of a kept record (what `kept_of` keeps of a response); a new format asks every request again"""
+
+
 def request_key(body: dict) -> str:
-    """A request's identity: its content (messages, model, sampling settings, seed), never the server's address."""
+    """A request's identity: the whole body sent (model, messages, sampling settings, seed), never the server's
+    address (see above)."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -457,7 +477,9 @@ class Served:
             record = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:  # a torn write (a kill mid-write): asked again
             return None
-        return record if isinstance(record, dict) and final(record) else None
+        if not isinstance(record, dict) or record.get("record", 1) != RECORD:  # (records before RECORD: 1)
+            return None
+        return record if final(record) else None
 
     def _keep(self, key: str, record: dict) -> None:
         path = self._path(key)
@@ -509,15 +531,7 @@ class Served:
                          f"({ctype or 'no content type'}: {self.redact(describe(body, ctype))}): is base_url the API "
                          "root of an OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1; Ollama "
                          "http://127.0.0.1:11434/v1)?")
-        choice = data["choices"][0] if data["choices"] and isinstance(data["choices"][0], dict) else {}
-        message = choice.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):  # content parts: their texts
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        return {"text": self.redact(content) if isinstance(content, str) else None,
-                "finish_reason": choice.get("finish_reason"),
-                "model": self.redact(str(data["model"])) if data.get("model") is not None else None,
-                "response_id": self.redact(str(data["id"])) if data.get("id") is not None else None}
+        return kept_of(data, self.redact)
 
     def _send(self, bodies: dict[str, dict], keys: list[str], done: int) -> dict[str, dict]:
         """Sends `keys`, `concurrency` at a time, keeping each final response as it arrives. A failure no retry
@@ -610,6 +624,20 @@ class Served:
             log.warning("%s: the server says %s answered; recorded as the answering model in server_responses.parquet",
                         self._where(), ", ".join(other))
         return out
+
+
+def kept_of(data: dict, redact=lambda text: text) -> dict:
+    """What is kept of a chat completion (format `RECORD`: edit this, raise RECORD): its text, finish_reason,
+    the model that answered and the response's id, the API key masked in each."""
+    choice = data["choices"][0] if data["choices"] and isinstance(data["choices"][0], dict) else {}
+    message = choice.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):  # content parts: their texts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return {"text": redact(content) if isinstance(content, str) else None,
+            "finish_reason": choice.get("finish_reason"),
+            "model": redact(str(data["model"])) if data.get("model") is not None else None,
+            "response_id": redact(str(data["id"])) if data.get("id") is not None else None, "record": RECORD}
 
 
 def same_model(asked: str, answered: str) -> bool:
