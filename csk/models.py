@@ -210,3 +210,28 @@ def model_hash(path: str | Path) -> str:
     stamp = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(p.rglob("*")) if f.is_file())
     return _hash_weights(str(p), stamp)
 
+
+# What a model's loader does not read: prose, and other frameworks' weights (ONNX, TensorFlow, Flax, ...)
+NOT_READ = (".md", ".h5", ".msgpack", ".ot", ".onnx")
+
+
+@lru_cache(maxsize=32)
+def _hash_files(path: str, stamp: tuple) -> str:
+    h = hashlib.sha256(model_hash(path).encode())
+    for f in sorted(Path(path).rglob("*")):
+        rel = f.relative_to(path)
+        if f.is_file() and not any(part.startswith(".") for part in rel.parts) and not f.name.endswith(NOT_READ) \
+                and f.name not in WEIGHT_FILES and f.suffix not in {".safetensors", ".bin"}:  # (weights: model_hash)
+            h.update(rel.as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def model_files_hash(path: str | Path) -> str:
+    """sha256 over everything of a model folder its loader reads: the weights (`model_hash`) and every other
+    file in it, subfolders included (config.json, the tokenizer's files, a sentence-transformers model's
+    modules.json and 1_Pooling/config.json, ...), but hidden files, prose and other frameworks' weights.
+    Cached per process by the files' sizes and mtimes."""
+    p = Path(path)
+    stamp = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(p.rglob("*")) if f.is_file())
+    return _hash_files(str(p), stamp)
+

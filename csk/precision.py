@@ -18,8 +18,8 @@ chose differently and wrote different bytes under the same key. Now:
 * a quick screen first: where bf16 is emulated (an AVX2-only EPYC ran it 175x slower), a small
   matmul shows it in a fraction of a second and the full measurement is skipped;
 * once: cached in `<cache>/precision/<fingerprint>.json`, the fingerprint being the CPU model, its
-  vector-ISA flags, torch's CPU capability, the intra-op thread count, the torch version and the
-  GPU. Every later process on the machine reads the same answer (`csk precision` shows it,
+  vector-ISA flags, torch's CPU capability, the intra-op thread count, the torch version, the GPU and
+  the code that measures (`measuring_code`). Every later process on the machine reads the same answer (`csk precision` shows it,
   `csk precision --refresh` measures again); within a process the first answer is kept.
 
 The runtime resolves `precision = "auto"` settings to this decision before it computes a stage's
@@ -105,11 +105,19 @@ def fingerprint(dev: str = "cpu") -> dict:
     fp: dict[str, Any] = {"method": METHOD, "device": kind(dev), "cpu": cpu_model(), "flags": cpu_flags(),
                           "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                           "threads": torch.get_num_threads(), "torch": torch.__version__,
-                          "shapes": [list(s) for s in shapes()]}
+                          "shapes": [list(s) for s in shapes()], "code": measuring_code()}
     if kind(dev) == "cuda":
         fp["gpu"] = torch.cuda.get_device_name(torch.device(dev))
         fp["cuda"] = torch.version.cuda
     return fp
+
+
+def measuring_code() -> str:
+    """The code that measures and decides (this module and the project modules it imports, without their
+    docstrings and comments: `csk.codehash`): an edit of a trial, a threshold or the rule measures again."""
+    from csk import codehash
+
+    return codehash.code_hash((__name__,))
 
 
 def fingerprint_id(fp: dict) -> str:
@@ -256,7 +264,7 @@ def machine_material(dev: str) -> dict | None:
     env = {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY")}
     return {"method": METHOD, "cpu": cpu_model(), "flags": cpu_flags(), "torch": torch_version, "env": env,
             "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "shapes": [list(x) for x in shapes()]}
+            "shapes": [list(x) for x in shapes()], "code": measuring_code()}
 
 
 def _machine_key(dev: str) -> Path | None:

@@ -57,7 +57,7 @@ def ladder_precision(settings: dict, device: str, model: dict | None, cache: Pat
         return machine_decision(device)["precision"]
     load = lambda: load_sentence_model(resolve_model(model["spec"], "sentence embedding model", model["param"],  # noqa: E731
                                                      cache=cache), device)
-    return decision(model["sha256"], device, load)["precision"]
+    return decision(model["sha256"], device, load, spec=model["spec"], path=model.get("path"))["precision"]
 
 
 EmbedPrecision = Annotated[Literal["auto", "fp32", "bf16", "int8"], Resolved("precision", decide=ladder_precision)]
@@ -216,7 +216,7 @@ class Embedder:
             elif requested == "auto":
                 from tasks.embed_precision import decision
 
-                ladder = decision(self.sha256, self.device, lambda: self.model)
+                ladder = decision(self.sha256, self.device, lambda: self.model, spec=self.spec.model, path=self.path)
                 if ladder["precision"] == "bf16":  # the machine decision takes bf16: the stage's texts must agree too
                     self.decision = {**compute.precision("auto", self.device, lambda: self._agreement(texts),
                                                          self.spec.min_agreement), "ladder": ladder}

@@ -22,8 +22,8 @@ ratios (its single-row passes scale poorly over threads). A packed pass whose ro
 (activation scales per pass make a row depend on its neighbours) is timed as the single-row passes it
 would run in.
 
-Measured once per machine, model and calibration sample, cached beside the machine decision
-(`<cache>/precision/embedder/`), readable without importing torch (so the key of a fully cached run
+Measured once per machine, model (its files: weights, tokenizer, config), calibration sample, library
+versions and code (`identity`), cached beside the machine decision (`<cache>/precision/embedder/`), readable without importing torch (so the key of a fully cached run
 is computed in milliseconds); the figures go into the manifest with the embedder's record, and the
 resolved rung into every embedding stage's key.
 """
@@ -57,7 +57,7 @@ SPEED_TEXTS = 128  # about this many texts, in whole passes, a timing trial enco
 CALIBRATION = Path(__file__).resolve().parent / "data" / "embed_calibration.json"
 RUNGS = ("fp32", "bf16", "int8")
 
-_DECISIONS: dict[tuple[str, str, str], dict] = {}  # (model sha256, device kind, machine decision) -> ladder
+_DECISIONS: dict[tuple[str, str, str, str], dict] = {}  # (model sha256, its files, device kind, machine decision) -> ladder
 
 
 # ------------------------------------------------------------------ the sample and its decisions
@@ -246,23 +246,58 @@ def measure(model, device: str, machine_precision: str, rounds: int = ROUNDS) ->
 
 
 # ------------------------------------------------------------------ the decision, once per machine and model
-def cache_path(model_sha: str, dev: str, machine_id: str) -> Path:
-    """Where the ladder of this model on this machine is filed: under what the machine decision's
-    torch-free key holds (CPU, flags, torch version, usable CPUs, thread variables), the machine
-    decision itself and the model's and the calibration sample's hashes."""
-    material = {"ladder": METHOD, "machine": machine_material(dev), "decision": machine_id, "model": model_sha,
-                "calibration": hashlib.sha256(CALIBRATION.read_bytes()).hexdigest()}
-    return cache_dir() / "precision" / "embedder" / f"{fingerprint_id(material)}.json"
+LIBRARIES = ("torch", "transformers", "tokenizers", "sentence-transformers")
+"""the libraries that load, tokenize, quantize and run the model the ladder times"""
 
 
-def decision(model_sha: str, dev: str, load, refresh: bool = False) -> dict:
-    """The ladder's answer for the model of this sha256 on this machine: from this process's memory,
-    else the cache, else measured (one process at a time) on the model `load()` returns."""
+def identity(model_sha: str, dev: str, machine_id: str, files: str = "") -> dict:
+    """Everything the ladder's answer depends on: what the machine decision's torch-free key holds (CPU, flags,
+    torch version, usable CPUs, thread variables, its code), the machine decision itself, the model (its
+    weights' sha256 and `files`: the sha256 of every file of its folder, tokenizer and config included,
+    `model_files`), the calibration sample, the libraries that run the model and the code that measures
+    and decides (this module and the project modules it imports: the encoder's passes, TextRank, ...)."""
+    from importlib import metadata
+
+    from csk import codehash
+
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {"ladder": METHOD, "machine": machine_material(dev), "decision": machine_id, "model": model_sha,
+            "files": files, "calibration": hashlib.sha256(CALIBRATION.read_bytes()).hexdigest(),
+            "libraries": {d: version(d) for d in LIBRARIES}, "code": codehash.code_hash((__name__,))}
+
+
+def model_files(spec: str = "", path=None) -> str:
+    """The ladder's part of a model's identity beyond its weights' sha256: the sha256 of its folder's files
+    (`csk.models.model_files_hash`: config.json, the tokenizer's, the pooling's). A split model's sha256 is
+    the whole zip's (its every file): "" (its folder may not be unpacked when a key is planned); as for no
+    folder given."""
+    from csk.models import model_files_hash
+
+    if not path or str(spec).startswith("split-package:") or not Path(path).is_dir():
+        return ""
+    return model_files_hash(path)
+
+
+def cache_path(model_sha: str, dev: str, machine_id: str, files: str = "") -> Path:
+    """Where the ladder of this model on this machine is filed: under a hash of its `identity`."""
+    return cache_dir() / "precision" / "embedder" / f"{fingerprint_id(identity(model_sha, dev, machine_id, files))}.json"
+
+
+def decision(model_sha: str, dev: str, load, refresh: bool = False, *, spec: str = "", path=None) -> dict:
+    """The ladder's answer for the model of this sha256 (its folder `path`, configured as `spec`) on this
+    machine: from this process's memory, else the cache, else measured (one process at a time) on the model
+    `load()` returns."""
     from csk.precision import decision as machine_decision
     from csk.precision import kind
 
     machine = machine_decision(dev)  # (`csk precision --refresh` measured it again first)
-    key = (model_sha, kind(dev), machine["id"])
+    files = model_files(spec, path)
+    key = (model_sha, files, kind(dev), machine["id"])
     if key in _DECISIONS and not refresh:
         return _DECISIONS[key]
     if kind(dev) != "cpu":  # int8 dynamic quantization is CPU-only: the machine decision is the ladder
@@ -270,7 +305,7 @@ def decision(model_sha: str, dev: str, load, refresh: bool = False) -> dict:
                  "machine_decision": machine["id"]}
         _DECISIONS[key] = found
         return found
-    path = cache_path(model_sha, dev, machine["id"])
+    path = cache_path(model_sha, dev, machine["id"], files)
     found = None if refresh else _read(path, machine)
     if found is None:
         from filelock import FileLock
@@ -283,7 +318,7 @@ def decision(model_sha: str, dev: str, load, refresh: bool = False) -> dict:
 
                 logging.getLogger("csk").info("measuring the embedder's precision ladder (fp32, bf16, int8) on "
                                               "this machine (once; cached in %s)", path)
-                found = {"model_sha256": model_sha, "machine_decision": machine["id"],
+                found = {"model_sha256": model_sha, "model_files": files, "machine_decision": machine["id"],
                          "machine_precision": machine["precision"], "method": METHOD,
                          "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                          **measure(load(), dev, machine["precision"])}
@@ -330,9 +365,9 @@ def precision_command(device: str = typer.Option("auto", "--device", help="cpu, 
     dev = compute.device(device)
     d = decision(dev, refresh=refresh)
     model = model or DEFAULT_MODEL
-    _, sha = model_identity(model, "--model")  # a CskError is reported by the command line, not raised
+    where, sha = model_identity(model, "--model")  # a CskError is reported by the command line, not raised
     ladder = embed_precision.decision(sha, dev, lambda: load_sentence_model(
-        resolve_model(model, "sentence embedder", "--model"), dev), refresh=refresh)
+        resolve_model(model, "sentence embedder", "--model"), dev), refresh=refresh, spec=model, path=where)
     if as_json:
         print(json.dumps({"machine": d, "embedder": ladder}, indent=2, sort_keys=True))
         return
