@@ -35,7 +35,8 @@ from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.answers import written_answers
 from tasks.distractors.giveaways import EndingOnlyProbe, centre_is_correct, near_copy_set, rewrites
 from tasks.distractors.keys import group_order, instance_keys
-from tasks.distractors.placement import (GENERATED, GENERATED_RANKS, REWRITES, SLOTS, TIERS, named, preference,
+from tasks.distractors.placement import kind as rewrite_kind
+from tasks.distractors.placement import (GENERATED, GENERATED_RANKS, LAST_WRITTEN, SLOTS, TIERS, named, preference,
                                           tier)
 from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,  # noqa: F401
                                               TransformerMC, apply_preset, make_discriminator_factory)
@@ -166,39 +167,53 @@ class AFRules:
 
 
 class Holdings:
-    """What AF's caps read while it fills and swaps: which candidates rewrite a correct answer (at most
-    `max_rewrites` per instance) and how many instances of a split hold each text (at most `max_reuse`)."""
+    """What AF's caps read while it fills and swaps: which candidates are near-copies of a correct answer (at
+    most `max_rewrites` per instance), which kind of rewrite each is (one of each kind per instance), which
+    would near-copy a distractor the instance holds, and how many instances of a split hold each text (at
+    most `max_reuse`)."""
 
     def __init__(self, view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], rules: AFRules,
-                 generator_of: dict[str, str], other_correct: dict[str, list[str]]):
+                 generator_of: dict[str, str], other_correct: dict[str, list[str]],
+                 kind_of: dict[str, str] | None = None):
         self.text = {cid: t for pool in pools.values() for cid, t in pool}
         self.split_of = dict(zip(view["id"], view["split"].astype(str))) if "split" in view.columns else {}
         self.used: dict[tuple[str, str], int] = {}  # (split, text) -> instances holding it as a distractor
         self.max_rewrites, self.max_reuse = rules.max_rewrites, rules.max_reuse
-        # A rewrite of a correct answer: a rewriting generator's candidate, or any candidate the near-copy
-        # rule reads as one (giveaways.rewrites: word Jaccard >= 0.5, or the same words but a negation); the
-        # rule `distractor_quality` counts near-copy sets by
+        # A near-copy of a correct answer, measured as the released sets are (giveaways.rewrites: word
+        # Jaccard >= 0.5 to the nearest correct answer, or the same words but a negation), whoever wrote it:
+        # CICERO v2 val's items hold at most one such distractor at the 95th percentile, two at the 99th
+        # (bench/results/jaccard_distributions_epyc.txt). A rewrite that changes the predicate as a whole is no
+        # near-copy and is not counted.
         golds = dict(zip(view["id"], view["gold"]))
-        self.rewrite = {cid: generator_of.get(cid) in REWRITES or
-                        any(rewrites(t, a) for a in [golds.get(iid, "")] + list(other_correct.get(iid, [])) if a)
+        self.rewrite = {cid: any(rewrites(t, a) for a in [golds.get(iid, "")] + list(other_correct.get(iid, [])) if a)
                         for iid, pool in pools.items() for cid, t in pool}
-        # A generator's candidate for the item is held to neither cap: it was written as a distractor of this
-        # item, and the published distractors themselves keep a correct answer's subject (11.7% of CICERO v2
-        # val's at word Jaccard >= 0.5) and repeat across items ("The listener is upset")
+        self.kind = {cid: k for cid, k in (kind_of or {}).items() if k}
+        # A generator's candidate for the item is held to none of the caps: it was written as a distractor of
+        # this item, and the published distractors themselves keep a correct answer's subject and repeat
+        # across items ("The listener is upset")
         self.own = {cid for cid, g in generator_of.items() if g in GENERATED}
 
     def _key(self, iid: str, cid: str) -> tuple[str, str]:
         return self.split_of.get(iid, ""), self.text[cid].strip().lower()
 
     def fits(self, iid: str, cid: str, holding: list[str], leaving: str | None = None, reuse: int | None = None,
-             rewrites_cap: int | None = None) -> bool:
-        """May instance `iid`, holding `holding` (minus `leaving`), take candidate `cid`?"""
+             rewrites_cap: int | None = None, apart: bool = True) -> bool:
+        """May instance `iid`, holding `holding` (minus `leaving`), take candidate `cid`? With the rewrite cap
+        lifted (0) a second rewrite of one kind is allowed too; without `apart`, or with the cap lifted, a
+        near-copy of a held distractor."""
         if cid in self.own:
             return True
         reuse = self.max_reuse if reuse is None else reuse
         rewrites_cap = self.max_rewrites if rewrites_cap is None else rewrites_cap
-        if rewrites_cap and self.rewrite.get(cid):
-            if sum(self.rewrite.get(c, False) for c in holding if c != leaving) >= rewrites_cap:
+        others = [c for c in holding if c != leaving]
+        if rewrites_cap:
+            if self.rewrite.get(cid) and sum(self.rewrite.get(c, False) for c in others) >= rewrites_cap:
+                return False
+            # a set of varied distractors: not two rewrites of one kind, not two near-copies of each other
+            # (1.2-5.2% of the released pairs of distractors of an item are)
+            if self.kind.get(cid) and any(self.kind.get(c) == self.kind[cid] for c in others):
+                return False
+            if apart and any(rewrites(self.text[cid], self.text[c]) for c in others):
                 return False
         if reuse:
             key = self._key(iid, cid)
@@ -231,24 +246,26 @@ def af_start(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], rules:
         state[inst.id] = {"distractors": [], "unused": order, "swaps": 0, "initial": [], "held_out_rounds": [],
                           "swap_rounds": [], "k": k}
     # The start is filled in passes, each over every item in turn, each taking candidates up to a preference
-    # (placement.PREFERENCE): first within the caps (one rewrite: two make a near-copy set, which readers
-    # see at a glance) everything but the reserve; then, where an item is still short, popular texts up to
-    # twice max_reuse and rewrites for every slot, then a popular text however often it is held already, and
-    # last the reserve (answers naming a thing the dialogue lacks) rather than an item left out (a small
-    # file's few fitting answers: 2 of 161 MuTual items in a CSV layout; the manifest counts texts above
-    # max_reuse).
-    every, reserve = named("foreign"), named("reserve")
+    # (placement.PREFERENCE). First what was written for the item or its dialogue (a generator's, this
+    # dialogue's answers, rewrites), within the caps; then the same with a second near-copy of a correct
+    # answer (the released sets' 99th percentile; two near-copies of one answer near-copy each other); only then answers of other dialogues (a reader finds
+    # them out of place), within the caps; then, where an item is still short, popular texts up to twice
+    # max_reuse and rewrites for every slot, then a popular text however often it is held already, and last
+    # the reserve (answers naming a thing the dialogue lacks) rather than an item left out (a small file's
+    # few fitting answers: 2 of 161 MuTual items in a CSV layout; the manifest counts texts above max_reuse).
+    written, every, reserve = LAST_WRITTEN, named("foreign"), named("reserve")
     reuse, rewrites_cap = rules.max_reuse, rules.max_rewrites
-    passes = [(reuse, rewrites_cap, every)] + \
-        ([(2 * reuse, rewrites_cap, every), (2 * reuse, 0, every)] if reuse or rewrites_cap else []) + \
-        ([(0, 0, every)] if reuse else []) + [(0, 0, reserve)]
-    for reuse, rewrites_cap, up_to in passes:
+    passes = [(reuse, rewrites_cap, written, True)] + \
+        ([(reuse, rewrites_cap + 1, written, False)] if rewrites_cap else []) + [(reuse, rewrites_cap, every, True)] + \
+        ([(2 * reuse, rewrites_cap, every, True), (2 * reuse, 0, every, False)] if reuse or rewrites_cap else []) + \
+        ([(0, 0, every, False)] if reuse else []) + [(0, 0, reserve, False)]
+    for reuse, rewrites_cap, up_to, apart in passes:
         for iid, st in state.items():
             for cid in list(st["unused"]):
                 if len(st["distractors"]) >= st["k"]:
                     break
                 if placement_of.get(cid, 0) <= up_to and caps.fits(iid, cid, st["distractors"], reuse=reuse,
-                                                                   rewrites_cap=rewrites_cap):
+                                                                   rewrites_cap=rewrites_cap, apart=apart):
                     st["distractors"].append(cid)
                     st["unused"].remove(cid)
                     caps.hold(iid, cid, +1)
@@ -343,7 +360,7 @@ def af_swap(judged: dict, state: dict[str, dict], rules: AFRules, caps: Holdings
 
     scores = [sum(standard(np.asarray(v[j], dtype=np.float64), k) for v in judged["voices"])
               for j, k in enumerate(judged["sizes"])]
-    reserve, swaps = named("reserve"), 0
+    reserve, written, swaps = named("reserve"), LAST_WRITTEN, 0
     for i, ids, s in zip(judged["held"], judged["choice_ids"], scores):
         st = state[i]
         st["held_out_rounds"].append(it + 1)
@@ -353,6 +370,9 @@ def af_swap(judged: dict, state: dict[str, dict], rules: AFRules, caps: Holdings
         # them those written in place first (an answer of another dialogue only where none of these is left)
         strong = sorted((c for c in st["unused"] if score_of[c] > gold_score and placement_of.get(c, 0) < reserve),
                         key=lambda c: (placement_of.get(c, 0), -score_of[c], c))
+        # an answer of another dialogue only where nothing written for the item or its dialogue is left
+        if any(placement_of.get(c, 0) <= written for c in st["unused"]):
+            strong = [c for c in strong if placement_of.get(c, 0) <= written]
         done = 0
         for w in weak:
             if done >= allowed:
@@ -456,15 +476,17 @@ def af_record(it: int, judged: dict, swaps: int, history: list[dict], state: dic
 
 def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_discriminator: Callable[..., object],
             rules: AFRules = AFRules(), *, generator_of: dict[str, str] | None = None,
-            placement_of: dict[str, int] | None = None, ending_only: Callable[[int], object] | None = None,
-            other_correct: dict[str, list[str]] | None = None, log: Callable[[str], None] | None = None,
+            placement_of: dict[str, int] | None = None, kind_of: dict[str, str] | None = None,
+            ending_only: Callable[[int], object] | None = None, other_correct: dict[str, list[str]] | None = None,
+            log: Callable[[str], None] | None = None,
             checkpoint=None) -> tuple[dict[str, dict], list[dict]]:
     """Run AF (`rules`: AFRules); returns the per-instance state (distractors, unused pool, swaps, the rounds
     it was held out and swapped in) and the per-round history: `af_start`, then rounds of `af_judge`,
     `af_swap`, `af_record` until `af_stop` says why.
 
     `generator_of` maps a candidate id to its generator, `placement_of` to its `preference` (default: from
-    its generator). `ending_only`: a second adversary that reads the choices without the dialogue (a fresh
+    its generator), `kind_of` to the kind of rewrite it is (`placement.kind`; one of each per instance).
+    `ending_only`: a second adversary that reads the choices without the dialogue (a fresh
     `giveaways.EndingOnlyProbe` per round, seeded by its argument; SWAG's stylistic ensemble, HellaSwag's
     ending-only baseline), fitted on the training fold's sets (the gold, the item's `other_correct` answers
     and its distractors). `checkpoint` (a `csk.runtime.Checkpoint`): after every round the state
@@ -475,7 +497,7 @@ def af_loop(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], make_di
 
     other_correct, generator_of = other_correct or {}, generator_of or {}
     placement_of = placement_of or {c: preference(g, None) for c, g in generator_of.items()}
-    caps = Holdings(view, pools, rules, generator_of, other_correct)
+    caps = Holdings(view, pools, rules, generator_of, other_correct, kind_of)
     state, history, cycles = af_start(view, pools, rules, placement_of, caps), [], []
     groups = group_order(view)  # the dialogues a cycle deals into folds
     saved = checkpoint.load() if checkpoint is not None else None
@@ -703,6 +725,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                     {c: preference(g, r) for c, g, r in zip(candidates["id"], candidates["generator"], candidates["rule"])})
     state, history = af_loop(view, pools, factory, rules, generator_of=dict(zip(candidates["id"], candidates["generator"])),
                              placement_of=placement_of, ending_only=ending, other_correct=other_correct,
+                             kind_of={c: rewrite_kind(g, r) for c, g, r in zip(candidates["id"], candidates["generator"],
+                                                                       candidates["rule"])},
                              log=logging.getLogger("csk").info, checkpoint=checkpoint)
     data, unfilled = af_rows(view, passed, state, candidates)
     rejected = pd.concat([r for r in (rejected, unfilled) if len(r)], ignore_index=True) if len(unfilled) else rejected

@@ -38,7 +38,7 @@ from readers.base import iter_json_lines
 from tasks import seq2seq
 from tasks.distractors.answers import written_answers
 from tasks.distractors.keys import instance_keys
-from tasks.distractors.grounded import FLUENT as GROUNDED_FLUENT
+from tasks.distractors.grounded import DEFAULT as GROUNDED_DEFAULT
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
 from tasks.distractors.placement import GENERATED, IN_PLACE, PREFERENCE, SLOTS, TIERS, mark, preference, tier
 from tasks.distractors.served import ServerSpec, server_pools
@@ -535,7 +535,7 @@ def counterfactuals(instances: pd.DataFrame, *,
                     grounded_rules: list[Literal["swap_place", "swap_time", "role_flip", "swap_event", "swap_object",
                                                  "swap_attribute", "predicate_negation", "contrary_verb",
                                                  "emotion_swap"]] =
-                    list(GROUNDED_FLUENT),
+                    list(GROUNDED_DEFAULT),
                     grounded_per_rule: int = 2, retrieval_foreign: bool = False, server: ServerSpec = ServerSpec(),
                     own_margin: int = 2,
                     seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
@@ -576,9 +576,10 @@ def counterfactuals(instances: pd.DataFrame, *,
         grounded_rules: the grounded generator's rules (tasks/distractors/grounded.py): by default who did
             what to whom flipped (role_flip) and a contrary predicate for the answer's subject (its negation
             inside the predicate, predicate_negation; its event under refuses / fails / forgets to,
-            contrary_verb); a place or time changed for the dialogue's own (swap_place,
-            swap_time) and one word for another of the dialogue (swap_event, swap_object, swap_attribute)
-            only when named: readers found them broken English as often as not
+            contrary_verb, emotion_swap); then the answer's event, thing or place for the dialogue's own
+            (swap_event, swap_object, swap_place: placed behind the others); a time or an adjective for
+            the dialogue's (swap_time, swap_attribute) only when named: readers found them broken English
+            as often as not
         grounded_per_rule: most rewrites per rule and word of an answer (the dialogue's words nearest the
             target first)
         retrieval_foreign: also offer retrieved answers that name a thing (a noun) this dialogue and its

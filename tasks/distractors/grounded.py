@@ -54,6 +54,12 @@ class GroundedRule:
 # broken on the real sample) and a verb, an object or an adjective swapped word for word ("thanked the
 # photos", "a many photographer") are asked for by name only.
 FLUENT = ("role_flip", "predicate_negation", "contrary_verb", "emotion_swap")
+# A predicate built from the dialogue's own events, things and places: one word of the answer for the
+# dialogue's ("wants a companion at home" -> "wants a dog at home"). Made by default, after every rewrite of
+# FLUENT, and placed behind them (placement "swap"): an item takes one only where the contrary predicates
+# and its dialogue's answers leave a slot, and still before an answer written for another dialogue.
+SWAPS = ("swap_event", "swap_object", "swap_place")
+DEFAULT = FLUENT + SWAPS
 PLACE_PREPOSITIONS = frozenset({"in", "at", "to", "from", "into", "near", "inside", "outside", "across", "around"})
 # Verbs too general to carry an event (swapping "get" for "have" says nothing new) and the auxiliaries.
 LIGHT_VERBS = frozenset({"be", "have", "do", "get", "make", "let", "go", "come", "say", "tell", "think", "know",
@@ -164,7 +170,8 @@ def rewrites(answer: str, words: dict[str, list], taken: set[str], per_rule: int
     if unknown:
         raise ValueError(f"unknown grounded rule(s) {sorted(unknown)}; the rules are {', '.join(RULES)}")
     d = doc(answer)
-    found = [hit for rule in GROUNDED_RULES if rule.name in rules for hit in rule.find(d, answer, words, taken, per_rule)]
+    found = [((rule.name in SWAPS,) + position, label, text) for rule in GROUNDED_RULES if rule.name in rules
+             for position, label, text in rule.find(d, answer, words, taken, per_rule)]
     return [(label, text) for _, label, text in sorted(found, key=lambda hit: hit[0])]
 
 

@@ -29,13 +29,15 @@ NEGATIONS = frozenset({"negation", "predicate_negation"})  # the rewrite rules t
 SLOTS = 4  # distractors of an item that states no number of its own (CICERO's: five choices, one correct)
 
 # (name, tier, mark): the order AF starts an item and swaps in by, first preferred. A mark sets a candidate
-# behind the rest of its tier: a generator's candidate that echoes a correct answer (another item's of this
+# behind the rest of its tier: a rewrite that swaps one word of a correct answer for the dialogue's own (an
+# event, a thing, a place: `grounded.SWAPS`) behind the contrary predicates (a reader finds more of them
+# broken English), and still before every answer written for another dialogue; a generator's candidate that echoes a correct answer (another item's of this
 # dialogue, or one of its own with only a negation changed: `counterfactuals.echo`) behind its others, a
 # negation among rewrites, an unanchored answer (naming no thing of this
 # dialogue) among retrieved ones; a reserve answer (naming a thing this dialogue lacks, not allowed) only to
 # fill an item that cannot be filled otherwise, never swapped in.
 PREFERENCE = (("generated", "generated", ""), ("echo", "generated", "echo"), ("dialogue", "dialogue", ""),
-              ("rewrite", "rewrite", ""), ("negation", "rewrite", "negation"),
+              ("rewrite", "rewrite", ""), ("negation", "rewrite", "negation"), ("swap", "rewrite", "swap"),
               ("retrieved", "retrieved", ""), ("unanchored", "retrieved", "unanchored"),
               ("foreign", "foreign", ""), ("reserve", "foreign", "reserve"))
 
@@ -60,14 +62,26 @@ def negation(generator: str | None, rule: str | None) -> bool:
 
 
 def mark(generator: str | None, rule: str | None) -> str:
-    """"negation" for a rewrite that adds or removes a negation, "unanchored" for a retrieved answer naming
+    """"negation" for a rewrite that adds or removes a negation, "swap" for a grounded word swap, "unanchored" for a retrieved answer naming
     no thing of this dialogue, "reserve" for one naming a thing it lacks kept only to fill an item that
     cannot be filled otherwise; else ""."""
     if negation(generator, rule):
         return "negation"
+    if generator == "grounded" and str(rule or "").startswith("swap_"):
+        return "swap"
     if generator != "retrieval":
         return ""
     return next((m for m in ("unanchored", "reserve") if f":{m}:" in str(rule or "")), "")
+
+
+def kind(generator: str | None, rule: str | None) -> str:
+    """The kind of change a rewrite of a correct answer makes (its first rule: "antonym", "contrary_verb",
+    "role_flip", ...; a negation's two rules one kind), "" for a candidate that is no rewrite. An item holds
+    one rewrite of each kind: two negations of its answers are one distractor said twice."""
+    if generator not in REWRITES:
+        return ""
+    first = str(rule or "").split("+")[0].split(":")[0]
+    return "negation" if first in NEGATIONS else first
 
 
 def preference(generator: str | None, rule: str | None) -> int:
@@ -83,3 +97,7 @@ def named(name: str) -> int:
 
 # the ranks of the tier AF never trades for another: what a generator wrote for the item
 GENERATED_RANKS = frozenset(k for k, (_, t, _) in enumerate(PREFERENCE) if t == "generated")
+
+
+# the last rank of what was written for the item or its dialogue: answers of other dialogues come after it
+LAST_WRITTEN = named("swap")

@@ -92,15 +92,20 @@ def test_cicero_flow_bundled_sample(prefect_harness, tmp_path, config_copy):
     by_stage = {s["stage"]: s for s in stages}
     import pandas as pd
 
-    # the first run's MCQ: every released item with its published number of choices, or rejected with its
-    # reason (README: a 28-dialogue sample offers few answers of one question type to retrieve)
+    # the first run's MCQ: every released item with its published number of choices (a first user sees a
+    # full set: at least 25 of the bundled sample's 27 items, filled with what was written for the item or its
+    # dialogue), or rejected with its reason
     instances = set(pd.read_parquet(f"{by_stage['instances']['path']}/data.parquet")["id"])
-    made = set(pd.read_parquet(f"{by_stage['mcq']['path']}/data.parquet")["id"])
+    mcq = pd.read_parquet(f"{by_stage['mcq']['path']}/data.parquet")
+    made = set(mcq["id"])
     why = pd.concat([pd.read_parquet(p) for st in ("adversarial_filter", "mcq")
-                     for p in [Path(by_stage[st]["path"]) / "rejected.parquet"] if p.exists()])
-    assert made and made | set(why["id"]) == instances and not made & set(why["id"])
+                     for p in [Path(by_stage[st]["path"]) / "rejected.parquet"] if p.exists()] or [pd.DataFrame(
+                         {"id": [], "reason": [], "reason_code": []})])
+    assert len(made) >= 25 and len(instances) == 27
+    assert made | set(why["id"]) == instances and not made & set(why["id"])
     assert why["reason"].str.len().gt(0).all() and set(why["reason_code"]) <= {"too_few_candidates", "no_candidate"}
-    assert "(too_few_candidates" in first.output  # the run's table says why at a glance
+    if len(why):
+        assert "(too_few_candidates" in first.output or "(no_candidate" in first.output  # why, at a glance
 
     nlg = pd.read_parquet(f"{by_stage['nlg']['path']}/data.parquet")
     row = nlg[nlg["dialogue_id"].str.startswith("dailydialog-")].iloc[0]

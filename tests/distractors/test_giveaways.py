@@ -77,8 +77,9 @@ def test_af_swaps_out_distractors_the_choices_alone_give_away():
                           "context": [word() for _ in range(n)], "gold": [f"The {word()} went home." for _ in range(n)]})
     pools, placement = {}, {}
     for i in items["id"]:
-        negations = [(f"{i}/n{j}", f"The {word()} did not go home.") for j in range(2)]
-        plain = [(f"{i}/p{j}", f"The {word()} went out.") for j in range(6)]
+        # two negations that are no near-copies of each other (the start takes no such pair)
+        negations = [(f"{i}/n0", f"The {word()} did not go home."), (f"{i}/n1", f"The {word()} did not stay with {word()} {word()}.")]
+        plain = [(f"{i}/p{j}", f"The {word()} {word()} {word()}.") for j in range(6)]  # no near-copies of each other
         pools[i] = negations + plain
         placement |= {c: named("dialogue") for c, _ in negations} | {c: named("retrieved") for c, _ in plain}
     vector = _vector(3)
