@@ -141,12 +141,41 @@ class Embedder:
         """The model a precision runs (int8: the quantized copy)."""
         return load_sentence_model(self.path, self.device, precision) if precision == "int8" else self.model
 
+    def cache_identity(self) -> dict:
+        """Everything a cached vector depends on besides its text: the model's files (weights, tokenizer,
+        config, pooling: `csk.models.model_files_hash`), the precision and pass shapes (in the name too), the
+        device and the kernels this machine picks (CPU model, ISA flags, torch's CPU capability; the GPU), the
+        libraries that run the model and the code of the passes (`tasks.encoder` and what it imports). Not
+        the thread count: each pass runs on one intra-op thread (`THREAD_COUNT_FREE`)."""
+        from importlib import metadata
+
+        import torch
+
+        from csk import codehash
+        from csk.models import model_files_hash
+        from csk.precision import cpu_flags, cpu_model
+        from tasks.embed_precision import LIBRARIES
+
+        machine = {"cpu": cpu_model(), "flags": cpu_flags(), "capability": torch.backends.cpu.get_cpu_capability()}
+        if self.device.startswith("cuda"):
+            machine["gpu"] = torch.cuda.get_device_name(torch.device(self.device))
+        return {"model": model_files_hash(self.path), "precision": self.precision, "shape": self._shape(),
+                "device": self.device.split(":")[0], "machine": machine,
+                "libraries": {d: metadata.version(d) for d in LIBRARIES},
+                "code": codehash.code_hash(("tasks.encoder",))}
+
+    def _shape(self) -> str:
+        return (f"pass{self.pad_multiple}x{self.batch_tokens}x{self.batch_size}" if self.packing()["packed"]
+                else f"single{self.pad_multiple}")
+
     @property
     def cache_name(self) -> str:
-        """The cache's directory: model, precision and pass shapes (another shape, other bytes)."""
-        shape = (f"pass{self.pad_multiple}x{self.batch_tokens}x{self.batch_size}" if self.packing()["packed"]
-                 else f"single{self.pad_multiple}")
-        return f"{self.sha256[:16]}-{self.precision}-{shape}"
+        """The cache's directory: model, precision and pass shapes (another shape, other bytes), then a hash of
+        `cache_identity` (written in the folder's identity.json): another model file, library, code or
+        machine starts another folder, never reads vectors computed otherwise."""
+        identity = self.cache_identity()
+        digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
+        return f"{self.sha256[:16]}-{self.precision}-{self._shape()}-{digest}"
 
     def plan(self, texts: list[str], precision: str | None = None) -> list[tuple[int, int, np.ndarray]]:
         packing = self.packing(precision)
@@ -235,6 +264,8 @@ class Embedder:
 
             d = Path(self.cache_dir) / "embeddings" / self.cache_name
             d.mkdir(parents=True, exist_ok=True)
+            if not (d / "identity.json").exists():
+                (d / "identity.json").write_text(json.dumps(self.cache_identity(), indent=2, sort_keys=True) + "\n")
             self._env = lmdb.open(str(d), map_size=1 << 36, subdir=True, lock=True)
         return self._env
 

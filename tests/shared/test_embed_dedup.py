@@ -107,7 +107,7 @@ def test_kernels_that_are_not_row_invariant_get_a_pass_per_text(monkeypatch, tex
     monkeypatch.setattr(embed, "packing_check", lambda *a, **k: {"packed": False, "row_count_free": False,
                                                                   "probe": "forced"})
     assert {rows for rows, _, _ in e.plan(texts)} == {1} and e.cache_name != packed_name
-    assert e.cache_name.endswith("-single1")  # a CPU pads to no multiple
+    assert "-single1-" in e.cache_name  # a CPU pads to no multiple
     assert np.array_equal(e.encode(texts), np.concatenate([e.encode([t]) for t in texts]))
 
 
