@@ -102,6 +102,76 @@ def imported_names(tree: ast.AST, module: str, is_package: bool, *, top_level: b
     return out
 
 
+# ------------------------------------------------------------------ a memo on disk
+# Parsing every module a stage can run (twice: its imports, its canonical source) and reading every
+# installed distribution's metadata took most of a fully cached run's second. Their answers are kept in
+# `<cache>/codehash/<salt>.json` (the folder of `csk.precision.cache_dir`), each under everything it depends on: a
+# source's answers under its sha256 (and the module's name), a closure's hash under its modules' names and
+# sha256s, the installed metadata under the names and mtimes of every distribution's metadata files on
+# sys.path; the salt is this Python's version and this module's own source. A stale entry is never
+# read: another byte, another name. Unwritable or unreadable: computed as before.
+_MEMO: dict | None = None
+
+
+@lru_cache(maxsize=None)
+def _memo_path() -> Path:
+    import os
+
+    # csk.precision.cache_dir's folder (that module imports this one, and is stage code: not edited for this)
+    base = Path(os.environ.get("CSK_CACHE_DIR") or
+                Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "csk")
+    salt = hashlib.sha256(sys.version.encode() + b"\0" + Path(__file__).read_bytes()).hexdigest()[:16]
+    return base / "codehash" / f"{salt}.json"
+
+
+def _memo() -> dict:
+    global _MEMO
+    if _MEMO is None:
+        try:
+            import json
+
+            _MEMO = json.loads(_memo_path().read_text())
+            if not isinstance(_MEMO, dict):
+                _MEMO = {}
+        except (OSError, ValueError):
+            _MEMO = {}
+    return _MEMO
+
+
+def _memo_put(key: str, value: Any) -> Any:
+    """Keep `value` under `key`; the memo is written once, when the process exits."""
+    memo = _memo()
+    if not memo.get("", False):
+        import atexit
+
+        if len(memo) > 20_000:  # a long-lived cache of many edited sources: start again
+            memo.clear()
+        memo[""] = True  # (a mark, never written: this process has new entries)
+        atexit.register(_memo_write)
+    memo[key] = value
+    return value
+
+
+def _memo_write() -> None:
+    import json
+    import os
+
+    memo = {k: v for k, v in _memo().items() if k}
+    path = _memo_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(memo, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    _memo().pop("", None)
+
+
+def _sha(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
 @lru_cache(maxsize=None)
 def _parsed(name: str) -> tuple[bytes, frozenset[str], frozenset[str]]:
     """(source bytes, names imported anywhere in it, names imported on import) of a project module."""
@@ -109,9 +179,14 @@ def _parsed(name: str) -> tuple[bytes, frozenset[str], frozenset[str]]:
     if path is None:
         return b"", frozenset(), frozenset()
     raw = path.read_bytes()
-    tree = ast.parse(raw, str(path))
     pkg = path.name == "__init__.py"
-    return raw, frozenset(imported_names(tree, name, pkg)), frozenset(imported_names(tree, name, pkg, top_level=True))
+    key = f"imports:{name}:{int(pkg)}:{_sha(raw)}"
+    known = _memo().get(key)
+    if known is None:
+        tree = ast.parse(raw, str(path))
+        known = _memo_put(key, [sorted(imported_names(tree, name, pkg)),
+                                sorted(imported_names(tree, name, pkg, top_level=True))])
+    return raw, frozenset(known[0]), frozenset(known[1])
 
 
 def _parents(name: str) -> list[str]:
@@ -211,15 +286,55 @@ def _canonical(name: str) -> bytes:
 
 
 def code_hash(roots: tuple[str, ...]) -> str:
-    h = hashlib.sha256()
-    for name in closure(roots)[0]:
-        h.update(name.encode() + b"\0" + _canonical(name) + b"\0")
-    return h.hexdigest()[:16]
+    names = closure(roots)[0]
+    sources = [[name, _sha(_parsed(name)[0]) if module_file(name) is not None else None] for name in names]
+    key = "code:" + _sha(repr(sources).encode())
+    known = _memo().get(key)
+    if known is None:
+        h = hashlib.sha256()
+        for name in names:
+            h.update(name.encode() + b"\0" + _canonical(name) + b"\0")
+        known = _memo_put(key, h.hexdigest()[:16])
+    return known
+
+
+@lru_cache(maxsize=None)
+def _installed() -> str:
+    """The memo's key of the installed distributions: every metadata directory on sys.path (where
+    importlib.metadata looks), with the mtimes of it and of the files read from it."""
+    import os
+
+    lines = [sys.version, sys.platform]
+    for entry in sys.path:
+        try:
+            found = sorted((e for e in os.scandir(entry or ".") if e.name.endswith((".dist-info", ".egg-info"))),
+                           key=lambda e: e.name)
+        except OSError:
+            continue
+        lines.append(f"{entry}")
+        for e in found:
+            lines.append(f"{e.name} {e.stat().st_mtime_ns}")
+            if e.is_dir():
+                for f in ("METADATA", "PKG-INFO", "RECORD", "top_level.txt", "installed-files.txt", "SOURCES.txt",
+                          "requires.txt"):
+                    try:
+                        lines.append(f"{f} {os.stat(os.path.join(e.path, f)).st_mtime_ns}")
+                    except OSError:
+                        pass
+    return "installed:" + _sha("\n".join(lines).encode())
+
+
+def _installed_memo(part: str, item: str, compute: Callable[[], Any]) -> Any:
+    key = f"{_installed()}:{part}:{item}"
+    memo = _memo()
+    if key not in memo:
+        _memo_put(key, compute())
+    return memo[key]
 
 
 @lru_cache(maxsize=None)
 def _distributions_of_module() -> dict[str, list[str]]:
-    return metadata.packages_distributions()
+    return _installed_memo("top-level", "", metadata.packages_distributions)
 
 
 def _norm(dist: str) -> str:
@@ -229,30 +344,36 @@ def _norm(dist: str) -> str:
 @lru_cache(maxsize=None)
 def _requirements(dist: str) -> tuple[str, ...]:
     """The distributions `dist` requires (no extras, markers evaluated here)."""
-    from packaging.requirements import InvalidRequirement, Requirement
+    def read() -> list[str]:
+        from packaging.requirements import InvalidRequirement, Requirement
 
-    try:
-        reqs = metadata.requires(dist) or []
-    except metadata.PackageNotFoundError:
-        return ()
-    out = []
-    for line in reqs:
         try:
-            r = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if r.marker is not None and not r.marker.evaluate({"extra": ""}):
-            continue
-        out.append(_norm(r.name))
-    return tuple(sorted(set(out)))
+            reqs = metadata.requires(dist) or []
+        except metadata.PackageNotFoundError:
+            return []
+        out = []
+        for line in reqs:
+            try:
+                r = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if r.marker is not None and not r.marker.evaluate({"extra": ""}):
+                continue
+            out.append(_norm(r.name))
+        return sorted(set(out))
+
+    return tuple(_installed_memo("requires", dist, read))
 
 
 @lru_cache(maxsize=None)
 def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+    def read() -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return _installed_memo("version", dist, read)
 
 
 @lru_cache(maxsize=None)
@@ -277,7 +398,7 @@ def packages(roots: tuple[str, ...]) -> dict[str, str]:
 def forget() -> None:
     """Read the sources and installed versions again (tests that edit a module or fake a version)."""
     for f in (module_file, _parsed, _canonical, _walk, closure, one_thread_module, threaded_third_party, packages,
-              _distributions_of_module, _requirements, _version):
+              _distributions_of_module, _requirements, _version, _installed):
         getattr(f, "cache_clear", lambda: None)()  # (a test may have put a plain function in one's place)
 
 
