@@ -713,7 +713,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
         vector = vector_lookup((view["context"].tolist() if discriminator == "linear-probe" else [])
                                + view["gold"].tolist() + candidates["candidate"].tolist()
                                + [t for ts in other_correct.values() for t in ts], embed, ctx)
-    ending = (lambda round_seed: EndingOnlyProbe(vector, seed=round_seed)) if ending_only and not passed_through \
+    ending = (lambda seed_of_round: EndingOnlyProbe(vector, seed=seed_of_round)) if ending_only and not passed_through \
         else None
     # a killed run resumes at its next round (the checkpoint lives under this stage's key)
     checkpoint = ctx.checkpoint("af") if ctx is not None and not passed_through else None

@@ -17,3 +17,8 @@ def written_answers(view: pd.DataFrame) -> list[list[str]]:
             written += [str(ch[int(k)]).strip() for k in cor if 0 <= int(k) < len(ch)]
         out.append([t for t in dict.fromkeys(written) if t])
     return out
+
+
+def chinese_ids(view: pd.DataFrame) -> set[str]:
+    """The instances written in Chinese (`language` "zh"): the English parser's rules and checks pass them by."""
+    return set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()

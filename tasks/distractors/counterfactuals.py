@@ -36,7 +36,7 @@ from csk.params import InputPath, ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from readers.base import iter_json_lines
 from tasks import seq2seq
-from tasks.distractors.answers import written_answers
+from tasks.distractors.answers import chinese_ids, written_answers
 from tasks.distractors.keys import instance_keys
 from tasks.distractors.grounded import DEFAULT as GROUNDED_DEFAULT
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
@@ -90,7 +90,7 @@ def lexical_pools(view: pd.DataFrame, *, conceptnet_db: str | None, max_per_answ
         conceptnet.connect(conceptnet_db)
         lookup = conceptnet.antonyms
         lookup_zh = lambda w: conceptnet.related(w, ("antonym", "distinct_from"), "zh")  # noqa: E731
-    zh = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
+    zh = chinese_ids(view)
     answers = dict(zip(view["id"], written_answers(view)))
     texts_of = {inst.id: _texts(inst.passage, inst.gold) for inst in view.itertuples() if inst.id not in zh}
     entities([t for ts in texts_of.values() for t in ts])  # parse every text once, in batches
@@ -152,7 +152,7 @@ def spelled(found: Pool, view: pd.DataFrame, generator: str, rejected: list[dict
     keys", the writers' slips draws D-F's readers marked); the others rejected with the words."""
     from tasks.distractors import fluency as fl
 
-    zh = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
+    zh = chinese_ids(view)
     known, names = dialogue_words(view), dialogue_names(view)
     gold = dict(zip(view["id"], view["gold"]))
     parsed = fl.parse([t for i, pool in found.items() if i not in zh for _, t in pool])
@@ -185,7 +185,7 @@ def grounded_pools(view: pd.DataFrame, *, rules: tuple[str, ...], per_rule: int,
     only. With `fluency`, each rewrite is checked as the lexical ones are and a failing one left out."""
     from tasks.distractors import grounded
 
-    zh = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
+    zh = chinese_ids(view)
     answers = dict(zip(view["id"], written_answers(view)))
     english = [inst for inst in view.itertuples() if inst.id not in zh]
     grounded.parse([grounded.TAG.sub("", str(u)) for inst in english for u in _listed(inst.passage)] +
@@ -306,7 +306,7 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
     ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
     content = instance_keys(view)  # ties broken by what an item is, not by its id
     questions, passages = view["question"].tolist(), view["passage"].tolist()
-    chinese = set(view["id"][view["language"] == "zh"]) if "language" in view.columns else set()
+    chinese = chinese_ids(view)
     answers = written_answers(view)
     kinds = [question_type(q, time) for q in questions] if time else [None] * len(view)
     foreign_allowed, dropped = foreign, (left_out if left_out is not None else {})

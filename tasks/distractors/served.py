@@ -46,6 +46,7 @@ import pandas as pd
 from csk.errors import ConfigError, CskError
 from csk.params import InputPath, Params
 from csk.progress import progress
+from tasks.distractors.answers import chinese_ids
 
 log = logging.getLogger("csk")
 
@@ -781,7 +782,7 @@ def server_pools(view: pd.DataFrame, *, spec: ServerSpec, kind: dict[str, str | 
         of.setdefault(key, []).append((r.id, name, hashlib.sha256(book[name].encode()).hexdigest()[:12],
                                        [e["id"] for e in shots.get(r.id, [])]))
     records = served.ask(bodies)
-    chinese = {r.id: str(getattr(r, "language", "en")) == "zh" for r in view.itertuples()}
+    chinese = chinese_ids(view)
     pools: dict[str, list[tuple[str, str]]] = {i: [] for i in view["id"]}
     for key in sorted(of):
         record = records[key]
@@ -808,7 +809,7 @@ def server_pools(view: pd.DataFrame, *, spec: ServerSpec, kind: dict[str, str | 
                                           + (again if why == "truncated" else "")))
             taken = 0
             for j, cand in enumerate(got.candidates):
-                bad = why_not(cand, answers[iid], chinese[iid])
+                bad = why_not(cand, answers[iid], iid in chinese)
                 if bad is None and taken >= spec.candidates:
                     bad = "more_than_asked"
                 if bad:
