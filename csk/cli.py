@@ -227,7 +227,7 @@ def prepare(pipeline: str, config: Path, overrides: list[str]):
     from csk.pipeline import get_pipeline
 
     p = get_pipeline(pipeline)
-    loaded = load_config(config, overrides)
+    loaded = load_config(config, overrides, pipelines=[p.name])
     cfg = loaded[p.name]
     if loaded.path is None:  # which settings a run used is never a guess: said before anything runs
         err.print(f"no {config} in {Path.cwd()}: {pipeline} runs with {loaded.source}; `csk config {pipeline}` "
@@ -249,7 +249,7 @@ def run_flow(pipeline: str, steps, config: Path, store: Path, overrides: list[st
             from csk.config import load_config
             from csk.orchestration import reuse_everything
 
-            done = reuse_everything(p, cfg, store, verify=load_config(config, overrides).runtime.verify)
+            done = reuse_everything(p, cfg, store, verify=load_config(config, overrides, pipelines=[p.name]).runtime.verify)
             if done is not None:  # every stage's artifact is there: recorded without starting Prefect
                 _print_stages(p, done)
                 console.print("every stage reused: nothing to compute, so Prefect was not started",
@@ -336,7 +336,7 @@ def show_config(pipeline: str, config: Path = CONFIG, set_: list[str] = SET,
 
     try:
         p = get_pipeline(pipeline)
-        loaded = load_config(config, set_)
+        loaded = load_config(config, set_, pipelines=[p.name])
         cfg = loaded[p.name]
     except CskError as exc:
         _fail(exc)

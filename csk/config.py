@@ -192,15 +192,24 @@ def uses_defaults(path: str | Path | None) -> bool:
     return not path or (str(path) == DEFAULT_CONFIG and not Path(DEFAULT_CONFIG).exists())
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
+                pipelines: list[str] | tuple[str, ...] | None = None) -> Config:
     """Read and validate pipelines.toml (default: ./pipelines.toml; where there is none, the installed
-    defaults: `uses_defaults`) with --set overrides."""
-    from csk.pipeline import discover
+    defaults: `uses_defaults`) with --set overrides. `pipelines`: validate these pipelines' tables only,
+    importing only their code (a command imports what it runs); every other table must still be named
+    after a pipeline."""
+    from csk.pipeline import discover, get_pipeline, pipeline_names
 
+    if pipelines is None:
+        pipelines = discover()
+        names = list(pipelines)
+    else:
+        pipelines = {name: get_pipeline(name) for name in pipelines}
+        names = pipeline_names()
     defaults = uses_defaults(path)
     cfg_path = Path(path or DEFAULT_CONFIG)
     if defaults:
-        data = installed_defaults(discover())
+        data = installed_defaults(pipelines)
     elif not cfg_path.exists():
         raise ConfigError(f"{cfg_path}: config file not found (pass --config FILE, or none for the installed "
                           "defaults: `csk config PIPELINE` prints them)")
@@ -212,12 +221,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     base_dir = Path.cwd() if defaults else cfg_path.resolve().parent  # where a relative path in it points
     for assignment in overrides:
         apply_override(data, assignment)
-    pipelines = discover()
     runtime_table = data.pop(RUNTIME_TABLE, {})
-    unknown = sorted(set(data) - set(pipelines))
+    unknown = sorted(set(data) - set(names))
     if unknown:
         raise ConfigError(f"{cfg_path}: unknown pipeline table(s) {unknown}; registered pipelines: "
-                          f"{', '.join(pipelines)} (and [{RUNTIME_TABLE}])")
+                          f"{', '.join(names)} (and [{RUNTIME_TABLE}])")
     values, problems = {}, []
     runtime = None
     try:

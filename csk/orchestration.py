@@ -530,7 +530,7 @@ def prefect_flow(pipeline: Pipeline, steps=None):
                  options: dict | None = None, until: str | None = None, only: list[str] | None = None) -> list[dict]:
             from csk.shards import cluster
 
-            loaded = load_config(config, overrides or [])
+            loaded = load_config(config, overrides or [], pipelines=[pipeline.name])
             rt = loaded.runtime
             with cluster(rt.runner, rt.address, rt.workers, rt.threads_per_worker):
                 run = PipelineRun(pipeline, loaded[pipeline.name], store, shard_rows=rt.shard_rows, verify=rt.verify,

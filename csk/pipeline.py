@@ -336,6 +336,15 @@ def discover() -> dict[str, Pipeline]:
     return dict(sorted(_REGISTRY.items()))
 
 
+def pipeline_names() -> list[str]:
+    """The registered pipelines' names, sorted, without importing them where the entry points name them all."""
+    if _DISCOVERED or os.environ.get("CSK_PIPELINES", "").strip():
+        return list(discover())
+    from importlib.metadata import entry_points
+
+    return sorted({ep.name for ep in entry_points(group="csk.pipelines")} | set(_REGISTRY))
+
+
 def _entry_module(name: str) -> str | None:
     """The module the `csk.pipelines` entry point called `name` names (None: no such entry point)."""
     from importlib.metadata import entry_points

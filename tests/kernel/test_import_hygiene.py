@@ -28,7 +28,8 @@ def test_the_cli_imports_no_dataset_engine_model_or_lexicon():
 
 
 def test_naming_a_pipeline_imports_that_pipeline_only():
-    modules = _loaded("from csk.pipeline import get_pipeline\nget_pipeline('deco')")["modules"]
+    modules = _loaded("from csk.config import load_config\nfrom csk.pipeline import get_pipeline\n"
+                      "load_config('pipelines.toml', [], pipelines=[get_pipeline('deco').name])")["modules"]
     assert "flows.deco" in modules
     assert not {"flows.cicero", "flows.corecode", "flows.corequisite", "flows.distractors",
                 "flows._distractor_engine"} & modules
