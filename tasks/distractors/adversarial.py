@@ -687,13 +687,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                     max_swaps=max_swaps, swap_rule=swap_rule, window=window, epsilon=epsilon, noise_z=noise_z,
                     min_held_out=min_held_out, chance_alpha=chance_alpha, max_rewrites=max_rewrites,
                     max_reuse=max_reuse, seed=seed)
-    groups = int(view["group_id"].nunique())
-    passed_through = None
-    if groups < rules.folds:
-        passed_through = (f"adversarial filtering passed its instances through: {groups} dialogue(s) have candidates, "
-                          f"fewer than the {rules.folds} folds it holds out in turn (held_out = {held_out}); each "
-                          f"instance keeps its initial draw from its pool, no discriminator was trained")
-        logging.getLogger("csk").warning(passed_through)
+    passed_through = _too_few_dialogues(view, rules)
+    if passed_through:
         rules = replace(rules, max_iterations=0)
     reads: dict = {"note": "passed through: no model read the dialogues"}
     if not passed_through:
@@ -720,14 +715,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
     factory = None if passed_through else make_discriminator_factory(
         discriminator, model=model, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, vector=vector, ctx=ctx,
         trainable_layers=trainable_layers, max_length=max_length, checkpoint=checkpoint)
-    placement_of = (dict(zip(candidates["id"], candidates["placement"].map(named)))
-                    if "placement" in candidates.columns else  # as counterfactuals declared it
-                    {c: preference(g, r) for c, g, r in zip(candidates["id"], candidates["generator"], candidates["rule"])})
-    state, history = af_loop(view, pools, factory, rules, generator_of=dict(zip(candidates["id"], candidates["generator"])),
-                             placement_of=placement_of, ending_only=ending, other_correct=other_correct,
-                             kind_of={c: rewrite_kind(g, r) for c, g, r in zip(candidates["id"], candidates["generator"],
-                                                                       candidates["rule"])},
-                             log=logging.getLogger("csk").info, checkpoint=checkpoint)
+    state, history = af_loop(view, pools, factory, rules, **_written_by(candidates), ending_only=ending,
+                             other_correct=other_correct, log=logging.getLogger("csk").info, checkpoint=checkpoint)
     data, unfilled = af_rows(view, passed, state, candidates)
     rejected = pd.concat([r for r in (rejected, unfilled) if len(r)], ignore_index=True) if len(unfilled) else rejected
     return _af_report(data, rejected, len(instances), state, history, candidates, other_correct, vector, reads,
@@ -739,6 +728,29 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                              "ending_only": ("a second adversary: logistic regression on each choice's embedding, "
                                              "its mean and highest cosine to its set, negation; no dialogue")
                              if ending_only else None})
+
+
+def _too_few_dialogues(view: pd.DataFrame, rules: AFRules) -> str | None:
+    """Why AF passes its instances through (fewer dialogues than the folds it holds out in turn: a round
+    would have nothing to train on or to judge), or None."""
+    groups = int(view["group_id"].nunique())
+    if groups >= rules.folds:
+        return None
+    why = (f"adversarial filtering passed its instances through: {groups} dialogue(s) have candidates, fewer than "
+           f"the {rules.folds} folds it holds out in turn (held_out = {rules.held_out}); each instance keeps its "
+           f"initial draw from its pool, no discriminator was trained")
+    logging.getLogger("csk").warning(why)
+    return why
+
+
+def _written_by(candidates: pd.DataFrame) -> dict[str, dict]:
+    """What AF reads of each candidate's making: its generator, its placement (as counterfactuals declared
+    it, else from its generator and rule) and the kind of rewrite it is."""
+    ids, gens, rules = candidates["id"], candidates["generator"], candidates["rule"]
+    placement_of = (dict(zip(ids, candidates["placement"].map(named))) if "placement" in candidates.columns else
+                    {c: preference(g, r) for c, g, r in zip(ids, gens, rules)})
+    return {"generator_of": dict(zip(ids, gens)), "placement_of": placement_of,
+            "kind_of": {c: rewrite_kind(g, r) for c, g, r in zip(ids, gens, rules)}}
 
 
 def _with_preset(preset: str, model: str, given: dict) -> tuple:

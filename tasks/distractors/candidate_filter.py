@@ -193,6 +193,39 @@ def likely_correct_here(candidates: pd.DataFrame, instances: pd.DataFrame, spec:
 
 
 @compute.trains  # fits discriminators: a fixed thread count, in its key
+def _nli_columns(df: pd.DataFrame, nli: str, batch_size: int, ctx: StageContext | None) -> str:
+    """Each candidate's NLI verdict against the gold (`contradiction`, `nli_label`; empty with nli off); the
+    manifest's note on the model."""
+    if nli == OFF:
+        df["contradiction"] = np.nan
+        df["nli_label"] = None
+        return "off (explicitly disabled: candidates kept on similarity alone)"
+    path = resolve_model(nli, "NLI model", "candidate_filter.nli")
+    if ctx is not None:
+        ctx.record_model("nli", str(path), None, kind="sequence-classification")
+    p, labels = nli_scores(df["gold"].tolist(), df["candidate"].tolist(), path, batch_size)
+    df["contradiction"] = p.astype(float)
+    df["nli_label"] = labels
+    return str(path)
+
+
+def _why_rejected(r, max_similarity: float, max_embed_similarity: float, second: str, nli: bool) -> str | None:
+    """Why the filters reject a candidate row (its reasons joined), or None: kept."""
+    why = []
+    if r.similarity >= max_similarity:
+        which = "the gold" if r.closest_correct == r.gold else "a correct answer"
+        why.append(f"cosine {r.similarity:.3f} >= {max_similarity} with {which} (a paraphrase)")
+    elif r.embed_similarity >= max_embed_similarity:
+        why.append(f"cosine {r.embed_similarity:.3f} >= {max_embed_similarity} ({second}) "
+                   "with a correct answer (a paraphrase)")
+    elif r.likely_correct_here:
+        why.append("another dialogue's answer that a judge of which answer belongs where scores at least as "
+                   "high as this item's gold: likely correct here too")
+    if nli and "contra" not in str(r.nli_label).lower():
+        why.append(f"NLI says {r.nli_label} (p_contradiction {r.contradiction:.3f}), not contradiction")
+    return "; ".join(why) or None
+
+
 def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = None, *, embedder: EmbedSpec = PAPER_EMBEDDER,
                      max_similarity: float = 0.9, embed: EmbedSpec = EmbedSpec(), max_embed_similarity: float = 0.91,
                      retrieval_guard: bool = True, nli: ModelDir = None, nli_batch_size: int = 32, seed: int = 0,
@@ -226,33 +259,9 @@ def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = 
         instances is not None and "context" in instances.columns else pd.Series(np.nan, index=candidates.index)
     df["fit_margin"] = margin.values  # kept: a reviewer can see how near the guard each retrieved answer came
     df["likely_correct_here"] = (margin >= 0).values
-    if nli == OFF:
-        df["contradiction"] = np.nan
-        df["nli_label"] = None
-        nli_note = "off (explicitly disabled: candidates kept on similarity alone)"
-    else:
-        path = resolve_model(nli, "NLI model", "candidate_filter.nli")
-        if ctx is not None:
-            ctx.record_model("nli", str(path), None, kind="sequence-classification")
-        p, labels = nli_scores(df["gold"].tolist(), df["candidate"].tolist(), path, nli_batch_size)
-        df["contradiction"] = p.astype(float)
-        df["nli_label"] = labels
-        nli_note = str(path)
-    reasons = []
-    for r in df.itertuples():
-        why = []
-        if r.similarity >= max_similarity:
-            which = "the gold" if r.closest_correct == r.gold else "a correct answer"
-            why.append(f"cosine {r.similarity:.3f} >= {max_similarity} with {which} (a paraphrase)")
-        elif r.embed_similarity >= max_embed_similarity:
-            why.append(f"cosine {r.embed_similarity:.3f} >= {max_embed_similarity} ({display_name(embed.model)}) "
-                       "with a correct answer (a paraphrase)")
-        elif r.likely_correct_here:
-            why.append("another dialogue's answer that a judge of which answer belongs where scores at least as "
-                       "high as this item's gold: likely correct here too")
-        if nli != OFF and "contra" not in str(r.nli_label).lower():
-            why.append(f"NLI says {r.nli_label} (p_contradiction {r.contradiction:.3f}), not contradiction")
-        reasons.append("; ".join(why) or None)
+    nli_note = _nli_columns(df, nli, nli_batch_size, ctx)
+    reasons = [_why_rejected(r, max_similarity, max_embed_similarity, display_name(embed.model), nli != OFF)
+               for r in df.itertuples()]
     bad = pd.Series([r is not None for r in reasons], index=df.index)
     code = lambda r: "paraphrase" if r.startswith("cosine") else \
         "likely_correct_here" if r.startswith("another dialogue") else "not_contradiction"  # noqa: E731

@@ -303,14 +303,8 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
         vectors = emb.lookup(view["gold"].tolist() + view["question"].tolist())
     gold_v = np.stack([vectors(g) for g in view["gold"]]) if len(view) else np.zeros((0, 1))
     question_v = np.stack([vectors(q) for q in view["question"]]) if len(view) else np.zeros((0, 1))
-    ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
-    content = instance_keys(view)  # ties broken by what an item is, not by its id
-    questions, passages = view["question"].tolist(), view["passage"].tolist()
-    chinese = chinese_ids(view)
-    answers = written_answers(view)
-    kinds = [question_type(q, time) for q in questions] if time else [None] * len(view)
-    foreign_allowed, dropped = foreign, (left_out if left_out is not None else {})
-    out: Pool = {i: [] for i in ids}
+    finder = _Retrieval(view, time, foreign, left_out if left_out is not None else {})
+    out: Pool = {i: [] for i in finder.ids}
     members: dict[str, list[int]] = {}
     for k, s in enumerate(split):
         members.setdefault(s, []).append(k)
@@ -318,63 +312,84 @@ def retrieval_pools(view: pd.DataFrame, *, embed: EmbedSpec, depth: int, ctx: St
         rows = np.asarray(rows)
         g, q = gold_v[rows].astype(np.float64), question_v[rows].astype(np.float64)
         # answers to a question of the same type (the relation it names; else the same question) come first
-        code = pd.factorize(pd.Series([kinds[k] or questions[k] for k in rows]))[0]
-        n = len(rows)
+        code = pd.factorize(pd.Series([finder.kinds[k] or finder.questions[k] for k in rows]))[0]
         # Scored a block of rows at a time (a split of 30K answers is never one 30K x 30K matrix), answers to
-        # the same question lifted above every other (cosines sum to at most 2), each row's best few found by
-        # argpartition, then ordered by (score, id) as a full sort would.
-        for start in range(0, n, RETRIEVAL_BLOCK):
-            block = np.arange(start, min(n, start + RETRIEVAL_BLOCK))
+        # the same question lifted above every other (cosines sum to at most 2)
+        for start in range(0, len(rows), RETRIEVAL_BLOCK):
+            block = np.arange(start, min(len(rows), start + RETRIEVAL_BLOCK))
             scores = g[block] @ g.T + q[block] @ q.T + SAME_QUESTION * (code[block][:, None] == code[None, :])
             for r, a_local in enumerate(block):
-                a = rows[a_local]
-                iid = ids[a]
-                ours = entities(_texts(passages[a], golds[a])) if iid not in chinese else {}
-                here = nouns(_texts(passages[a], golds[a]) + answers[a]) | GENERIC_NOUNS if iid not in chinese else None
-                taken: list[tuple[str, str]] = []
-                foreign: list[tuple[str, str]] = []  # speaking of things this dialogue never names: after the rest
-                reserve: list[tuple[str, str]] = []  # the same, not allowed: only where the rest fall short
-                seen = {golds[a].strip().lower()}
-                looked = 0
-                width = min(n, 4 * depth + 16)
-                while len(taken) < depth and looked < n:  # in-place answers up to depth, within 4 x depth + 16
-                    best = np.argpartition(-scores[r], width - 1)[:width] if width < n else np.arange(n)
-                    order = sorted(best.tolist(), key=lambda b: (-scores[r, b], content[ids[rows[b]]]))[looked:]
-                    for b_local in order:
-                        if len(taken) >= depth:
-                            break
-                        b = rows[b_local]
-                        if groups[b] == groups[a] or golds[b].strip().lower() in seen:
-                            continue
-                        if not same_type(kinds[a], kinds[b]):  # an answer to another type of question
-                            seen.add(golds[b].strip().lower())
-                            continue
-                        # Chinese text: spaCy's English NER finds no names to adapt; taken as written
-                        adapted = golds[b] if iid in chinese else \
-                            adapt_names(golds[b], entities(_texts(passages[b], golds[b])), ours)
-                        if adapted is not None:
-                            seen.add(golds[b].strip().lower())
-                            how = "retrieval" if questions[b] == questions[a] else "retrieval:other_question"
-                            if here is None or nouns([adapted]) <= here:
-                                # anchored: it names a thing of this dialogue (not only "the speaker", "a
-                                # day"): about its things, not an event any conversation could hold
-                                anchored = here is None or bool(nouns([adapted]) - GENERIC_NOUNS)
-                                taken.append((f"{how}:{'' if anchored else 'unanchored:'}{ids[b]}", adapted))
-                            elif not (foreign_allowed or len(_listed(passages[a])) < 2):
-                                # kept in reserve: offered only to an item that cannot be filled otherwise
-                                dropped[iid] = dropped.get(iid, 0) + 1
-                                if len(reserve) < RESERVE:
-                                    reserve.append((f"{how}:foreign:reserve:{ids[b]}", adapted))
-                            else:
-                                foreign.append((f"{how}:foreign:{ids[b]}", adapted))
-                    # enough found, the whole split looked at, or 16 widths of it (a 50K split is never walked
-                    # whole for one row whose near answers all name other things)
-                    if looked >= n or width >= 4 * depth + 16 and len(taken) + len(foreign) >= depth or \
-                            width >= 16 * (4 * depth + 16):
-                        break
-                    looked, width = width, min(n, width * 4)  # too many skipped: look further down the row
-                out[iid] = (taken + foreign)[:depth] + reserve
+                out[finder.ids[rows[a_local]]] = finder.row(rows[a_local], scores[r], rows, depth)
     return out
+
+
+class _Retrieval:
+    """The answers retrieval may offer one item, from its split's scored row (see retrieval_pools)."""
+
+    def __init__(self, view: pd.DataFrame, time: dict[str, str] | None, foreign: bool, dropped: dict[str, int]):
+        self.ids, self.golds, self.groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
+        self.content = instance_keys(view)  # ties broken by what an item is, not by its id
+        self.questions, self.passages = view["question"].tolist(), view["passage"].tolist()
+        self.chinese, self.answers = chinese_ids(view), written_answers(view)
+        self.kinds = [question_type(q, time) for q in self.questions] if time else [None] * len(view)
+        self.foreign_allowed, self.dropped = foreign, dropped
+
+    def row(self, a: int, scores: np.ndarray, rows: np.ndarray, depth: int) -> list[tuple[str, str]]:
+        """Item `a`'s retrieved answers: in-place ones up to `depth`, then foreign ones, then the reserve.
+        Each row's best few found by argpartition, then ordered by (score, id) as a full sort would."""
+        iid, n = self.ids[a], len(rows)
+        here_texts = _texts(self.passages[a], self.golds[a])
+        self.ours = entities(here_texts) if iid not in self.chinese else {}
+        self.here = nouns(here_texts + self.answers[a]) | GENERIC_NOUNS if iid not in self.chinese else None
+        # speaking of things this dialogue never names: after the rest (foreign), or only where the rest fall
+        # short (reserve)
+        found: dict[str, list] = {"taken": [], "foreign": [], "reserve": []}
+        seen = {self.golds[a].strip().lower()}
+        looked, width = 0, min(n, 4 * depth + 16)
+        while len(found["taken"]) < depth and looked < n:  # in-place answers up to depth, within 4 x depth + 16
+            best = np.argpartition(-scores, width - 1)[:width] if width < n else np.arange(n)
+            for b_local in sorted(best.tolist(), key=lambda b: (-scores[b], self.content[self.ids[rows[b]]]))[looked:]:
+                if len(found["taken"]) >= depth:
+                    break
+                self.offer(a, rows[b_local], seen, found)
+            # enough found, the whole split looked at, or 16 widths of it (a 50K split is never walked whole
+            # for one row whose near answers all name other things)
+            if looked >= n or width >= 4 * depth + 16 and len(found["taken"]) + len(found["foreign"]) >= depth or \
+                    width >= 16 * (4 * depth + 16):
+                break
+            looked, width = width, min(n, width * 4)  # too many skipped: look further down the row
+        return (found["taken"] + found["foreign"])[:depth] + found["reserve"]
+
+    def offer(self, a: int, b: int, seen: set, found: dict[str, list]) -> None:
+        """Item `b`'s gold offered to item `a`: taken (naming this dialogue's things), foreign, kept in
+        reserve, or passed over (the same dialogue, a text already met, another type of question, a name
+        this dialogue cannot stand in for)."""
+        other = self.golds[b].strip().lower()
+        if self.groups[b] == self.groups[a] or other in seen:
+            return
+        if not same_type(self.kinds[a], self.kinds[b]):  # an answer to another type of question
+            seen.add(other)
+            return
+        iid = self.ids[a]
+        # Chinese text: spaCy's English NER finds no names to adapt; taken as written
+        adapted = self.golds[b] if iid in self.chinese else \
+            adapt_names(self.golds[b], entities(_texts(self.passages[b], self.golds[b])), self.ours)
+        if adapted is None:
+            return
+        seen.add(other)
+        how = "retrieval" if self.questions[b] == self.questions[a] else "retrieval:other_question"
+        if self.here is None or nouns([adapted]) <= self.here:
+            # anchored: it names a thing of this dialogue (not only "the speaker", "a day"): about its things,
+            # not an event any conversation could hold
+            anchored = self.here is None or bool(nouns([adapted]) - GENERIC_NOUNS)
+            found["taken"].append((f"{how}:{'' if anchored else 'unanchored:'}{self.ids[b]}", adapted))
+        elif not (self.foreign_allowed or len(_listed(self.passages[a])) < 2):
+            # kept in reserve: offered only to an item that cannot be filled otherwise
+            self.dropped[iid] = self.dropped.get(iid, 0) + 1
+            if len(found["reserve"]) < RESERVE:
+                found["reserve"].append((f"{how}:foreign:reserve:{self.ids[b]}", adapted))
+        else:
+            found["foreign"].append((f"{how}:foreign:{self.ids[b]}", adapted))
 
 
 def _position(target: str, passage) -> int | None:

@@ -592,17 +592,22 @@ def test_af_caps_rewrites_of_the_gold_and_reuse_of_one_text():
     held = pd.Series([text[c] for st in state.values() for c in st["distractors"]]).value_counts()
     junk = held[held.index.isin(cands.loc[cands["rule"] == "junk", "candidate"])]
     assert junk.max() <= 2 * 5  # max_reuse, and twice that for an item that could not be filled otherwise
-    for st in state.values():
-        # more than max_rewrites rewrites only in an item that could not be filled otherwise: every other
-        # candidate it has is a text already held twice max_reuse times
-        if sum(gen[c] == "lexical" for c in st["distractors"]) > 2:
-            assert all(held.get(text[c], 0) >= 2 * 5 for c in st["unused"] if gen[c] != "lexical")
+    from tasks.distractors.giveaways import rewrites
+
+    gold = dict(zip(items["id"], items["gold"]))
+    for iid, st in state.items():
+        # more near-copies of the gold than max_rewrites, and the one more the start allows before another
+        # dialogue's answer, only in an item that could not be filled otherwise: every other candidate it has
+        # is a text already held twice max_reuse times
+        near = lambda c, iid=iid: rewrites(text[c], gold[iid])  # noqa: E731
+        if sum(near(c) for c in st["distractors"]) > 2 + 1:
+            assert all(held.get(text[c], 0) >= 2 * 5 for c in st["unused"] if not near(c))
 
 
 def test_the_start_takes_one_rewrite_and_a_reserve_answer_only_for_an_item_it_cannot_fill_otherwise():
     """With max_rewrites 1 an item starts with one rewrite and this dialogue's answer where it has one; else
     one rewrite and an answer of another dialogue (one that names a thing of this dialogue before one that
-    names none); never a second rewrite (a near-copy set) while another candidate is at hand; a reserve
+    names none); never a second rewrite of one kind (two antonyms) while another candidate is at hand; a reserve
     answer (naming a thing the dialogue lacks) only where nothing else is left."""
     from tasks.distractors.adversarial import AFRules, af_loop
 
@@ -620,7 +625,12 @@ def test_the_start_takes_one_rewrite_and_a_reserve_answer_only_for_an_item_it_ca
         rules.update({c: r for c, _, _, r in own + other + here})
     from tasks.distractors.placement import preference
 
-    state, _ = af_loop(items, pools, lambda seed: TableScorer(seed), AFRules(n_distractors=2, max_iterations=1, max_rewrites=1), generator_of=gen, placement_of={c: preference(gen[c], rules[c]) for c in gen})
+    from tasks.distractors.placement import kind
+
+    state, _ = af_loop(items, pools, lambda seed: TableScorer(seed), AFRules(n_distractors=2, max_iterations=1,
+                                                                             max_rewrites=1),
+                       generator_of=gen, placement_of={c: preference(gen[c], rules[c]) for c in gen},
+                       kind_of={c: kind(gen[c], rules[c]) for c in gen})
     for k, iid in enumerate(items["id"]):
         start = sorted(gen[c] for c in state[iid]["initial"])
         assert start == (["dialogue", "lexical"] if k % 2 else ["lexical", "retrieval"]), (iid, start)
