@@ -55,7 +55,20 @@ def _excluded(name: str) -> bool:
 
 @lru_cache(maxsize=None)
 def module_file(name: str) -> Path | None:
-    """The source file of a module, found without running it (None: not a module, or no source)."""
+    """The source file of a module, found without running it (None: not a module, or no source). A
+    project module is looked up on disk beside `csk` as the import system would find it (a package's
+    __init__.py before a module's .py): `importlib.util.find_spec` imports a dotted name's parents, so
+    asking for `tasks.distractors.fluency.forms` (a name, not a submodule) ran fluency.py and, through
+    it, loaded lemminflect, spaCy and torch in a fully cached run."""
+    if _is_project(name):
+        base = PROJECT_ROOT.joinpath(*name.split("."))
+        if not all(PROJECT_ROOT.joinpath(*name.split(".")[:i], "__init__.py").is_file()
+                   for i in range(1, name.count(".") + 1)):
+            return None  # a parent is not a package (a module, or a namespace package: no source of its own)
+        for path in (base / "__init__.py", base.with_name(base.name + ".py")):
+            if path.is_file():
+                return path
+        return None
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError, AttributeError):

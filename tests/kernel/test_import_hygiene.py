@@ -58,3 +58,14 @@ def test_code_hash_memo_gives_the_fresh_hashes(tmp_path):
         codehash._MEMO = memo
         codehash.forget()
     assert first == second == fresh
+
+
+def test_stage_keys_run_no_stage_code():
+    """Hashing a stage's code reads its sources: no module of it runs (find_spec of `pkg.module.name`
+    imported pkg.module, and tasks.distractors.fluency loaded lemminflect, spaCy and torch on import)."""
+    code = ("from csk.pipeline import get_pipeline\n"
+            "for s in get_pipeline('cicero').stages:\n"
+            "    s.code_hash(), s.packages(), s.threads_matter\n")
+    modules = _loaded(code)["modules"]
+    assert not {"lemminflect", "spacy", "torch", "transformers"} & modules
+    assert "tasks.distractors.fluency" not in modules
