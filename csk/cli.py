@@ -51,6 +51,16 @@ class _CommandsOnDemand(typer.core.TyperGroup):
         return found
 
     def list_commands(self, ctx):
+        """The command list (`csk --help`, completion): read from the pipelines' and plugins' sources where
+        they declare their commands plainly (`_declared_commands`), else every pipeline imported."""
+        if not _ALL_ADDED:
+            listed = _declared_commands([c.name for c in app.registered_commands])
+            if listed is not None:
+                label = self.commands.pop("label", None)
+                self.commands.update({c.name: c for c in listed if c.name not in self.commands})
+                if label is not None:
+                    self.commands["label"] = label
+                return super().list_commands(ctx)
         self._add_all()
         return super().list_commands(ctx)
 
@@ -853,6 +863,66 @@ def _pipeline_group(name: str):
     group = typer.main.get_group(_pipeline_typer(p))
     group.name = p.name
     return group
+
+
+def _declared_commands(taken: list[str]) -> list | None:
+    """Stand-ins (name and help only) for the commands `_add_pipeline_commands` and `_add_plugin_commands`
+    add, in their order, read from the sources with `ast`: each pipeline module's `PIPELINE = Pipeline(name=...,
+    doc=..., commands=(...))`, its command functions' docstrings and `command_name`s, each plugin function's
+    docstring. None when a declaration is not plain (then the commands are imported)."""
+    import ast
+    import inspect
+    from importlib.metadata import entry_points
+
+    from csk.codehash import module_file
+
+    def parsed(module: str):
+        return ast.parse(module_file(module).read_text(encoding="utf-8"))  # (found without importing it)
+
+    def functions(tree) -> dict:
+        return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+    from csk.pipeline import _REGISTRY
+
+    declared = entry_points(group="csk.pipelines")
+    if os.environ.get("CSK_PIPELINES", "").strip() or set(_REGISTRY) - {ep.name for ep in declared}:
+        return None  # pipelines named elsewhere (a test's, $CSK_PIPELINES): imported
+    try:
+        pipelines = []
+        for ep in declared:
+            tree = parsed(ep.value.split(":")[0])
+            call = next((n.value for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
+                         and getattr(n.targets[0], "id", None) == "PIPELINE"), None)
+            kw = {k.arg: k.value for k in call.keywords}
+            name = ast.literal_eval(kw["name"])
+            doc = ast.literal_eval(kw["doc"]) if "doc" in kw else ""
+            if name != ep.name or not isinstance(doc, str):
+                return None
+            names = {a.targets[0].value.id: ast.literal_eval(a.value) for a in tree.body
+                     if isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Attribute)
+                     and a.targets[0].attr == "command_name" and isinstance(a.targets[0].value, ast.Name)}
+            defs = functions(tree)
+            cmds = [(names.get(e.id, e.id.replace("_", "-")), ast.get_docstring(defs[e.id], clean=False))
+                    for e in (kw["commands"].elts if "commands" in kw else [])]
+            pipelines.append((name, doc, cmds))
+        plugins = []
+        for ep in sorted(entry_points(group="csk.commands"), key=lambda e: e.name):
+            module, _, fn = ep.value.partition(":")
+            plugins.append((ep.name, ast.get_docstring(functions(parsed(module))[fn], clean=True)))
+    except (AttributeError, KeyError, TypeError, ValueError, SyntaxError, ImportError, OSError, StopIteration):
+        return None
+    if len({p[0] for p in pipelines}) != len(pipelines):
+        return None
+    owners: dict[str, list] = {}
+    for name, _, cmds in sorted(pipelines):
+        for cmd, doc in cmds:
+            owners.setdefault(cmd, []).append((name, doc))
+    Command, Group = typer.core.TyperCommand, typer.core.TyperGroup
+    out = [Command(name=cmd, help=inspect.cleandoc(f"same as `csk {found[0][0]} {cmd}`. " + (found[0][1] or "")))
+           for cmd, found in owners.items() if len(found) == 1 and cmd not in taken]
+    out += [Command(name=name, help=doc) for name, doc in plugins if name not in taken]
+    out += [Group(name=name, help=doc or f"{name} commands") for name, doc, cmds in sorted(pipelines) if cmds]
+    return out
 
 
 def _add_pipeline_commands() -> None:

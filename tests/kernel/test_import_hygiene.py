@@ -69,3 +69,17 @@ def test_stage_keys_run_no_stage_code():
     modules = _loaded(code)["modules"]
     assert not {"lemminflect", "spacy", "torch", "transformers"} & modules
     assert "tasks.distractors.fluency" not in modules
+
+
+def test_help_lists_every_command_reading_sources_only():
+    """`csk --help` lists the pipelines' and plugins' commands from their declarations (ast), importing
+    none of them; the list is the one importing every pipeline gives ($CSK_PIPELINES forces that path)."""
+    code = ("from typer.testing import CliRunner\nfrom csk.cli import app\n"
+            "print(json.dumps(CliRunner().invoke(app, ['--help'], terminal_width=100).output))\n")
+    code = "import json\n" + code
+    read = _loaded(code)
+    imported = _loaded(code, {"CSK_PIPELINES": "flows.deco"})
+    assert json.loads(read["stdout"].splitlines()[0]) == json.loads(imported["stdout"].splitlines()[0])
+    assert "train-extractor" in read["stdout"] and "precision" in read["stdout"]
+    assert not {m for m in read["modules"] if m.split(".")[0] in ("flows", "tasks", "pandas", "pandera")}
+    assert "flows.cicero" in imported["modules"]
