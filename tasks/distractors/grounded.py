@@ -54,11 +54,11 @@ class GroundedRule:
 # broken on the real sample) and a verb, an object or an adjective swapped word for word ("thanked the
 # photos", "a many photographer") are asked for by name only.
 FLUENT = ("role_flip", "predicate_negation", "contrary_verb", "emotion_swap")
-# A predicate built from the dialogue's own events, things and places: one word of the answer for the
-# dialogue's ("wants a companion at home" -> "wants a dog at home"). Made by default, after every rewrite of
+# A predicate built from the dialogue's own things and places: one word of the answer for the dialogue's
+# ("wants a companion at home" -> "wants a dog at home"). Made by default, after every rewrite of
 # FLUENT, and placed behind them (placement "swap"): an item takes one only where the contrary predicates
 # and its dialogue's answers leave a slot, and still before an answer written for another dialogue.
-SWAPS = ("swap_event", "swap_object", "swap_place")
+SWAPS = ("swap_object", "swap_place")  # a verb swapped ("miss up on", "desires to stretch") reads as broken English
 DEFAULT = FLUENT + SWAPS
 PLACE_PREPOSITIONS = frozenset({"in", "at", "to", "from", "into", "near", "inside", "outside", "across", "around"})
 # Verbs too general to carry an event (swapping "get" for "have" says nothing new) and the auxiliaries.
@@ -274,11 +274,25 @@ VERB_FORMS = frozenset(DO_SUPPORT) | {"VB", "VBN", "VBG"}
 
 
 def _main_predicate(d):
-    """The main clause's verb where it has a subject before it (an answer's predicate), else None."""
+    """The main clause's verb where the answer opens with its subject and no other verb stands between the
+    two (an answer's predicate: "The speaker hurries to the station to catch the train"), else None: a parse
+    whose root is a later verb ("... to catch") or a question inside the answer ("enquired since when does
+    the speaker like") has no predicate a rule may rewrite as a whole."""
     root = next((t for t in d if t.dep_ == "ROOT"), None)
     if root is None or root.pos_ not in ("VERB", "AUX") or any(c.dep_ == "neg" for c in root.children):
         return None
-    return root if any(c.dep_ in ("nsubj", "nsubjpass") and c.i < root.i for c in root.children) else None
+    subject = next((c for c in root.children if c.dep_ in ("nsubj", "nsubjpass") and c.i < root.i), None)
+    if subject is None or subject.left_edge.i != 0:
+        return None
+    # a misparse: a verb read into the subject ("The listener enquired since when does ...") or the root an
+    # infinitive ("The listener hurries to the station to catch ...", "hurries" read as a noun)
+    if any(t.pos_ in ("VERB", "AUX") and t.tag_ != "VBG" for t in subject.subtree) or \
+            any(c.dep_ == "aux" and c.tag_ == "TO" for c in root.children):
+        return None
+    if any(t.head.i != root.i or t.dep_ not in ("aux", "auxpass", "advmod", "neg")
+           for t in d[subject.right_edge.i + 1:root.i]):
+        return None  # only the verb's auxiliaries and adverbs stand between it and its subject
+    return root
 
 
 def _coordinated(root) -> list:
@@ -324,7 +338,9 @@ def _contrary_verb(d, answer: str, words: dict, taken: set, per_rule: int) -> li
     root = _main_predicate(d)
     # a verb taking a to-infinitive ("tries to let", "decides to clean") would stack two: "fails to try to
     # let" (a gerund is no such verb: "failed to practise playing"); a passive ("was given") has no doer to refuse
+    # nor a progressive: "is forgetting to organise", "is refusing to suffer" are no English for a contrary
     if root is None or root.lemma_.lower() in STATIVE | NEGATIVE_VERBS or root.tag_ not in VERB_FORMS or \
+            root.tag_ == "VBG" or \
             any(c.dep_ == "auxpass" or c.dep_ == "xcomp" and any(x.lower_ == "to" for x in c.children)
                 for c in root.children):
         return []
@@ -375,6 +391,18 @@ def _feeling_words() -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
+def _feels(tok) -> bool:
+    """Is the one said to feel `tok` a person: a pronoun, a name, A / B, or a noun for people?"""
+    from tasks.vocabulary import PEOPLE
+
+    head = tok
+    while head.dep_ == "conj":
+        head = head.head
+    subject = next((c for c in head.head.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+    return subject is not None and (subject.pos_ in ("PRON", "PROPN") or subject.ent_type_ == "PERSON" or
+                                    subject.lemma_.lower() in PEOPLE or subject.text in ("A", "B"))
+
+
 def _emotion_swap(d, answer: str, words: dict, taken: set, per_rule: int) -> list[tuple[tuple, str, str]]:
     """A feeling of the other polarity: every adjective of feeling the subject is said to have ("feels
     encouraged and excited" -> "feels annoyed and bored") for ones of the opposite valence (VADER's
@@ -386,6 +414,12 @@ def _emotion_swap(d, answer: str, words: dict, taken: set, per_rule: int) -> lis
             abs(valence.get(t.lower_, 0.0)) >= EMOTION_VALENCE and
             (t.dep_ in ("acomp", "oprd") and t.head.lemma_.lower() in LINKING or
              t.dep_ == "conj" and t.head.dep_ in ("acomp", "oprd"))]
+    # a feeling is a person's ("the working conditions are bad" is no feeling), of a word of its own (not the
+    # end of "self-satisfied"), with no clause or preposition of its own to keep agreeing ("hopeful that she
+    # might join", "interested in", "grateful for": "annoyed in the plan" is no English)
+    if any(not _feels(t) or t.idx > 0 and d.text[t.idx - 1] == "-" or
+           any(c.dep_ in ("ccomp", "xcomp", "prep") for c in t.children) for t in felt):
+        return []
     if not felt or len({valence[t.lower_] > 0 for t in felt}) > 1:
         return []  # no feeling, or feelings of both polarities: no one opposite
     positive = valence[felt[0].lower_] > 0
@@ -393,7 +427,8 @@ def _emotion_swap(d, answer: str, words: dict, taken: set, per_rule: int) -> lis
     own = [w for w in words.get("attribute", []) if opposite(w)]
     lexicon = sorted((w for w in _feeling_words() if opposite(w) and w not in own),
                      key=lambda w: hashlib.sha256(f"{w}\t{answer}".encode()).hexdigest())
-    options = [w for w in own + lexicon if w not in taken]
+    # an -ing adjective says what causes a feeling ("boring"), the -ed one who has it ("bored")
+    options = [w for w in own + lexicon if w not in taken and not w.endswith("ing")]
     out = []
     for k in range(per_rule):
         chosen = options[k * len(felt):(k + 1) * len(felt)]

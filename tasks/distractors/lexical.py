@@ -190,12 +190,27 @@ def _words(text: str) -> list[re.Match]:
     return list(WORD.finditer(text))
 
 
+# English's light verbs: their meaning is their object's ("take him home", "make a good impression", "have a
+# look"), so an antonym of the verb alone breaks the phrase ("give him home", "stay a good impression")
+LIGHT_VERBS = ("take", "give", "make", "get", "have", "do", "put", "keep")
+
+
+@lru_cache(maxsize=1)
+def _light_verb_forms() -> frozenset[str]:
+    from lemminflect import getAllInflections
+
+    return frozenset(f for v in LIGHT_VERBS for forms in getAllInflections(v, upos="VERB").values() for f in forms) | \
+        frozenset(LIGHT_VERBS)
+
+
 def antonym_rewrites(text: str, lookup: Callable[[str], Iterable[str]] | None = None) -> list[tuple[str, str]]:
     out = []
     for m in _words(text):
         w = m.group().lower()
         if m.start() > 0 and m.group()[:1].isupper():
             continue  # a name or a title inside the sentence ("Miss Brown" is no "Catch Brown")
+        if w in _light_verb_forms():
+            continue
         options = []
         if w in antonyms():  # a participle for a participle ("has remembered" -> "has forgotten")
             participle = w in participles() and _BEFORE_PARTICIPLE.search(text[:m.start()]) is not None

@@ -47,18 +47,42 @@ def test_an_event_goes_under_a_verb_that_denies_it_in_its_own_form():
 
 
 def test_a_feeling_is_swapped_for_one_of_the_other_polarity_the_dialogues_first():
-    made = _rewrites("The listener feels worried about the house.", "emotion_swap",
+    made = _rewrites("The listener feels worried.", "emotion_swap",
                      {"time": [], "attribute": ["wonderful", "small"]})
-    assert made[0] == "The listener feels wonderful about the house."  # the dialogue's own adjective first
+    assert made[0] == "The listener feels wonderful."  # the dialogue's own adjective first
     from tasks.distractors.grounded import _valence
 
     for text in made:
-        word = text.split()[3]
+        word = text.split()[3].rstrip(".")
         assert _valence()[word] > 0
-    both = _rewrites("The listener feels encouraged and excited about it.", "emotion_swap")
-    assert both and all(_valence()[t.split()[3]] < 0 and _valence()[t.split()[5]] < 0 for t in both)
+    both = _rewrites("The listener feels encouraged and excited.", "emotion_swap")
+    assert both and all(_valence()[t.split()[3]] < 0 and _valence()[t.split()[5].rstrip(".")] < 0 for t in both)
+    assert all(not w.endswith("ing") for t in both for w in t.rstrip(".").split()[3:])  # "bored", never "boring"
     assert _rewrites("The speaker is happy but worried.", "emotion_swap") == []  # both polarities: no one opposite
     assert _rewrites("The speaker buys a car.", "emotion_swap") == []
+    # a feeling is a person's, its own word, with no preposition or clause of its own to keep agreeing
+    for text in ("The working conditions are good.", "The speaker feels self-satisfied.",
+                 "The listener is grateful for the warning.", "The listener feels hopeful that she can join."):
+        assert _rewrites(text, "emotion_swap") == [], text
+
+
+def test_a_predicate_is_rewritten_only_where_the_answer_opens_with_its_subject():
+    """A misparse (a verb read as a noun, a question inside the answer) has no predicate to rewrite whole; a
+    contrary verb takes no progressive."""
+    for text in ("The listener hurries to the station to catch the train.",
+                 "The listener enquired since when does the speaker like fishing."):
+        assert _rewrites(text, "contrary_verb") == [] and _rewrites(text, "predicate_negation") == [], text
+    assert _rewrites("The speaker is organising a party.", "contrary_verb") == []
+    assert "The speaker refused to go to the bank." in _rewrites("The speaker went to the bank.", "contrary_verb") or \
+        "The speaker forgot to go to the bank." in _rewrites("The speaker went to the bank.", "contrary_verb")
+
+
+def test_a_light_verb_keeps_its_phrase():
+    from tasks.distractors.lexical import antonym_rewrites
+
+    assert antonym_rewrites("The speaker offers to take the listener home.") == []
+    assert antonym_rewrites("The speaker makes a good impression.") == [] or \
+        all("make" in t.lower() for _, t in antonym_rewrites("The speaker makes a good impression."))
 
 
 def test_english_has_derived_compound_and_everyday_words_but_no_typos():

@@ -106,8 +106,8 @@ def test_dialogue_answers_are_of_the_item_question_type_and_from_the_other_side_
     assert pools["u"] == [("dialogue:s", "The speaker finds the keys in the bag.")]
     assert pools["s"] == [] and pools["t"] == [] and pools["v"] == []
     assert left_out["c"] == 2 and left_out["v"] == 5  # u's and v's answers; v: the five of c, s, t and u
-    assert preference("dialogue", "dialogue:t") < preference("lexical", "antonym:lexicon:a -> b") \
-        < preference("lexical", "negation:add") < preference("retrieval", "retrieval:x")
+    assert preference("lexical", "antonym:lexicon:a -> b") < preference("lexical", "negation:add") \
+        < preference("dialogue", "dialogue:t") < preference("retrieval", "retrieval:x")
 
 
 def _chance_items(n: int = 60):
