@@ -416,9 +416,11 @@ def _emotion_swap(d, answer: str, words: dict, taken: set, per_rule: int) -> lis
              t.dep_ == "conj" and t.head.dep_ in ("acomp", "oprd"))]
     # a feeling is a person's ("the working conditions are bad" is no feeling), of a word of its own (not the
     # end of "self-satisfied"), with no clause or preposition of its own to keep agreeing ("hopeful that she
-    # might join", "interested in", "grateful for": "annoyed in the plan" is no English)
+    # might join", "interested in", "grateful for": "annoyed in the plan" is no English); "about" goes with
+    # every feeling ("worried / relieved about the house")
     if any(not _feels(t) or t.idx > 0 and d.text[t.idx - 1] == "-" or
-           any(c.dep_ in ("ccomp", "xcomp", "prep") for c in t.children) for t in felt):
+           any(c.dep_ in ("ccomp", "xcomp") or c.dep_ == "prep" and c.lower_ != "about" for c in t.children)
+           for t in felt):
         return []
     if not felt or len({valence[t.lower_] > 0 for t in felt}) > 1:
         return []  # no feeling, or feelings of both polarities: no one opposite

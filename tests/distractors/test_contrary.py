@@ -61,6 +61,7 @@ def test_a_feeling_is_swapped_for_one_of_the_other_polarity_the_dialogues_first(
     assert _rewrites("The speaker is happy but worried.", "emotion_swap") == []  # both polarities: no one opposite
     assert _rewrites("The speaker buys a car.", "emotion_swap") == []
     # a feeling is a person's, its own word, with no preposition or clause of its own to keep agreeing
+    assert _rewrites("The listener feels worried about the house.", "emotion_swap")  # "about" goes with every feeling
     for text in ("The working conditions are good.", "The speaker feels self-satisfied.",
                  "The listener is grateful for the warning.", "The listener feels hopeful that she can join."):
         assert _rewrites(text, "emotion_swap") == [], text
