@@ -219,7 +219,8 @@ def antonym_rewrites(text: str, lookup: Callable[[str], Iterable[str]] | None = 
             options += [(a, "antonym:conceptnet") for a in lookup(w) if a != w]
         seen = set()
         for new, rule in options:
-            if new in seen:
+            # an antonym the sentence already says ("what's good and bad" -> "bad and bad") says it twice
+            if new in seen or re.search(rf"\b{re.escape(new)}\b", text, re.I):
                 continue
             seen.add(new)
             out.append((rule, _replace_span(text, m.start(), m.end(), _match_case(new, m.group()))))
@@ -236,7 +237,7 @@ def _third_person(verb: str) -> str:
 
 def negation_rewrites(text: str) -> list[tuple[str, str]]:
     """Flip the polarity at the first auxiliary: "is" <-> "is not"; "does not know" -> "knows"."""
-    if re.search(r"\b(never|no longer|nobody|nothing)\b", text, re.I):
+    if re.search(r"\b(never|no|no longer|nobody|nothing|none|nowhere)\b", text, re.I):  # "was not no electricity"
         return []  # already negative in another way: adding "not" would make a double negative
     for m in _words(text):
         w = m.group().lower().replace("’", "'")

@@ -185,3 +185,10 @@ def test_af_starts_with_the_generators_candidates_and_never_trades_one_for_an_of
     assert all(sorted(st["distractors"]) == sorted(c for c in gen if c.startswith(i + "/s"))
                for i, st in state.items())
     assert sum(h["swaps"] for h in history) == 0
+
+
+def test_no_double_negative_and_no_antonym_the_sentence_already_says():
+    from tasks.distractors.lexical import antonym_rewrites, negation_rewrites
+
+    assert negation_rewrites("There was no electricity in the house.") == []
+    assert all("bad and bad" not in t for _, t in antonym_rewrites("The listener asks what's good and bad about it."))
