@@ -140,7 +140,7 @@ class AFRules:
     round under swap_rule "max"; swap_rule: "paper" (every distractor below the gold), "max" (SWAG) or
     "hellaswag" (0/1/2 by pairwise accuracy, the learning rate re-drawn every round); window, epsilon,
     noise_z, min_held_out: convergence (see the module); chance_alpha: the level of the test that a round's
-    adversary beats chance (1: no test); max_rewrites: the most rewrites of a correct answer per instance;
+    adversary beats chance (1: no test); max_rewrites: the most near-copies of a correct answer per instance;
     max_reuse: the most instances of a split holding one text (0: no limit); seed: every draw's root."""
 
     n_distractors: int = SLOTS
@@ -654,8 +654,9 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
         chance_alpha: a round swaps only where its discriminator orders the held-out (gold, distractor) pairs
             better than chance by a one-sided rank test at this level (`beats_chance`); else the items keep what they hold
             (on a small file: their in-place start); 1: no test
-        max_rewrites: most distractors of one instance that are rewrites of its own correct answers (the
-            lexical and grounded generators'): more make near-copy sets (two blind readers found 96 of 120
+        max_rewrites: most distractors of one instance that are near-copies of its correct answers (word
+            Jaccard >= 0.5 to the nearest, whoever wrote them; with it on, one rewrite of each kind and no two
+            distractors near-copying each other): more make near-copy sets (two blind readers found 96 of 120
             rebuilt sets near-copies at 2), a giveaway; the start takes one more before an answer written
             for another dialogue (readers found those out of place far more often), and an item that could
             not be filled otherwise takes more; 0: no limit
