@@ -38,6 +38,7 @@ from readers.base import iter_json_lines
 from tasks import seq2seq
 from tasks.distractors.answers import chinese_ids, written_answers
 from tasks.distractors.keys import instance_keys
+from tasks.distractors.grounded import CONTRARY as GROUNDED_CONTRARY
 from tasks.distractors.grounded import DEFAULT as GROUNDED_DEFAULT
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
 from tasks.distractors.placement import GENERATED, IN_PLACE, PREFERENCE, SLOTS, TIERS, mark, preference, tier
@@ -440,7 +441,8 @@ def same_type(a: str | None, b: str | None) -> bool:
 
 
 def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | None = None,
-                   left_out: dict[str, int] | None = None) -> Pool:
+                   left_out: dict[str, int] | None = None, contrary: tuple[str, ...] = (), fluency: bool = True,
+                   rejected: list[dict] | None = None, checked: list[str] | None = None) -> Pool:
     """Answers written for the same dialogue (group) about another target, to a question of the same type:
     they name its people and its events and answer this kind of question, so they read as in place, and
     a careful reader still finds them wrong for this target. Never an answer about the item's own target
@@ -458,7 +460,12 @@ def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | 
     this one too, and what follows a later turn also follows this one (a blind reader judged such answers
     correct). Elsewhere answers about a target fewer than `min_gap` utterances away are left out. In
     dialogue order of the other items (their targets' places, then their content), deterministic. Every correct answer of the other item
-    is offered, not only its first."""
+    is offered, not only its first.
+
+    With `contrary` (grounded rules: `contrary_verb`, `predicate_negation`, `emotion_swap`), each answer of
+    the same type of question, on either side of this target, is also offered rewritten into a contrary
+    statement for its own subject (`contrary_answers`), before the answers as written: the dialogue rules
+    it out, and it says something other than the correct answer, as the released distractors do."""
     ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
     about = (view["target"] if "target" in view.columns and view["target"].astype(str).str.strip().any()
              else view["question"]).astype(str).str.strip().str.lower().tolist()
@@ -493,21 +500,54 @@ def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | 
     keys = instance_keys(view)
     order = lambda b: (where[b] if where[b] is not None else float("inf"), keys[str(ids[b])])  # noqa: E731
     out: Pool = {}
+    offered: Pool = {}  # every answer of the same type, either side: to be rewritten into a contrary statement
     for a, iid in enumerate(ids):
-        found, seen = [], set(correct[a])
+        found, seen, offered[iid] = [], set(correct[a]), []
         for b in sorted(members[groups[a]], key=order):
             if b == a or about[b] == about[a]:
                 continue
             if not same_type(kind[a], kind[b]):
                 dropped[iid] = dropped.get(iid, 0) + len(answers[b])
                 continue
-            if not admissible(a, b):
-                continue
             for text in answers[b]:
                 if text and text.lower() not in seen:
                     seen.add(text.lower())
-                    found.append((f"dialogue:{ids[b]}", text))
+                    offered[iid].append((f"dialogue:{ids[b]}", text))
+                    if admissible(a, b):
+                        found.append((f"dialogue:{ids[b]}", text))
         out[iid] = found
+    if not contrary:
+        return out
+    rewritten = contrary_answers(view, offered, contrary, fluency=fluency, rejected=rejected, checked=checked)
+    return {iid: rewritten.get(iid, []) + found for iid, found in out.items()}
+
+
+def contrary_answers(view: pd.DataFrame, offered: Pool, rules: tuple[str, ...], *, fluency: bool = True,
+                     rejected: list[dict] | None = None, checked: list[str] | None = None) -> Pool:
+    """This dialogue's answers to other targets rewritten into a contrary statement for their own subject by
+    the grounded `rules` (`tasks.distractors.grounded`: "The speaker shows the listener the photos" -> "The
+    speaker refuses to show ..."), one rewrite per rule and answer, each named `rule:words+dialogue:<item>`;
+    English only. With `fluency`, each is checked against the answer it rewrites as the rewrites of a
+    correct answer are, and a failing one left out."""
+    from tasks.distractors import grounded
+
+    zh = chinese_ids(view)
+    answers = dict(zip(view["id"], written_answers(view)))
+    english = [inst for inst in view.itertuples() if inst.id not in zh and offered.get(inst.id)]
+    grounded.parse([t for inst in english for _, t in offered[inst.id]])
+    out: Pool = {i: [] for i in offered}
+    base: dict[tuple[str, str], str] = {}
+    for inst in english:
+        words = grounded.dialogue_words(_listed(inst.passage), getattr(inst, "target", None))
+        taken = grounded.lemmas(answers[inst.id])
+        correct = {a.strip().lower() for a in answers[inst.id]}
+        for source, text in offered[inst.id]:
+            for rule, new in grounded.rewrites(text, words, taken, per_rule=1, rules=rules):
+                if (inst.id, new) not in base and new.strip().lower() not in correct:
+                    base[(inst.id, new)] = text
+                    out[inst.id].append((f"{rule}+{source}", new))
+    if fluency and base:
+        out = fluent(view, out, base, "dialogue", checked, rejected)
     return out
 
 
@@ -539,7 +579,7 @@ def adapt_names(text: str, theirs: dict[str, str], ours: dict[str, str]) -> str 
 
 def counterfactuals(instances: pd.DataFrame, *,
                     generators: list[Literal["lexical", "dialogue", "grounded", "t5", "file", "server", "retrieval"]] =
-                    ["lexical", "dialogue", "grounded", "retrieval"],
+                    ["grounded", "dialogue", "lexical", "retrieval"],
                     min_pool: int = 16, model: ModelDir = None, conceptnet_db: InputPath = None,
                     max_per_answer: int = 24, num_return: int = 8, num_beams: int = 8, do_sample: bool = False,
                     batch_size: int = 16, candidates: InputPath = None, retrieval_depth: int = 32,
@@ -551,7 +591,10 @@ def counterfactuals(instances: pd.DataFrame, *,
                                                  "swap_attribute", "predicate_negation", "contrary_verb",
                                                  "emotion_swap"]] =
                     list(GROUNDED_DEFAULT),
-                    grounded_per_rule: int = 2, retrieval_foreign: bool = False, server: ServerSpec = ServerSpec(),
+                    grounded_per_rule: int = 2,
+                    dialogue_contrary: list[Literal["predicate_negation", "contrary_verb", "emotion_swap"]] =
+                    list(GROUNDED_CONTRARY),
+                    retrieval_foreign: bool = False, server: ServerSpec = ServerSpec(),
                     own_margin: int = 2,
                     seed: int = 0, ctx: StageContext | None = None) -> StageOutput:
     """A pool of alternatives to every instance's gold answer (distractors.Instances in).
@@ -591,12 +634,15 @@ def counterfactuals(instances: pd.DataFrame, *,
         grounded_rules: the grounded generator's rules (tasks/distractors/grounded.py): by default who did
             what to whom flipped (role_flip) and a contrary predicate for the answer's subject (its negation
             inside the predicate, predicate_negation; its event under refuses / fails / forgets to,
-            contrary_verb, emotion_swap); then the answer's thing or place for the dialogue's own
-            (swap_object, swap_place: placed behind the others); a verb, a time or an adjective for the
-            dialogue's (swap_event, swap_time, swap_attribute) only when named: readers found them broken
+            contrary_verb, emotion_swap); then the answer's place for the dialogue's own (swap_place:
+            placed behind the others); a thing, a verb, a time or an adjective for the dialogue's
+            (swap_object, swap_event, swap_time, swap_attribute) only when named: readers found them broken
             English as often as not
         grounded_per_rule: most rewrites per rule and word of an answer (the dialogue's words nearest the
             target first)
+        dialogue_contrary: the grounded rules the dialogue generator rewrites this dialogue's answers to
+            other targets with, into a contrary statement for their own subject, offered before the answers
+            as written (readers judged 16-23% of those correct for the item); [] offers them as written only
         retrieval_foreign: also offer retrieved answers that name a thing (a noun) this dialogue and its
             correct answers never name (then after every other candidate); off: left out, counted in the
             manifest (`retrieval_foreign_left_out`)
@@ -624,7 +670,8 @@ def counterfactuals(instances: pd.DataFrame, *,
                       batch_size=batch_size, seed=seed, ctx=ctx),
         "file": partial(file_pools, candidates=candidates),
         "dialogue": partial(dialogue_pools, min_gap=dialogue_min_gap, time=question_time,
-                            left_out=said.type_left_out),
+                            left_out=said.type_left_out, contrary=tuple(dialogue_contrary), fluency=fluency,
+                            rejected=said.disfluent, checked=said.checked),
         "grounded": partial(grounded_pools, rules=tuple(grounded_rules), per_rule=grounded_per_rule,
                             fluency=fluency, rejected=said.disfluent, checked=said.checked),
         "server": partial(said.served, spec=server, kind=kind, answers=answers, seed=seed,
@@ -925,6 +972,10 @@ def _rationale(generator: str, rule: str, answers: list[str], text: str) -> str:
         return f"the answer of {rule.rsplit(':', 1)[-1]}, another dialogue" + \
             (" asked another question" if ":other_question:" in rule else "") + \
             (", naming things this dialogue does not" if ":foreign:" in rule else "")
+    if generator == "dialogue" and "+dialogue:" in rule:
+        rewrite, source = rule.split("+dialogue:", 1)
+        return f"the answer of {source}, this dialogue, about another target, rewritten into a contrary statement " \
+               f"({rewrite})"
     if generator == "dialogue":
         return f"the answer of {rule.rsplit(':', 1)[-1]}, this dialogue, about another target, same type of question"
     if generator == "server":  # server:<model>:<template>:<request>: the response it came from

@@ -27,6 +27,9 @@ checks, each a rule with its reason:
   in a human answer, a name of its dialogue in lower case (`names_in_lower_case`);
 * `part_of_speech` (spaCy's tagger): a word replaced one for one is read as another part of speech in the
   rewrite ("all the help" -> "all the hinder": a verb where a noun was);
+* `complement` (spaCy's parser, `COMPLEMENTS`): a word replaced one for one that does not take a complement
+  the old word had: a particle ("catch up" -> "miss up"), an object ("leave the house" -> "stay the house"),
+  a to-infinitive ("excited to try" -> "bored to try"), a gerund, a that-clause, a preposition;
 * `role_collapse`: two people of the answer became one ("the speaker ... the listener's" -> "the
   speaker ... the speaker's").
 """
@@ -50,13 +53,13 @@ FIXED_PHRASES = tuple(sorted({
     "on time", "on purpose", "up to date", "out of date", "make sure", "take care", "take place", "never mind",
     "good night", "good morning", "good evening", "good luck", "how come", "little by little", "day by day",
     "face to face", "side by side", "up and down", "back and forth", "here and there", "now and then",
-    "every now and then", "give up", "pick up", "look forward to", "get along", "so far", "had better",
+    "every now and then", "soon after", "give up", "pick up", "look forward to", "get along", "so far", "had better",
     "would rather", "thank you", "you're welcome", "excuse me", "long time no see", "make up one's mind",
     "make a living", "keep in touch", "in front of", "in spite of", "on the other hand", "fall in love",
 }, key=lambda p: (-len(p), p)))  # (dates such as "last night" are the entity swap's to exchange, not fixed)
 # Every check's name: the rewrite checks (FLUENCY_RULES) and `misspelt`, the check of human-written candidates
 CHECKS = ("broken_answer", "misspelt", "fixed_phrase", "number_agreement", "construction", "part_of_speech",
-          "role_collapse")
+          "complement", "role_collapse")
 # The people an answer talks about: a rewrite that leaves one where the answer had two ("The speaker
 # agrees with the listener's decision" -> "The speaker agrees with the speaker's decision") is nonsense.
 ROLE_NOUNS = re.compile(r"(?<![\w'’])(" + "|".join(sorted(forms(PERSON_NOUNS), key=lambda w: (-len(w), w))) + r")(?![\w])",
@@ -524,6 +527,125 @@ def pos_changes(before, after) -> list[str]:
     return out
 
 
+# Written for this project from English grammars' valency lists: the complements each verb and adjective of
+# the antonym lexicon (`lexical.ANTONYM_LEMMAS`) and of the feelings (`grounded.EMOTIONS`) takes beyond standing
+# alone: a direct object ("obj"), a to-infinitive ("to"), a gerund ("ing"), a that-clause ("that"), a
+# preposition ("prep:at"). A word replaced one for one must take every complement the old word had in the
+# answer: "leave the house" -> "stay the house", "stays at" -> "leaves at", "begins preparing" -> "ends
+# preparing", "excited to try" -> "bored to try" are no English (two blind readers marked them). A word
+# missing here takes none; a negative prefix of a word listed takes its complements ("able to" -> "unable to").
+_COMPLEMENTS = """
+love: obj to ing; hate: obj to ing; like: obj to ing; dislike: obj ing; accept: obj that; reject: obj;
+win: obj; lose: obj; buy: obj prep:for; sell: obj prep:to prep:for; open: obj; close: obj; start: obj to ing;
+finish: obj ing; begin: obj to ing; end: obj prep:with; come: prep:to prep:from prep:with prep:into;
+go: prep:to prep:from prep:with prep:into; enter: obj; exit: obj; remember: obj to ing that prep:about;
+forget: obj to ing that prep:about; pass: obj; fail: obj to; succeed: prep:in; stay: prep:at prep:in prep:with
+prep:for; leave: obj prep:for; increase: obj prep:by prep:to; decrease: obj prep:by prep:to; rise: prep:by prep:to;
+fall: prep:by prep:to; borrow: obj prep:from; lend: obj prep:to; teach: obj to prep:about; learn: obj to
+prep:about prep:from; push: obj; pull: obj; laugh: prep:at prep:about; cry: prep:about prep:over prep:for;
+smile: prep:at; frown: prep:at; allow: obj to; forbid: obj to; save: obj prep:for; spend: obj prep:on;
+agree: to that prep:with prep:on prep:about; disagree: that prep:with prep:on prep:about; praise: obj prep:for;
+criticize: obj prep:for; attend: obj; skip: obj; cancel: obj; confirm: obj that; include: obj; exclude: obj
+prep:from; receive: obj prep:from; send: obj prep:to; catch: obj; miss: obj ing; hire: obj; fire: obj;
+marry: obj; divorce: obj; trust: obj to prep:with; distrust: obj; approve: obj prep:of; disapprove: prep:of;
+admit: obj ing that prep:to; deny: obj ing that; believe: obj that prep:in; doubt: obj that; continue: obj to
+ing prep:with; stop: obj ing; reduce: obj prep:by prep:to; expand: obj; shrink: prep:by prep:to; welcome: obj;
+join: obj;
+happy: to that prep:with prep:about prep:for; sad: to that prep:about; pleased: to that prep:with prep:about;
+annoyed: that prep:with prep:at prep:about prep:by; glad: to that prep:about prep:of; sorry: to that
+prep:about prep:for; excited: to that prep:about prep:for prep:by; bored: prep:with prep:by; calm: prep:about;
+angry: that prep:with prep:at prep:about; relaxed: prep:about; nervous: prep:about; early: prep:for;
+late: prep:for; first: to; last: to; easy: to prep:for; difficult: to prep:for; hard: to prep:for prep:on;
+good: prep:at prep:for prep:to prep:with; bad: prep:at prep:for; better: prep:at prep:for;
+worse: prep:at prep:for; right: prep:about prep:to; wrong: prep:about prep:with; safe: to prep:for
+prep:from; dangerous: to prep:for; healthy: prep:for; sick: prep:of prep:with; full: prep:of; empty: prep:of;
+busy: prep:with; free: to prep:of prep:from prep:for; friendly: prep:with prep:to; rude: prep:to; polite:
+prep:to; honest: prep:with prep:about; careful: to prep:with prep:about; careless: prep:with prep:about;
+possible: to prep:for; interested: to prep:in; satisfied: that prep:with; comfortable: prep:with;
+lucky: to; surprised: to that prep:by prep:at; worried: that prep:about prep:by; relieved: to that
+prep:about; anxious: to that prep:about; grateful: prep:for prep:to; proud: to that prep:of; ashamed: to
+that prep:of; confident: that prep:about prep:of prep:in; insecure: prep:about; disappointed: to that
+prep:with prep:by prep:in; impressed: prep:by prep:with; amused: prep:by prep:at; hopeful: that prep:about
+prep:of prep:for; hopeless: prep:at; shocked: to that prep:by prep:at; upset: that prep:about prep:with
+prep:by; frustrated: prep:with prep:by prep:about; content: to prep:with; thankful: that prep:for prep:to;
+resentful: prep:of; eager: to prep:for; reluctant: to; tired: prep:of; hungry: prep:for; available:
+prep:for prep:to; important: to prep:for prep:to; necessary: to prep:for; correct: prep:about prep:in;
+responsible: prep:for; irresponsible: ; successful: prep:in prep:at; familiar: prep:with prep:to;
+crowded: prep:with; ready: to prep:for; unprepared: prep:for; sure: to that prep:about prep:of;
+unsure: prep:about prep:of; certain: to that prep:about prep:of; uncertain: prep:about prep:of; able: to;
+unable: to; willing: to; unwilling: to; guilty: prep:of prep:about; innocent: prep:of; married: prep:to;
+divorced: prep:from; rich: prep:in; poor: prep:in; true: prep:to; false: prep:to; foreign: prep:to;
+different: prep:from; similar: prep:to
+"""
+COMPLEMENTS = {w.strip(): frozenset(fs.split()) for entry in _COMPLEMENTS.replace("\n", " ").split(";")
+               if entry.strip() for w, _, fs in [entry.partition(":")]}
+NEGATIVE_PREFIXES = ("un", "in", "im", "ir", "il", "dis", "non")
+# English's particles: prepositional adverbs that make a phrasal verb with the verb before them ("pass by",
+# "stay up"); the parser reads some of them as adverbs
+PARTICLES = frozenset({"up", "down", "out", "off", "away", "back", "over", "by", "in", "on", "around", "along",
+                       "through"})
+
+
+def _takes(lemma: str) -> frozenset[str] | None:
+    """The complements a word takes (COMPLEMENTS); a word with a negative prefix not listed takes those of
+    the word it negates; None for a word unknown either way."""
+    if lemma in COMPLEMENTS:
+        return COMPLEMENTS[lemma]
+    base = next((lemma[len(p):] for p in NEGATIVE_PREFIXES if lemma.startswith(p) and lemma[len(p):] in COMPLEMENTS),
+                None)
+    return COMPLEMENTS.get(base) if base else None
+
+
+def _word_lemmas(tok) -> set[str]:
+    """The lemmas a word may have: the parser's, the word itself, and lemminflect's of its part of speech
+    (the parser reads "hates" as "hat")."""
+    return {tok.lemma_.lower(), tok.lower_} | {w for ws in _lemmas(tok.lower_).values() for w in ws}
+
+
+def complements(tok) -> list[str]:
+    """The complements a verb or an adjective has in its sentence: a particle ("catch up": the verb and its
+    particle are one word, never replaced alone), a direct object, a to-infinitive, a gerund, a that-clause,
+    a preposition right after it (an adjective's wherever it stands: "happy with the result")."""
+    if tok.pos_ not in ("VERB", "ADJ"):
+        return []
+    out = []
+    for c in tok.children:
+        if c.dep_ == "prt" or (c.dep_ == "advmod" and c.lower_ in PARTICLES and c.i == tok.i + 1):
+            out.append("particle")
+        elif c.dep_ == "dobj" and tok.pos_ == "VERB":
+            out.append("obj")
+        elif c.dep_ == "xcomp" and any(g.dep_ == "aux" and g.tag_ == "TO" for g in c.children):
+            out.append("to")
+        elif c.dep_ == "xcomp" and c.tag_ == "VBG":
+            out.append("ing")
+        elif c.dep_ == "ccomp" and c.i > tok.i:
+            out.append("that")
+        elif c.dep_ == "prep" and c.lower_ != "than" and (tok.pos_ == "ADJ" or c.i == tok.i + 1):
+            out.append(f"prep:{c.lower_}")
+    return out
+
+
+def complement_changes(before, after) -> list[str]:
+    """Words replaced one for one whose new word does not take a complement the old one had in the answer
+    (COMPLEMENTS): "leave the house" -> "stay the house", "pass by" -> "fail by"."""
+    import difflib
+
+    a, b = [t for t in before if not t.is_punct], [t for t in after if not t.is_punct]
+    out = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, [t.lower_ for t in a], [t.lower_ for t in b],
+                                                      autojunk=False).get_opcodes():
+        if op != "replace" or i2 - i1 != j2 - j1:
+            continue
+        for x, y in zip(a[i1:i2], b[j1:j2]):
+            used = complements(x)
+            takes = frozenset().union(*(_takes(w) or () for w in _word_lemmas(y)))
+            missing = [c for c in used if c not in takes]
+            if missing:
+                out.append(f"'{x.text}' -> '{y.text}': '{y.text}' does not take the {missing[0]} complement "
+                           f"'{x.text}' had")
+    return out
+
+
 @dataclass(frozen=True)
 class FluencyRule:
     """One fluency check of a rewrite: its name (the rejected row's `fluency_<name>` reason code), what it
@@ -578,6 +700,8 @@ FLUENCY_RULES = (
                 lambda o, r, parsed, k: _first(construction_problems(parsed[r]))),
     FluencyRule("part_of_speech", "a word replaced one for one read as another part of speech",
                 lambda o, r, parsed, k: _first(pos_changes(parsed[o], parsed[r]))),
+    FluencyRule("complement", "a word replaced one for one that does not take the old word's complement",
+                lambda o, r, parsed, k: _first(complement_changes(parsed[o], parsed[r]))),
     FluencyRule("role_collapse", "two people of the answer became one", _role_collapse),
 )
 

@@ -34,7 +34,9 @@ from tasks.vocabulary import CONVERSATION_ROLES
 # complements ("invites him to go" -> "ignores him to go", "near the market" -> "far the market", "arrived
 # at London" -> "left at London", "curious to know" -> "indifferent to know") or read oddly as opposites
 # ("finds a car" -> "loses a car", "gains experience" -> "loses experience", "new to the city" -> "old to
-# the city", "agree that" -> "refuse that", "ask for" -> "answer for"): two blind readers marked them.
+# the city", "agree that" -> "refuse that", "ask for" -> "answer for"), and "same" (it takes "the" where
+# "different" takes "a": "the different evening"): two blind readers marked them. A word's complements are
+# checked after the rewrite (`fluency.COMPLEMENTS`: "leave the house" -> "stay the house" is left out).
 # Declared as lemma pairs by part of speech; every form of a verb or a noun is lemminflect's (Penn tags: a
 # past tense for a past tense, a plural for a plural), never written by hand. Adjectives and adverbs are
 # taken as declared: their degree forms in lemminflect's lexicon are not all English ("freeer"), and the
@@ -68,7 +70,7 @@ important unimportant; necessary unnecessary; correct incorrect; complete incomp
 responsible irresponsible; successful unsuccessful; familiar unfamiliar; crowded deserted; fresh stale;
 ready unprepared; alive dead; sure unsure; certain uncertain; able unable; willing unwilling; guilty innocent;
 single married; loud quiet; bright dim; wet dry; thick thin; wide narrow; deep shallow; sweet bitter;
-public private; local foreign; modern ancient; simple complicated; same different; married divorced
+public private; local foreign; modern ancient; simple complicated; married divorced
 """,
     "ADV": """
 happily sadly; quickly slowly; before after; always never; often rarely; more less; most least;
@@ -223,7 +225,11 @@ def antonym_rewrites(text: str, lookup: Callable[[str], Iterable[str]] | None = 
             if new in seen or re.search(rf"\b{re.escape(new)}\b", text, re.I):
                 continue
             seen.add(new)
-            out.append((rule, _replace_span(text, m.start(), m.end(), _match_case(new, m.group()))))
+            start, case = m.start(), m.group()
+            quantifier = re.search(r"\b(a)\s+$", text[:start], re.I) if w in ("few", "little") else None
+            if quantifier:  # "a few" is one quantifier: its antonym "many" takes no article ("a many options")
+                start, case = quantifier.start(), quantifier.group(1) + m.group()[1:]
+            out.append((rule, _replace_span(text, start, m.end(), _match_case(new, case))))
     return out
 
 

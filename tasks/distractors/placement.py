@@ -13,11 +13,12 @@ Tiers, nearest first:
   `counterfactuals.retrieval_foreign` allows it).
 
 The order AF prefers (`PREFERENCE`, declared once): a generator's candidates for the item before every
-offline tier (AF never trades one for an offline candidate: `GENERATED`); then the contrary rewrites of a
-correct answer, a negation last among them; then this dialogue's answers to other targets (blind readers
-of draws L and M judged 21-22% of them correct for the item, events chain from turn to turn, against 0-6%
-of the contrary rewrites), then a word swapped for the dialogue's; then answers of other dialogues, those
-naming a thing of this dialogue first.
+offline tier (AF never trades one for an offline candidate: `GENERATED`); then the contrary predicates of a
+correct answer, a negation after them; then this dialogue's answers to other targets rewritten into a
+contrary statement; then one word of a correct answer for its antonym; then this dialogue's answers as
+written (blind readers of draws L to O judged 16-23% of them correct for the item, events chain from turn
+to turn, against 0-10% of the contrary rewrites), then a word swapped for the dialogue's; then answers of
+other dialogues, those naming a thing of this dialogue first.
 """
 
 from __future__ import annotations
@@ -30,15 +31,21 @@ NEGATIONS = frozenset({"negation", "predicate_negation"})  # the rewrite rules t
 SLOTS = 4  # distractors of an item that states no number of its own (CICERO's: five choices, one correct)
 
 # (name, tier, mark): the order AF starts an item and swaps in by, first preferred. A mark sets a candidate
-# behind the rest of its tier: a rewrite that swaps one word of a correct answer for the dialogue's own (an
-# event, a thing, a place: `grounded.SWAPS`) behind the contrary predicates (a reader finds more of them
-# broken English), and still before every answer written for another dialogue; a generator's candidate that echoes a correct answer (another item's of this
-# dialogue, or one of its own with only a negation changed: `counterfactuals.echo`) behind its others, a
-# negation among rewrites, an unanchored answer (naming no thing of this
+# behind the rest of its tier. Among rewrites of a correct answer: the contrary predicates first (a verb that
+# denies the event, an emotion of the other polarity, who did what to whom flipped: 88-100% read good by blind
+# readers), then a negation, then one word swapped for its antonym (`word`: 67-74% good, a fifth of them
+# read as broken English in draws N and O), and a word swapped for the dialogue's own (an event, a thing, a
+# place: `grounded.SWAPS`) after this dialogue's answers. This dialogue's answers to other targets rewritten
+# into a contrary statement (`contrary`: the dialogue rules them out, and they say something other than the
+# correct answer, as the released distractors do) before those answers as written (blind readers of draws
+# L to O judged 16-23% of them correct for the item: events chain from turn to turn). A generator's candidate
+# that echoes a correct answer (another item's of this dialogue, or one of its own with only a negation
+# changed: `counterfactuals.echo`) behind its others, an unanchored answer (naming no thing of this
 # dialogue) among retrieved ones; a reserve answer (naming a thing this dialogue lacks, not allowed) only to
 # fill an item that cannot be filled otherwise, never swapped in.
 PREFERENCE = (("generated", "generated", ""), ("echo", "generated", "echo"), ("rewrite", "rewrite", ""),
-              ("negation", "rewrite", "negation"), ("dialogue", "dialogue", ""), ("swap", "rewrite", "swap"),
+              ("negation", "rewrite", "negation"), ("contrary", "dialogue", "contrary"), ("word", "rewrite", "word"),
+              ("dialogue", "dialogue", ""), ("swap", "rewrite", "swap"),
               ("retrieved", "retrieved", ""), ("unanchored", "retrieved", "unanchored"),
               ("foreign", "foreign", ""), ("reserve", "foreign", "reserve"))
 
@@ -63,23 +70,35 @@ def negation(generator: str | None, rule: str | None) -> bool:
 
 
 def mark(generator: str | None, rule: str | None) -> str:
-    """"negation" for a rewrite that adds or removes a negation, "swap" for a grounded word swap, "unanchored" for a retrieved answer naming
-    no thing of this dialogue, "reserve" for one naming a thing it lacks kept only to fill an item that
-    cannot be filled otherwise; else ""."""
+    """"negation" for a rewrite that adds or removes a negation, "word" for one word of a correct answer
+    swapped for its antonym (the lexical rules), "swap" for a grounded word swap, "contrary" for this
+    dialogue's answer rewritten into a contrary statement, "unanchored" for a retrieved answer naming no thing
+    of this dialogue, "reserve" for one naming a thing it lacks kept only to fill an item that cannot be
+    filled otherwise; else ""."""
     if negation(generator, rule):
         return "negation"
+    if generator == "lexical":
+        return "word"
     if generator == "grounded" and str(rule or "").startswith("swap_"):
         return "swap"
+    if generator == "dialogue":
+        return "contrary" if contrary(rule) else ""
     if generator != "retrieval":
         return ""
     return next((m for m in ("unanchored", "reserve") if f":{m}:" in str(rule or "")), "")
 
 
+def contrary(rule: str | None) -> bool:
+    """Is a dialogue candidate's rule a contrary rewrite of the answer it names (`rule:words+dialogue:id`)?"""
+    return "+dialogue:" in str(rule or "")
+
+
 def kind(generator: str | None, rule: str | None) -> str:
-    """The kind of change a rewrite of a correct answer makes (its first rule: "antonym", "contrary_verb",
-    "role_flip", ...; a negation's two rules one kind), "" for a candidate that is no rewrite. An item holds
-    one rewrite of each kind: two negations of its answers are one distractor said twice."""
-    if generator not in REWRITES:
+    """The kind of change a rewrite makes (its first rule: "antonym", "contrary_verb", "role_flip", ...; a
+    negation's two rules one kind), of a correct answer or of this dialogue's answer to another target; ""
+    for a candidate that is no rewrite. An item holds one rewrite of each kind: two negations are one
+    distractor said twice, and an ending alone would tell them."""
+    if generator not in REWRITES and not (generator == "dialogue" and contrary(rule)):
         return ""
     first = str(rule or "").split("+")[0].split(":")[0]
     return "negation" if first in NEGATIONS else first

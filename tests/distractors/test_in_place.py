@@ -106,8 +106,19 @@ def test_dialogue_answers_are_of_the_item_question_type_and_from_the_other_side_
     assert pools["u"] == [("dialogue:s", "The speaker finds the keys in the bag.")]
     assert pools["s"] == [] and pools["t"] == [] and pools["v"] == []
     assert left_out["c"] == 2 and left_out["v"] == 5  # u's and v's answers; v: the five of c, s, t and u
-    assert preference("lexical", "antonym:lexicon:a -> b") < preference("lexical", "negation:add") \
-        < preference("dialogue", "dialogue:t") < preference("retrieval", "retrieval:x")
+    # a contrary predicate of a correct answer, a negation, this dialogue's answer said contrary, one word for
+    # its antonym, this dialogue's answer as written, another dialogue's answer
+    assert preference("grounded", "contrary_verb:go->refuse") < preference("lexical", "negation:add") \
+        < preference("dialogue", "contrary_verb:find->forget+dialogue:s") \
+        < preference("lexical", "antonym:lexicon:a -> b") < preference("dialogue", "dialogue:t") \
+        < preference("retrieval", "retrieval:x")
+    # with `contrary`, every answer of the item's type is also offered said contrary, either side of its target,
+    # before the answers as written; the rule names the rewrite and the item it came from
+    pools = dialogue_pools(view, time=QUESTION_TIME, contrary=("predicate_negation", "contrary_verb"))
+    assert pools["c"][-1] == ("dialogue:t", "The bag was searched.")
+    said = {text: rule for rule, text in pools["s"]}
+    assert said["The speaker is not relieved."] == "predicate_negation:is->is not+dialogue:u"
+    assert all(rule.endswith("+dialogue:u") for rule, _ in pools["s"])  # a later turn: said contrary only
 
 
 def _chance_items(n: int = 60):
