@@ -596,6 +596,13 @@ def _takes(lemma: str) -> frozenset[str] | None:
     return COMPLEMENTS.get(base) if base else None
 
 
+def _feeling(word: str) -> bool:
+    """An adjective of feeling: an -ed participle, or a word of the antonym lexicon's feeling pairs."""
+    from tasks.distractors import grounded
+
+    return grounded.participle(word) or word in grounded.feeling_words()
+
+
 def _word_lemmas(tok) -> set[str]:
     """The lemmas a word may have: the parser's, the word itself, and lemminflect's of its part of speech
     (the parser reads "hates" as "hat")."""
@@ -637,8 +644,10 @@ def complement_changes(before, after) -> list[str]:
         if op != "replace" or i2 - i1 != j2 - j1:
             continue
         for x, y in zip(a[i1:i2], b[j1:j2]):
-            used = complements(x)
+            used = complements(x) if not _word_lemmas(x) & _word_lemmas(y) else []  # another form of one word
             takes = frozenset().union(*(_takes(w) or () for w in _word_lemmas(y)))
+            if _feeling(y.lower_):  # "about" goes with every feeling ("worried / relieved about the house")
+                takes |= {"prep:about"}
             missing = [c for c in used if c not in takes]
             if missing:
                 out.append(f"'{x.text}' -> '{y.text}': '{y.text}' does not take the {missing[0]} complement "

@@ -48,8 +48,10 @@ def test_an_event_goes_under_a_verb_that_denies_it_in_its_own_form():
 
 def test_a_feeling_is_swapped_for_one_of_the_other_polarity_the_dialogues_first():
     made = _rewrites("The listener feels worried.", "emotion_swap",
-                     {"time": [], "attribute": ["wonderful", "small"]})
-    assert made[0] == "The listener feels wonderful."  # the dialogue's own adjective first
+                     {"time": [], "attribute": ["wonderful", "delighted", "small"]})
+    # the dialogue's own adjective of feeling first ("wonderful" describes a thing: "wants the speaker to be
+    # ridiculous" was read as broken)
+    assert made[0] == "The listener feels delighted." and "The listener feels wonderful." not in made
     from tasks.distractors.grounded import _valence
 
     for text in made:

@@ -312,3 +312,9 @@ def test_quantifiers_and_fixed_time_phrases_keep_their_english():
     assert antonym_rewrites("They share the same sentiments.") == []
     assert problem("Mr. Brown calls the speaker soon after.", "Mr. Brown calls the speaker soon before.")[0] == \
         "fixed_phrase"
+
+
+def test_a_verb_in_another_form_keeps_its_complements():
+    # "does not visit ... and choose a dog": the coordinated verb's base form under "does not" is one word
+    assert problem("The speaker visits the shelter and chooses a dog.",
+                   "The speaker does not visit the shelter and choose a dog.") is None
