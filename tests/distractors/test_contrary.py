@@ -194,3 +194,38 @@ def test_no_double_negative_and_no_antonym_the_sentence_already_says():
 
     assert negation_rewrites("There was no electricity in the house.") == []
     assert all("bad and bad" not in t for _, t in antonym_rewrites("The listener asks what's good and bad about it."))
+
+
+def test_a_thing_is_swapped_only_where_its_slot_selects_nothing_else_of_it():
+    words = {"time": [], "attribute": [], "verb": [], "place": [], "object": [("piano", "NN"), ("grade", "NN")]}
+    assert _rewrites("The speaker sells the old guitar.", "swap_object", words) == []  # a modifier chose the noun
+    assert _rewrites("A shows consideration and care to B.", "swap_object", words) == []  # joined to another noun
+    assert _rewrites("The speaker does the homework.", "swap_object", words) == []  # a light verb's object
+    assert _rewrites("The speaker blames the mistake on the listener.", "swap_object", words) == []  # blame X on
+    assert _rewrites("The speaker sells the guitar.", "swap_object", words)[0] == "The speaker sells the piano."
+
+
+def test_a_word_english_has_as_no_verb_is_no_predicate():
+    # "questions" read as part of the subject, the name after it as the verb: no "fail to debbie"
+    assert _rewrites("The speaker questions debbie about the reviews.", "contrary_verb") == []
+    assert _rewrites("The speaker questions debbie about the reviews.", "predicate_negation") == []
+
+
+def test_this_dialogues_answers_said_contrary_are_rows_of_their_own_placement_and_source():
+    from tasks.distractors.counterfactuals import counterfactuals
+
+    passage = ["A: I lost my keys .", "B: Look in your bag .", "A: Found them !", "B: Good , let us go ."]
+    after = "What subsequent event happens following the target?"
+    instances = pd.DataFrame({
+        "id": ["s", "u"], "group_id": ["D", "D"], "question": [after, after],
+        "target": ["Look in your bag .", "Found them !"], "passage": [passage] * 2,
+        "gold": ["The speaker finds the keys in the bag.", "The speaker leaves the house with the listener."],
+        "choices": [[], []], "correct_answers": [[], []]})
+    out = counterfactuals(instances, generators=["dialogue"], min_pool=8).data
+    said = out[(out["instance_id"] == "s") & (out["placement"] == "contrary")]
+    assert len(said) and set(said["written_for"]) == {"u"} and said["rule"].str.endswith("+dialogue:u").all()
+    assert said["rationale"].str.contains("the answer of u, this dialogue, about another target, rewritten").all()
+    assert "The speaker refuses to leave the house with the listener." in set(said["candidate"]) or \
+        "The speaker does not leave the house with the listener." in set(said["candidate"])
+    # as written only from the earlier side (a subsequent event of a later turn also follows this one)
+    assert not ((out["instance_id"] == "s") & (out["placement"] == "dialogue")).any()
