@@ -116,7 +116,7 @@ def _is_thing(tok) -> bool:
 
 def dialogue_words(passage, target) -> dict[str, list]:
     """The dialogue's swappable words by slot, nearest the target first: verbs (with whether they take a
-    direct object), direct objects, place objects, dates and times, adjectives. Each as (lemma, text)."""
+    direct object), direct objects, place objects (with their preposition), dates and times, adjectives."""
     turns = [TAG.sub("", str(u)) for u in passage]
     at = locate(target, passage)
     order = nearest_first(at, len(turns)) if at is not None else list(range(len(turns)))
@@ -141,7 +141,7 @@ def dialogue_words(passage, target) -> dict[str, list]:
             elif _is_thing(tok) and tok.dep_ == "dobj":
                 add("object", lemma, (lemma, tok.tag_))
             elif _is_thing(tok) and _place_object(tok):
-                add("place", lemma, (lemma, tok.tag_))
+                add("place", (lemma, tok.head.lower_), (lemma, tok.head.lower_))
             elif tok.pos_ == "ADJ" and tok.dep_ in ADJECTIVE_DEPS and tok.is_alpha and len(tok.text) > 2:
                 add("attribute", lemma, lemma)
     return out
@@ -221,9 +221,13 @@ def _object_options(tok, words: dict, taken: set) -> list[str]:
 
 
 def _place_options(tok, words: dict, taken: set) -> list[str]:
-    if not (_is_thing(tok) and _place_object(tok)):
+    """The object of a place preposition with its determiner ("at the office"; a bare "at home" would take
+    another noun bare: "at pool"), for the dialogue's."""
+    if not (_is_thing(tok) and _place_object(tok)) or not any(c.dep_ in ("det", "poss") for c in tok.children):
         return []
-    return [_noun_form(new, tok.tag_) for new, _ in words["place"] if new not in taken]
+    # a place the dialogue names after the same preposition ("at the office" -> "at the airport"): a noun
+    # after another one is seldom a place there ("in a dilemma" -> "in a government", "at home" -> "at pool")
+    return [_noun_form(new, tok.tag_) for new, prep in words["place"] if new not in taken and prep == tok.head.lower_]
 
 
 def _attribute_options(tok, words: dict, taken: set) -> list[str]:

@@ -229,3 +229,12 @@ def test_this_dialogues_answers_said_contrary_are_rows_of_their_own_placement_an
         "The speaker does not leave the house with the listener." in set(said["candidate"])
     # as written only from the earlier side (a subsequent event of a later turn also follows this one)
     assert not ((out["instance_id"] == "s") & (out["placement"] == "dialogue")).any()
+
+
+def test_a_place_is_swapped_for_one_the_dialogue_names_after_the_same_preposition():
+    words = {"time": [], "attribute": [], "verb": [], "object": [], "place": [("airport", "at"), ("salad", "in")]}
+    assert _rewrites("The speaker waits at the office.", "swap_place", words) == ["The speaker waits at the airport."]
+    assert _rewrites("The speaker stays at home.", "swap_place", words) == []  # a bare noun would take one bare
+    passage = ["A: I will wait at the airport .", "B: Put it in the salad ."]
+    found = grounded.dialogue_words(passage, None)["place"]
+    assert ("airport", "at") in found and ("salad", "in") in found
