@@ -279,6 +279,7 @@ STATIVE = frozenset({"be", "have", "know", "believe", "think", "understand", "re
                      "sound", "look", "realize", "realise", "recognize", "recognise", "suppose", "doubt", "agree",
                      "disagree", "care", "mind", "fit", "include", "involve", "lack", "weigh", "equal", "resemble",
                      "depend", "exist", "imagine", "hope", "expect", "envy", "fear", "adore", "appreciate", "enjoy",
+                     "live",
                      "can", "could", "may", "might", "must", "shall", "should", "will", "would"})
 # Verbs that say the predicate's event did not happen, by the subject's will or not: "refuses to go home",
 # "fails to pay the bill", "forgets to call" (the released distractors' "negative verbs": cancels, refuses,

@@ -33,8 +33,9 @@ SLOTS = 4  # distractors of an item that states no number of its own (CICERO's: 
 # (name, tier, mark): the order AF starts an item and swaps in by, first preferred. A mark sets a candidate
 # behind the rest of its tier. Among rewrites of a correct answer: the contrary predicates first (a verb that
 # denies the event, an emotion of the other polarity, who did what to whom flipped: 88-100% read good by blind
-# readers), then a negation, then one word swapped for its antonym (`word`: 67-74% good, a fifth of them
-# read as broken English in draws N and O), and a word swapped for the dialogue's own (an event, a thing, a
+# readers), then a negation of the predicate's verb, then the lexical rules' rewrites (`word`: an antonym
+# 67-74% good, a fifth of them read as broken English in draws N and O; a negation at the first auxiliary
+# 78-87%), and a word swapped for the dialogue's own (an event, a thing, a
 # place: `grounded.SWAPS`) after this dialogue's answers. This dialogue's answers to other targets rewritten
 # into a contrary statement (`contrary`: the dialogue rules them out, and they say something other than the
 # correct answer, as the released distractors do) before those answers as written (blind readers of draws
@@ -70,15 +71,15 @@ def negation(generator: str | None, rule: str | None) -> bool:
 
 
 def mark(generator: str | None, rule: str | None) -> str:
-    """"negation" for a rewrite that adds or removes a negation, "word" for one word of a correct answer
-    swapped for its antonym (the lexical rules), "swap" for a grounded word swap, "contrary" for this
+    """"word" for a rewrite of a correct answer by the lexical rules (a word for its antonym, a negation at the
+    first auxiliary), "negation" for a grounded rewrite that adds or removes a negation, "swap" for a grounded word swap, "contrary" for this
     dialogue's answer rewritten into a contrary statement, "unanchored" for a retrieved answer naming no thing
     of this dialogue, "reserve" for one naming a thing it lacks kept only to fill an item that cannot be
     filled otherwise; else ""."""
+    if generator == "lexical":  # its negation too: at the first auxiliary, wherever the clause ("... thus they
+        return "word"           # have not yet to leave"), where the grounded one negates the predicate's own verb
     if negation(generator, rule):
         return "negation"
-    if generator == "lexical":
-        return "word"
     if generator == "grounded" and str(rule or "").startswith("swap_"):
         return "swap"
     if generator == "dialogue":

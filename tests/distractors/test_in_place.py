@@ -106,12 +106,13 @@ def test_dialogue_answers_are_of_the_item_question_type_and_from_the_other_side_
     assert pools["u"] == [("dialogue:s", "The speaker finds the keys in the bag.")]
     assert pools["s"] == [] and pools["t"] == [] and pools["v"] == []
     assert left_out["c"] == 2 and left_out["v"] == 5  # u's and v's answers; v: the five of c, s, t and u
-    # a contrary predicate of a correct answer, a negation, this dialogue's answer said contrary, one word for
-    # its antonym, this dialogue's answer as written, another dialogue's answer
-    assert preference("grounded", "contrary_verb:go->refuse") < preference("lexical", "negation:add") \
+    # a contrary predicate of a correct answer, its verb negated, this dialogue's answer said contrary, the
+    # lexical rules (a word for its antonym, a negation at the first auxiliary), this dialogue's answer as
+    # written, another dialogue's answer
+    assert preference("grounded", "contrary_verb:go->refuse") < preference("grounded", "predicate_negation:is->is not") \
         < preference("dialogue", "contrary_verb:find->forget+dialogue:s") \
-        < preference("lexical", "antonym:lexicon:a -> b") < preference("dialogue", "dialogue:t") \
-        < preference("retrieval", "retrieval:x")
+        < preference("lexical", "antonym:lexicon:a -> b") == preference("lexical", "negation:add") \
+        < preference("dialogue", "dialogue:t") < preference("retrieval", "retrieval:x")
     # with `contrary`, every answer of the item's type is also offered said contrary, either side of its target,
     # before the answers as written; the rule names the rewrite and the item it came from
     pools = dialogue_pools(view, time=QUESTION_TIME, contrary=("predicate_negation", "contrary_verb"))
