@@ -211,12 +211,17 @@ SELECTED_BY = frozenset({"amod", "compound", "nummod", "prep", "conj", "cc", "ac
 def _object_options(tok, words: dict, taken: set) -> list[str]:
     """The thing done to: the dialogue's things, where the object stands alone after a verb of its own (not
     a light verb: "do the grade"), with no modifier, coordination or preposition chosen for it, and the
-    verb no preposition after it that the object goes with ("blames their wallet on the listener")."""
-    if not (_is_thing(tok) and tok.dep_ == "dobj") or tok.head.lemma_.lower() in LIGHT_VERBS:
+    verb no preposition after it that the object goes with ("blames their wallet on the listener"; a place
+    preposition says where, whatever the thing: "wants a companion at home" -> "wants a dog at home")."""
+    from tasks.distractors.lexical import LIGHT_VERBS as PHRASE_VERBS  # whose meaning is their object's
+
+    if not (_is_thing(tok) and tok.dep_ == "dobj") or tok.head.lemma_.lower() in PHRASE_VERBS:
         return []
-    if any(c.dep_ in SELECTED_BY for c in tok.children) or tok.dep_ == "conj" or \
-            any(c.dep_ in ("prep", "dative") and c.i > tok.i for c in tok.head.children):
-        return []
+    if any(c.dep_ in SELECTED_BY and not (c.dep_ == "prep" and c.lower_ in PLACE_PREPOSITIONS) for c in tok.children) \
+            or tok.dep_ == "conj" or \
+            any(c.dep_ == "dative" or c.dep_ == "prep" and c.lower_ not in PLACE_PREPOSITIONS
+                for c in tok.head.children if c.i > tok.i):
+        return []  # where it happens ("wants a companion at home") goes with any thing; "blames X on" does not
     return [_noun_form(new, tok.tag_) for new, _ in words["object"] if new not in taken]
 
 

@@ -203,6 +203,8 @@ def test_a_thing_is_swapped_only_where_its_slot_selects_nothing_else_of_it():
     assert _rewrites("The speaker does the homework.", "swap_object", words) == []  # a light verb's object
     assert _rewrites("The speaker blames the mistake on the listener.", "swap_object", words) == []  # blame X on
     assert _rewrites("The speaker sells the guitar.", "swap_object", words)[0] == "The speaker sells the piano."
+    assert _rewrites("The speaker wants a guitar at home.", "swap_object", words)[0] == \
+        "The speaker wants a piano at home."  # where it happens goes with any thing
 
 
 def test_a_word_english_has_as_no_verb_is_no_predicate():
