@@ -35,25 +35,23 @@ from tasks.vocabulary import CONVERSATION_ROLES
 # at London" -> "left at London", "curious to know" -> "indifferent to know") or read oddly as opposites
 # ("finds a car" -> "loses a car", "gains experience" -> "loses experience", "new to the city" -> "old to
 # the city", "agree that" -> "refuse that", "ask for" -> "answer for"), and "same" (it takes "the" where
-# "different" takes "a": "the different evening"): two blind readers marked them. A word's complements are
+# "different" takes "a": "the different evening"): two blind readers marked them. "come" / "go" name one
+# motion from two places ("invite her to come eat" is "to go eat"). No nouns: a thing for its opposite thing
+# says no contrary of the predicate, and readers of draw P marked most of them ("asks further answers",
+# "heard from an enemy", "the following night" for "day"). A word's complements are
 # checked after the rewrite (`fluency.COMPLEMENTS`: "leave the house" -> "stay the house" is left out).
-# Declared as lemma pairs by part of speech; every form of a verb or a noun is lemminflect's (Penn tags: a
-# past tense for a past tense, a plural for a plural), never written by hand. Adjectives and adverbs are
+# Declared as lemma pairs by part of speech; every form of a verb is lemminflect's (Penn tags: a past tense for
+# a past tense), never written by hand. Adjectives and adverbs are
 # taken as declared: their degree forms in lemminflect's lexicon are not all English ("freeer"), and the
 # few an answer uses are words of their own ("better", "earlier").
 ANTONYM_LEMMAS = {
     "VERB": """
 love hate; like dislike; accept reject; win lose; buy sell; give take; open close; start finish; begin end;
-come go; enter exit; remember forget; pass fail; succeed fail; stay leave; increase decrease; rise fall;
+enter exit; remember forget; pass fail; succeed fail; stay leave; increase decrease; rise fall;
 borrow lend; teach learn; push pull; laugh cry; smile frown; wake sleep; allow forbid; save spend;
 agree disagree; join leave; praise criticize; attend skip; cancel confirm; include exclude; receive send;
 catch miss; hire fire; marry divorce; trust distrust; approve disapprove; admit deny; believe doubt;
 continue stop; reduce increase; expand shrink; welcome reject
-""",
-    "NOUN": """
-husband wife; boyfriend girlfriend; brother sister; father mother; son daughter; uncle aunt; king queen;
-boy girl; success failure; profit loss; friend enemy; victory defeat; truth lie; summer winter;
-spring autumn; question answer; day night; morning evening
 """,
     "ADJ": """
 happy sad; pleased annoyed; glad sorry; excited bored; calm angry; relaxed nervous; early late;
@@ -80,7 +78,7 @@ together alone; inside outside; above below
 # The forms a pair is inflected to, each tag's first form the one written (lemminflect lists a spelling's
 # variants after it: "canceled", "cancelled"); every variant is read. A form shared by two tags maps as the
 # earlier tag's ("allowed" -> "forbade", the past tense before the participle).
-INFLECTED_TAGS = {"VERB": ("VB", "VBP", "VBZ", "VBD", "VBN", "VBG"), "NOUN": ("NN", "NNS")}
+INFLECTED_TAGS = {"VERB": ("VB", "VBP", "VBZ", "VBD", "VBN", "VBG")}
 
 
 def _antonym_forms() -> dict[str, str]:

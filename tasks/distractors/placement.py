@@ -97,12 +97,16 @@ def contrary(rule: str | None) -> bool:
 def kind(generator: str | None, rule: str | None) -> str:
     """The kind of change a rewrite makes (its first rule: "antonym", "contrary_verb", "role_flip", ...; a
     negation's two rules one kind), of a correct answer or of this dialogue's answer to another target; ""
-    for a candidate that is no rewrite. An item holds one rewrite of each kind: two negations are one
-    distractor said twice, and an ending alone would tell them."""
+    for a candidate that is no rewrite. An item holds one rewrite of each kind: two rewrites of one kind of
+    a correct answer are one distractor said twice, and an ending alone would tell two negations. The other
+    contrary rules of this dialogue's answers are kinds of their own ("dialogue:contrary_verb"): "refuses to
+    show the photos", said of another event, is no copy of "forgets to pay the bill"."""
     if generator not in REWRITES and not (generator == "dialogue" and contrary(rule)):
         return ""
     first = str(rule or "").split("+")[0].split(":")[0]
-    return "negation" if first in NEGATIONS else first
+    if first in NEGATIONS:
+        return "negation"
+    return f"dialogue:{first}" if generator == "dialogue" else first
 
 
 def preference(generator: str | None, rule: str | None) -> int:

@@ -80,6 +80,21 @@ def test_a_predicate_is_rewritten_only_where_the_answer_opens_with_its_subject()
         "The speaker forgot to go to the bank." in _rewrites("The speaker went to the bank.", "contrary_verb")
 
 
+def test_no_predicate_of_a_broken_or_already_negated_answer_is_rewritten():
+    """A rewrite of broken English is broken English, and a second negation in one sentence reads as a puzzle;
+    the grammar's own exceptions stay rewritable."""
+    for text in ("The listener suggests leaving the worries and spent time with his family.",  # two tenses
+                 "The speaker goes home and took a nap.",
+                 "The speaker mentions the listener join her for the trainings.",  # no bare verb after "mention"
+                 "The listener found that the amount is not equivalent to the bill.",  # a negation already
+                 "The speaker suggests the listener to not go outside."):
+        assert _rewrites(text, "predicate_negation") == [] and _rewrites(text, "contrary_verb") == [], text
+    for text in ("The speaker lets the listener go home.", "The listener suggested the speaker talk to his teacher.",
+                 "The speaker is quite busy, but wanted to hear out the listener.",  # a state now, an event then
+                 "The speaker finished his work and is now relaxing.", "The speaker visits the shelter and chooses a dog."):
+        assert _rewrites(text, "predicate_negation"), text
+
+
 def test_a_light_verb_keeps_its_phrase():
     from tasks.distractors.lexical import antonym_rewrites
 

@@ -272,6 +272,35 @@ def test_a_retrieved_answer_that_fits_this_dialogue_is_left_out():
         assert margin.iloc[0] >= 0 > margin.iloc[1] and np.isnan(margin.iloc[2]), margin.tolist()  # rewrites: not judged
 
 
+def test_this_dialogues_answer_that_fits_this_target_as_well_as_its_own_is_left_out():
+    """An answer written for another target of the same dialogue, offered as written, is kept only where it
+    fits its own target's turns clearly better than this one's; its contrary rewrite and other generators'
+    candidates are not judged."""
+    from tasks.distractors.candidate_filter import candidate_filter, fits_this_target
+
+    passage = ["A: my dog has been coughing all night .", "B: you should take him to the vet .",
+               "A: i will call the clinic now .", "B: by the way , did you pay the electricity bill ?",
+               "A: no , i forgot , the bill is due tomorrow .", "B: then pay it online tonight ."]
+    question = "What subsequent event happens or could happen following the target?"
+    items = pd.DataFrame({"id": ["vet", "bill"], "question": [question] * 2, "passage": [passage] * 2,
+                          "target": ["you should take him to the vet .", "then pay it online tonight ."],
+                          "gold": ["The speaker takes the dog to the vet.", "The speaker pays the bill online."],
+                          "choices": [None] * 2, "correct_answers": [None] * 2})
+    cands = pd.DataFrame([{"id": f"c{k}", "instance_id": "vet", "gold": items["gold"][0], "candidate": c,
+                           "generator": g, "rule": r} for k, (c, g, r) in enumerate([
+                               ("The speaker pays the electricity bill online that night.", "dialogue", "dialogue:bill"),
+                               ("The vet examines the coughing dog.", "dialogue", "dialogue:bill"),
+                               ("The speaker forgets to pay the bill.", "dialogue", "contrary_verb:x->y+dialogue:bill"),
+                               ("The vet examines the coughing dog.", "lexical", "antonym:lexicon")])])
+    margin = fits_this_target(cands, items, EMBED, None)
+    assert margin.iloc[0] < -0.1 < margin.iloc[1] and margin.iloc[2:].isna().all(), margin.tolist()
+    out = candidate_filter(cands, items, embedder=EMBED, nli="off")
+    assert out.data["id"].tolist() == ["c0", "c2", "c3"]
+    assert out.rejected["reason_code"].tolist() == ["fits_this_target"] and \
+        out.rejected["reason"].iloc[0].startswith("this dialogue's answer to another target")
+    assert candidate_filter(cands, items, embedder=EMBED, nli="off", dialogue_guard=False).rejected.empty
+
+
 def test_candidate_filter_requires_an_explicit_nli_choice():
     from tasks.distractors.candidate_filter import candidate_filter
 

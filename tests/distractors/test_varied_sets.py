@@ -34,6 +34,11 @@ def test_kind_names_the_change_and_a_negation_is_one_kind():
     assert kind("grounded", "predicate_negation:is->is not") == kind("lexical", "negation:add") == "negation"
     assert kind("lexical", "antonym:lexicon+negation:add") == "antonym"
     assert kind("dialogue", "dialogue:i3") == kind("retrieval", "retrieval:i9") == kind("server", "server:m:t:r") == ""
+    # this dialogue's answer said contrary: a negation is the one negation an item holds, whoever's answer it
+    # negates; refused or forgotten, another event is a kind of its own beside the correct answer's
+    assert kind("dialogue", "predicate_negation:goes->does not go+dialogue:i3") == "negation"
+    assert kind("dialogue", "contrary_verb:shows->forgets to show+dialogue:i3") == "dialogue:contrary_verb" != \
+        kind("grounded", "contrary_verb:goes->refuses to go")
 
 
 def test_a_word_swap_comes_after_the_contrary_predicates_and_before_other_dialogues():
