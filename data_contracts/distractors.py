@@ -65,8 +65,8 @@ class Counterfactuals(Contract):
     item_question_type: Series[str] = pa.Field(nullable=True)
     written_for: Series[str]
     """the item whose answer the candidate comes from: another item's, or its own (a rewrite)"""
-    placement: Series[str] = pa.Field(isin=["generated", "echo", "rewrite", "negation", "contrary", "word", "dialogue",
-                                            "swap", "retrieved", "unanchored", "foreign", "reserve"])
+    placement: Series[str] = pa.Field(isin=["generated", "echo", "rewrite", "negation", "contrary", "word", "flip",
+                                            "dialogue", "swap", "retrieved", "unanchored", "foreign", "reserve"])
     """where it was written (tasks/distractors/placement.py PREFERENCE): the order AF starts and swaps in by"""
 
     @pa.dataframe_check(name="candidate_answers_the_item_question_type")

@@ -54,13 +54,13 @@ class GroundedRule:
 # broken on the real sample) and a verb, an object or an adjective swapped word for word ("thanked the
 # photos", "a many photographer") are asked for by name only.
 FLUENT = ("role_flip", "predicate_negation", "contrary_verb", "emotion_swap")
-# A thing or a place of the answer for the dialogue's ("at the office" -> "at the airport"; a thing only in a
-# slot that selects nothing else of it: `_object_options`), placed behind the contrary predicates (placement
-# "swap") when asked for by name. Not made by default: blind readers of draws P and Q read 9 of 21 thing swaps
-# as broken English ("is given the mistake", "help him improve his fees": a thing selected by its verb). A verb
-# swapped read as broken English in 15 of 16 readings ("miss up on", "desires to stretch").
+# A thing or a place of the main event for the dialogue's ("at the office" -> "at the airport"; a thing only in
+# a slot that selects nothing else of it: `_object_options`, `_of_the_predicate`), placed behind the contrary
+# predicates and this dialogue's answers (placement "swap"): an item takes one only where nothing else written
+# for it is left, before an answer of another dialogue. A verb swapped read as broken English in 15 of 16
+# readings ("miss up on", "desires to stretch"): asked for by name only.
 SWAPS = ("swap_object", "swap_place")
-DEFAULT = FLUENT
+DEFAULT = FLUENT + SWAPS
 # The rules that say the contrary of any answer for its own subject: this dialogue's answers to other targets
 # are offered rewritten by them (`counterfactuals.contrary_answers`); a role flip of another target's answer
 # is as often true as not.
@@ -215,7 +215,8 @@ def _object_options(tok, words: dict, taken: set) -> list[str]:
     preposition says where, whatever the thing: "wants a companion at home" -> "wants a dog at home")."""
     from tasks.distractors.lexical import LIGHT_VERBS as PHRASE_VERBS  # whose meaning is their object's
 
-    if not (_is_thing(tok) and tok.dep_ == "dobj") or tok.head.lemma_.lower() in PHRASE_VERBS:
+    if not (_is_thing(tok) and tok.dep_ == "dobj") or tok.head.lemma_.lower() in PHRASE_VERBS or \
+            not _of_the_predicate(tok.head) or any(c.dep_ == "poss" for c in tok.children):
         return []
     if any(c.dep_ in SELECTED_BY and not (c.dep_ == "prep" and c.lower_ in PLACE_PREPOSITIONS) for c in tok.children) \
             or tok.dep_ == "conj" or \
@@ -225,10 +226,27 @@ def _object_options(tok, words: dict, taken: set) -> list[str]:
     return [_noun_form(new, tok.tag_) for new, _ in words["object"] if new not in taken]
 
 
+def _of_the_predicate(verb) -> bool:
+    """Is `verb` the answer's main predicate (`_main_predicate`) or a to-infinitive it governs, active, with no
+    particle? A thing or a place
+    is swapped only in the main event: one of a clause inside it ("help him improve his grades" -> "his
+    fees", "friends who can play softball" -> "play team"), of a passive ("is given the bill" -> "the
+    mistake") or of a particle verb ("finishing up grandmother") reads as broken English."""
+    main = _main_predicate(verb.doc) if verb is not None else None
+    # the main verb, or a to-infinitive it governs ("wants to buy a guitar", "decides to visit the museum")
+    while verb is not None and verb != main and verb.dep_ == "xcomp" and \
+            any(c.dep_ == "aux" and c.lower_ == "to" for c in verb.children):
+        if any(c.dep_ in ("auxpass", "prt") for c in verb.children):
+            return False
+        verb = verb.head
+    return main is not None and verb == main and not any(c.dep_ in ("auxpass", "prt") for c in verb.children)
+
+
 def _place_options(tok, words: dict, taken: set) -> list[str]:
     """The object of a place preposition with its determiner ("at the office"; a bare "at home" would take
     another noun bare: "at pool"), for the dialogue's."""
-    if not (_is_thing(tok) and _place_object(tok)) or not any(c.dep_ in ("det", "poss") for c in tok.children):
+    if not (_is_thing(tok) and _place_object(tok)) or not any(c.dep_ in ("det", "poss") for c in tok.children) or \
+            not _of_the_predicate(tok.head.head):
         return []
     # a place the dialogue names after the same preposition ("at the office" -> "at the airport"): a noun
     # after another one is seldom a place there ("in a dilemma" -> "in a government", "at home" -> "at pool")
@@ -259,20 +277,22 @@ def _role_flip(d, answer: str, words: dict, taken: set, per_rule: int) -> list[t
 
 def role_flips(answer: str) -> list[tuple[str, str]]:
     """Who did what to whom, flipped, where the answer names both people (the speaker and the listener)
-    and does not join them ("the speaker and the listener ..." flipped says
-    the same)."""
+    and does not join them ("the speaker and the listener ..." flipped says the same); where it names one
+    of them, the other one did it ("The speaker failed the driving test" -> "The listener failed ...": the
+    released distractors flip the roles in 14%)."""
     out = []
     for a, b in ROLE_PAIRS:
         hits = list(re.finditer(rf"(?<![\w'’])({a}|{b})(?![\w])", answer, re.I))
         kinds = {m.group(1).lower() for m in hits}
-        if len(kinds) < 2 or re.search(rf"\b({a}|{b})\b(\s+\w+){{0,2}}?\s+and\s+(the\s+)?({a}|{b})\b", answer, re.I):
+        if not kinds or re.search(rf"\b({a}|{b})\b(\s+\w+){{0,2}}?\s+and\s+(the\s+)?({a}|{b})\b", answer, re.I):
             continue
         text, pos = [], 0
         for m in hits:
             other = b if m.group(1).lower() == a else a
             text.append(answer[pos:m.start()] + _case(other, m.group(1)))
             pos = m.end()
-        out.append((f"role_flip:{a}<->{b}", "".join(text) + answer[pos:]))
+        label = f"{a}<->{b}" if len(kinds) == 2 else f"{next(iter(kinds))}->{a if b in kinds else b}"
+        out.append((f"role_flip:{label}", "".join(text) + answer[pos:]))
     return out
 
 
@@ -345,6 +365,8 @@ def _broken(d) -> bool:
         if t.dep_ == "conj" and t.pos_ in ("VERB", "AUX") and t.head.pos_ in ("VERB", "AUX") and \
                 not any(c.dep_ in ("nsubj", "nsubjpass", "aux", "auxpass") for c in t.children):
             a, b = t.head.tag_, t.tag_
+            if _tense_unmarked(t) or _tense_unmarked(t.head):
+                continue  # "put", "read", "set": one form for the present and the past
             stative = "be" in (t.lemma_, t.head.lemma_)  # a state now and an event then: "is busy but wanted to"
             if "VBG" in (a, b) and (a in FINITE or b in FINITE) or \
                     not stative and a in FINITE and b in FINITE and FINITE[a] != FINITE[b]:
@@ -353,6 +375,15 @@ def _broken(d) -> bool:
                 not any(c.dep_ in ("aux", "mark") for c in t.children) and t.head.lemma_.lower() not in BARE_INFINITIVE:
             return True
     return False
+
+
+def _tense_unmarked(tok) -> bool:
+    """Is the verb's form both a past and a present form of its verb ("put", "cut", "read")?"""
+    from lemminflect import getInflection
+
+    word = tok.lower_
+    return word in getInflection(tok.lemma_.lower(), "VBD") and \
+        word in getInflection(tok.lemma_.lower(), "VBP") + getInflection(tok.lemma_.lower(), "VBZ")
 
 
 def _a_verb(word: str) -> bool:

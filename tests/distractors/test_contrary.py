@@ -220,6 +220,10 @@ def test_a_thing_is_swapped_only_where_its_slot_selects_nothing_else_of_it():
     assert _rewrites("The speaker sells the guitar.", "swap_object", words)[0] == "The speaker sells the piano."
     assert _rewrites("The speaker wants a guitar at home.", "swap_object", words)[0] == \
         "The speaker wants a piano at home."  # where it happens goes with any thing
+    # only the main event's own thing: not inside a clause, a passive, a particle verb, nor after a possessor
+    for text in ("The listener helps the speaker improve his guitar.", "The speaker is given the guitar.",
+                 "The speaker picks up the guitar.", "The speaker sells the listener's guitar."):
+        assert _rewrites(text, "swap_object", words) == [], text
 
 
 def test_a_word_english_has_as_no_verb_is_no_predicate():

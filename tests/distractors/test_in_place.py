@@ -49,11 +49,18 @@ def test_coverage_reports_how_much_of_each_dialogue_a_model_saw():
     assert report["dialogue"]["tokens_share"] == 0.6
 
 
-def test_a_role_flip_needs_both_people_and_never_a_joined_pair():
+def test_a_role_flip_never_swaps_a_joined_pair_and_one_persons_act_goes_after_the_contrary_predicates():
+    from tasks.distractors.placement import preference
+
     assert grounded.role_flips("The speaker asks the listener to marry him.") == [
         ("role_flip:speaker<->listener", "The listener asks the speaker to marry him.")]
-    assert grounded.role_flips("The speaker stockpiles food.") == []  # one person: as true as not
+    # one person's act given to the other: as often true as not, placed after every contrary rewrite
+    assert grounded.role_flips("The speaker's sister visits the speaker.") == [
+        ("role_flip:speaker->listener", "The listener's sister visits the listener.")]
     assert grounded.role_flips("The speaker and the listener leave.") == []  # swapped, the same statement
+    assert preference("lexical", "antonym:lexicon") < preference("grounded", "role_flip:speaker->listener") < \
+        preference("dialogue", "dialogue:t")
+    assert preference("grounded", "role_flip:speaker<->listener") == preference("grounded", "contrary_verb:go->refuse")
 
 
 def test_grounded_rewrites_take_places_and_times_from_the_dialogue_never_a_correct_answers_words():
