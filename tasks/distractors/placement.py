@@ -35,8 +35,8 @@ SLOTS = 4  # distractors of an item that states no number of its own (CICERO's: 
 # denies the event, an emotion of the other polarity, who did what to whom flipped: 88-100% read good by blind
 # readers), then a negation of the predicate's verb, then the lexical rules' rewrites (`word`: an antonym
 # 67-74% good, a fifth of them read as broken English in draws N and O; a negation at the first auxiliary
-# 78-87%), then one person's act given to the other (a role flip of an answer naming one of them), and a
-# word swapped for the dialogue's own (an event, a thing, a
+# 78-87%), then a role flip (the act given to the other person: a near-copy of the answer, which an
+# ending alone tells), and a word swapped for the dialogue's own (an event, a thing, a
 # place: `grounded.SWAPS`) after this dialogue's answers. This dialogue's answers to other targets rewritten
 # into a contrary statement (`contrary`: the dialogue rules them out, and they say something other than the
 # correct answer, as the released distractors do) before those answers as written (blind readers of draws
@@ -74,7 +74,7 @@ def negation(generator: str | None, rule: str | None) -> bool:
 def mark(generator: str | None, rule: str | None) -> str:
     """"word" for a rewrite of a correct answer by the lexical rules (a word for its antonym, a negation at the
     first auxiliary), "negation" for a grounded rewrite that adds or removes a negation, "swap" for a grounded
-    word swap, "flip" for one person's act given to the other ("The listener failed the test"), "contrary" for this
+    word swap, "flip" for a role flip ("The listener failed the test"), "contrary" for this
     dialogue's answer rewritten into a contrary statement, "unanchored" for a retrieved answer naming no thing
     of this dialogue, "reserve" for one naming a thing it lacks kept only to fill an item that cannot be
     filled otherwise; else ""."""
@@ -84,8 +84,8 @@ def mark(generator: str | None, rule: str | None) -> str:
         return "negation"
     if generator == "grounded" and str(rule or "").startswith("swap_"):
         return "swap"
-    if generator == "grounded" and str(rule or "").startswith("role_flip:") and "<->" not in str(rule):
-        return "flip"  # one person's act given to the other: as often as not the other did it too
+    if generator == "grounded" and str(rule or "").startswith("role_flip:"):
+        return "flip"  # the act given to the other person: one word from the answer, and as often as not true
     if generator == "dialogue":
         return "contrary" if contrary(rule) else ""
     if generator != "retrieval":
