@@ -1,5 +1,8 @@
 """Candidate filter (docs/method.md 1.6b): keep an alternative only if it is not a paraphrase of the gold
-(cosine < 0.9) AND an NLI model says it contradicts the gold.
+(cosine < 0.9) AND an NLI model says it contradicts the gold. Two guards against answers written for another
+item that are likely correct for this one: another dialogue's answer that fits this dialogue as well as its
+gold (`retrieval_guard`), and this dialogue's answer to another target that fits this target's turns as well
+as its own (`dialogue_guard`).
 
 NLI: any transformers sequence-classification directory; the contradiction label id is read
 from its config (`id2label`). With no NLI model the stage refuses to run unless `nli = "off"`
@@ -296,6 +299,9 @@ def candidate_filter(candidates: pd.DataFrame, instances: pd.DataFrame | None = 
         nli: NLI model directory (paper: roberta-large-mnli); "off" to apply the similarity rule alone
         nli_batch_size: premise/hypothesis pairs per NLI batch
     """
+    if dialogue_margin < 0:
+        raise ConfigError(f"candidate_filter.dialogue_margin = {dialogue_margin}: give a cosine margin >= 0 (0.1 by "
+                          "default), or dialogue_guard = false to offer this dialogue's answers as written")
     if not nli:
         raise ConfigError("candidate_filter.nli is not set: give an NLI model directory (e.g. roberta-large-mnli "
                           "saved locally), or set candidate_filter.nli = \"off\" to keep candidates on similarity alone")

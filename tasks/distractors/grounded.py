@@ -228,10 +228,9 @@ def _object_options(tok, words: dict, taken: set) -> list[str]:
 
 def _of_the_predicate(verb) -> bool:
     """Is `verb` the answer's main predicate (`_main_predicate`) or a to-infinitive it governs, active, with no
-    particle? A thing or a place
-    is swapped only in the main event: one of a clause inside it ("help him improve his grades" -> "his
-    fees", "friends who can play softball" -> "play team"), of a passive ("is given the bill" -> "the
-    mistake") or of a particle verb ("finishing up grandmother") reads as broken English."""
+    particle? A thing or a place is swapped only in the main event: one of a clause inside it ("help him
+    improve his grades" -> "his fees", "friends who can play softball" -> "play team"), of a passive ("is given
+    the bill" -> "the mistake") or of a particle verb ("finishing up grandmother") reads as broken English."""
     main = _main_predicate(verb.doc) if verb is not None else None
     # the main verb, or a to-infinitive it governs ("wants to buy a guitar", "decides to visit the museum")
     while verb is not None and verb != main and verb.dep_ == "xcomp" and \

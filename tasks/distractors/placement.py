@@ -15,9 +15,9 @@ Tiers, nearest first:
 The order AF prefers (`PREFERENCE`, declared once): a generator's candidates for the item before every
 offline tier (AF never trades one for an offline candidate: `GENERATED`); then the contrary predicates of a
 correct answer, a negation after them; then this dialogue's answers to other targets rewritten into a
-contrary statement; then one word of a correct answer for its antonym; then this dialogue's answers as
-written (blind readers of draws L to O judged 16-23% of them correct for the item, events chain from turn
-to turn, against 0-10% of the contrary rewrites), then a word swapped for the dialogue's; then answers of
+contrary statement; then one word of a correct answer for its antonym; then a role flip (the act given
+to the other person); then this dialogue's answers as written (events chain from turn to turn: readers judge
+more of them correct for the item than of the contrary rewrites), then a word swapped for the dialogue's; then answers of
 other dialogues, those naming a thing of this dialogue first.
 """
 
@@ -32,8 +32,7 @@ SLOTS = 4  # distractors of an item that states no number of its own (CICERO's: 
 
 # (name, tier, mark): the order AF starts an item and swaps in by, first preferred. A mark sets a candidate
 # behind the rest of its tier. Among rewrites of a correct answer: the contrary predicates first (a verb that
-# denies the event, an emotion of the other polarity, who did what to whom flipped: 88-100% read good by blind
-# readers), then a negation of the predicate's verb, then the lexical rules' rewrites (`word`: an antonym
+# denies the event, an emotion of the other polarity: 88-100% read good by blind readers), then a negation of the predicate's verb, then the lexical rules' rewrites (`word`: an antonym
 # 67-74% good, a fifth of them read as broken English in draws N and O; a negation at the first auxiliary
 # 78-87%), then a role flip (the act given to the other person: a near-copy of the answer, which an
 # ending alone tells), and a word swapped for the dialogue's own (an event, a thing, a

@@ -299,6 +299,8 @@ def test_this_dialogues_answer_that_fits_this_target_as_well_as_its_own_is_left_
     assert out.rejected["reason_code"].tolist() == ["fits_this_target"] and \
         out.rejected["reason"].iloc[0].startswith("this dialogue's answer to another target")
     assert candidate_filter(cands, items, embedder=EMBED, nli="off", dialogue_guard=False).rejected.empty
+    with pytest.raises(ConfigError, match="dialogue_margin"):
+        candidate_filter(cands, items, embedder=EMBED, nli="off", dialogue_margin=-0.1)
 
 
 def test_candidate_filter_requires_an_explicit_nli_choice():
