@@ -72,6 +72,9 @@ LIGHT_VERBS = frozenset({"be", "have", "do", "get", "make", "let", "go", "come",
                          "need", "try", "seem", "like", "mean", "guess", "suppose", "wonder", "hope", "ask", "talk"})
 # Nouns that stand for people (PEOPLE) or are too general to be a thing of the dialogue (GENERAL): tasks/vocabulary.py.
 ROLE_PAIRS = (CONVERSATION_ROLES,)
+# The first person plural: a target that says "we" speaks for a group, mostly the speaker and the listener,
+# so the dialogue does not tell which of the two did what the answer says.
+WE = re.compile(r"(?<![\w'’])(we|us|our|ours|ourselves|let 's|let's|let’s)(?![\w'’])", re.I)
 ADJECTIVE_DEPS = frozenset({"amod", "acomp"})
 
 
@@ -116,11 +119,13 @@ def _is_thing(tok) -> bool:
 
 def dialogue_words(passage, target) -> dict[str, list]:
     """The dialogue's swappable words by slot, nearest the target first: verbs (with whether they take a
-    direct object), direct objects, place objects (with their preposition), dates and times, adjectives."""
+    direct object), direct objects, place objects (with their preposition), dates and times, adjectives;
+    and under "shared" the first person plural words the target says ("we"), by which it speaks for both people."""
     turns = [TAG.sub("", str(u)) for u in passage]
     at = locate(target, passage)
     order = nearest_first(at, len(turns)) if at is not None else list(range(len(turns)))
-    out: dict[str, list] = {"verb": [], "object": [], "place": [], "time": [], "attribute": []}
+    out: dict[str, list] = {"verb": [], "object": [], "place": [], "time": [], "attribute": [],
+                            "shared": sorted({m.lower() for m in WE.findall(TAG.sub("", str(target or "")))})}
     seen: dict[str, set] = {k: set() for k in out}
 
     def add(slot, key, value):
@@ -271,19 +276,35 @@ def _swap_time(d, answer: str, words: dict, taken: set, per_rule: int) -> list[t
 
 
 def _role_flip(d, answer: str, words: dict, taken: set, per_rule: int) -> list[tuple[tuple, str, str]]:
-    return [((2, n), label, text) for n, (label, text) in enumerate(role_flips(answer))]
+    return [((2, n), label, text) for n, (label, text) in
+            enumerate(role_flips(answer, one_person=not words.get("shared")))]
 
 
-def role_flips(answer: str) -> list[tuple[str, str]]:
+def role_flips(answer: str, one_person: bool = True) -> list[tuple[str, str]]:
     """Who did what to whom, flipped, where the answer names both people (the speaker and the listener)
     and does not join them ("the speaker and the listener ..." flipped says the same); where it names one
-    of them, the other one did it ("The speaker failed the driving test" -> "The listener failed ...": the
-    released distractors flip the roles in 14%)."""
+    of them as the subject, the other one did it ("The speaker failed the driving test" -> "The listener
+    failed ...": the released distractors flip the roles in 14%).
+
+    Never flipped, as the flip says what the answer says:
+    * two people where one is the other's companion ("the speaker dances with the listener"): "with"
+      makes the act both people's;
+    * one person who is not the subject ("John thanks the speaker", "the speaker's brother"): the act stays
+      the subject's, and whom it concerns the dialogue mostly leaves open (blind readers found 2 of the 4
+      such flips of draws R and S correct);
+    * one person where the target speaks for both (`one_person=False`: "we", "our", "let's").
+    """
     out = []
     for a, b in ROLE_PAIRS:
         hits = list(re.finditer(rf"(?<![\w'’])({a}|{b})(?![\w])", answer, re.I))
         kinds = {m.group(1).lower() for m in hits}
         if not kinds or re.search(rf"\b({a}|{b})\b(\s+\w+){{0,2}}?\s+and\s+(the\s+)?({a}|{b})\b", answer, re.I):
+            continue
+        people = [tok for tok in doc(answer) if tok.lower_ in (a, b)]
+        if len(kinds) == 2 and any(tok.dep_ == "pobj" and tok.head.lower_ == "with" for tok in people):
+            continue
+        if len(kinds) == 1 and not (one_person and len(people) == 1 and people[0].dep_ in ("nsubj", "nsubjpass")
+                                    and not any(c.dep_ == "case" for c in people[0].children)):
             continue
         text, pos = [], 0
         for m in hits:

@@ -55,12 +55,34 @@ def test_a_role_flip_never_swaps_a_joined_pair_and_one_persons_act_goes_after_th
     assert grounded.role_flips("The speaker asks the listener to marry him.") == [
         ("role_flip:speaker<->listener", "The listener asks the speaker to marry him.")]
     # one person's act given to the other: as often true as not, placed after every contrary rewrite
-    assert grounded.role_flips("The speaker's sister visits the speaker.") == [
-        ("role_flip:speaker->listener", "The listener's sister visits the listener.")]
+    assert grounded.role_flips("The speaker failed the driving test.") == [
+        ("role_flip:speaker->listener", "The listener failed the driving test.")]
+    assert grounded.role_flips("The listener was told to wait.") == [
+        ("role_flip:listener->speaker", "The speaker was told to wait.")]
     assert grounded.role_flips("The speaker and the listener leave.") == []  # swapped, the same statement
     assert preference("lexical", "antonym:lexicon") < preference("grounded", "role_flip:speaker->listener") < \
         preference("dialogue", "dialogue:t")
     assert preference("grounded", "role_flip:speaker<->listener") == preference("grounded", "role_flip:speaker->listener")
+
+
+def test_a_role_flip_that_says_what_the_answer_says_is_never_made():
+    # "with" makes the act both people's: flipped, the same statement
+    assert grounded.role_flips("The speaker dances the tango with the listener.") == []
+    assert grounded.role_flips("The listener was catching up with the speaker.") == []
+    # one person who is not the subject: the act stays the subject's
+    assert grounded.role_flips("John thanks the speaker for the compliment.") == []
+    assert grounded.role_flips("The speaker's brother insists on going to Italy.") == []
+    assert grounded.role_flips("The speaker's sister visits the speaker.") == []
+    # a target that says "we" speaks for both people: one person's act is not flipped, two people's still are
+    words = grounded.dialogue_words(["A: We still have 40 minutes left .", "B: Good ."],
+                                    "We still have 40 minutes left .")
+    assert words["shared"] == ["we"]
+    for answer, flips in [("The speaker is able to attend the meeting on time.", set()),
+                          ("The speaker tells the listener the time.", {"The listener tells the speaker the time."})]:
+        grounded.parse([answer])
+        assert {t for r, t in grounded.rewrites(answer, words, set(), rules=("role_flip",))} == flips
+    assert grounded.dialogue_words(["A: Let's go .", "B: Ok ."], "Let's go .")["shared"] == ["let's"]
+    assert grounded.dialogue_words(["A: I sing .", "B: Ok ."], "I sing .")["shared"] == []
 
 
 def test_grounded_rewrites_take_places_and_times_from_the_dialogue_never_a_correct_answers_words():
