@@ -223,6 +223,8 @@ def _object_options(tok, words: dict, taken: set) -> list[str]:
     if not (_is_thing(tok) and tok.dep_ == "dobj") or tok.head.lemma_.lower() in PHRASE_VERBS or \
             not _of_the_predicate(tok.head) or any(c.dep_ == "poss" for c in tok.children):
         return []
+    if tok.tag_ == "NN" and not any(c.dep_ in ("det", "nummod") for c in tok.children):
+        return []  # a bare singular is a mass noun ("brings food"); most things would need an article ("brings plan")
     if any(c.dep_ in SELECTED_BY and not (c.dep_ == "prep" and c.lower_ in PLACE_PREPOSITIONS) for c in tok.children) \
             or tok.dep_ == "conj" or \
             any(c.dep_ == "dative" or c.dep_ == "prep" and c.lower_ not in PLACE_PREPOSITIONS
@@ -378,7 +380,8 @@ FINITE = {"VBZ": "present", "VBP": "present", "VBD": "past"}
 def _broken(d) -> bool:
     """Is the answer already broken English, so that a rewrite of its predicate is broken too? Two rules of
     English grammar a parse shows: coordinated verbs sharing one subject share its tense ("suggests leaving
-    the worries and spent time", "goes home and took a nap"); and a bare infinitive with a subject of its own
+    the worries and spent time", "goes home and took a nap"), and a bare verb joins none ("felt happy and
+    relax"); "and" joins words of one kind; and a bare infinitive with a subject of its own
     follows only the verbs that take one (BARE_INFINITIVE: "mentions the listener join her"). A state and an
     event may differ in tense ("is quite busy, but wanted to hear")."""
     for t in d:
@@ -387,10 +390,14 @@ def _broken(d) -> bool:
             a, b = t.head.tag_, t.tag_
             if _tense_unmarked(t) or _tense_unmarked(t.head):
                 continue  # "put", "read", "set": one form for the present and the past
+            if b == "VB" and a in ("VBD", "VBZ"):
+                return True  # a bare verb joined to a finite one: "felt happy and relax", "goes home and take"
             stative = "be" in (t.lemma_, t.head.lemma_)  # a state now and an event then: "is busy but wanted to"
             if "VBG" in (a, b) and (a in FINITE or b in FINITE) or \
                     not stative and a in FINITE and b in FINITE and FINITE[a] != FINITE[b]:
                 return True
+        if t.dep_ == "conj" and t.tag_ == "VB" and t.head.pos_ == "ADJ":
+            return True  # "and" joins words of one kind: "felt happy and relax"
         if t.tag_ == "VB" and t.dep_ == "ccomp" and any(c.dep_ == "nsubj" for c in t.children) and \
                 not any(c.dep_ in ("aux", "mark") for c in t.children) and t.head.lemma_.lower() not in BARE_INFINITIVE:
             return True
@@ -415,11 +422,18 @@ def _a_verb(word: str) -> bool:
 
 
 def _coordinated(root) -> list:
-    """The verbs coordinated with the main verb that share its subject and tense ("visits the shelter and
-    chooses a dog"): under "does not" or "refuses to" they take the base form too."""
+    """The verbs coordinated with the main verb by "and" or "or" that share its subject and tense ("visits the
+    shelter and chooses a dog"): under "does not" or "refuses to" they take the base form too."""
     return [c for c in root.subtree if c.dep_ == "conj" and c.pos_ in ("VERB", "AUX") and c.head.i in
             ({root.i} | {x.i for x in root.subtree if x.dep_ == "conj"}) and c.tag_ == root.tag_ and
-            not any(x.dep_ in ("nsubj", "nsubjpass", "aux") for x in c.children)]
+            not any(x.dep_ in ("nsubj", "nsubjpass", "aux") for x in c.children) and not _contrasted(c)]
+
+
+def _contrasted(conj) -> bool:
+    """Is the conjunct joined by "but" or "yet"? It says something of its own, outside the negation of the
+    first ("does not have a plan but is unsure", not "but be unsure")."""
+    cc = [x for x in conj.head.children if x.dep_ == "cc" and x.i < conj.i]
+    return bool(cc) and cc[-1].lower_ in ("but", "yet")
 
 
 def _base_forms(answer: str, root, new: str) -> str:
@@ -515,15 +529,17 @@ def feeling_words() -> tuple[str, ...]:
 
 
 def _feels(tok) -> bool:
-    """Is the one said to feel `tok` a person: a pronoun, a name, A / B, or a noun for people?"""
+    """Is the one said to feel `tok` a person: a personal pronoun, a name, A / B, or a noun for people?"""
     from tasks.vocabulary import PEOPLE
 
     head = tok
     while head.dep_ == "conj":
         head = head.head
     subject = next((c for c in head.head.children if c.dep_ in ("nsubj", "nsubjpass")), None)
-    return subject is not None and (subject.pos_ in ("PRON", "PROPN") or subject.ent_type_ == "PERSON" or
-                                    subject.lemma_.lower() in PEOPLE or subject.text in ("A", "B"))
+    # a personal pronoun but "it" ("how difficult it is to ...": a thing's quality), no wh-word ("what was painful")
+    return subject is not None and (subject.tag_ == "PRP" and subject.lower_ != "it" or subject.pos_ == "PROPN" or
+                                    subject.ent_type_ == "PERSON" or subject.lemma_.lower() in PEOPLE or
+                                    subject.text in ("A", "B"))
 
 
 def _emotion_swap(d, answer: str, words: dict, taken: set, per_rule: int) -> list[tuple[tuple, str, str]]:
@@ -541,7 +557,7 @@ def _emotion_swap(d, answer: str, words: dict, taken: set, per_rule: int) -> lis
     # end of "self-satisfied"), with no clause or preposition of its own to keep agreeing ("hopeful that she
     # might join", "interested in", "grateful for": "annoyed in the plan" is no English); "about" goes with
     # every feeling ("worried / relieved about the house")
-    if any(not _feels(t) or t.idx > 0 and d.text[t.idx - 1] == "-" or
+    if _broken(d) or any(not _feels(t) or t.idx > 0 and d.text[t.idx - 1] == "-" or
            any(c.dep_ in ("ccomp", "xcomp") or c.dep_ == "prep" and c.lower_ != "about" for c in t.children)
            for t in felt):
         return []

@@ -65,7 +65,9 @@ def test_a_feeling_is_swapped_for_one_of_the_other_polarity_the_dialogues_first(
     # a feeling is a person's, its own word, with no preposition or clause of its own to keep agreeing
     assert _rewrites("The listener feels worried about the house.", "emotion_swap")  # "about" goes with every feeling
     for text in ("The working conditions are good.", "The speaker feels self-satisfied.",
-                 "The listener is grateful for the warning.", "The listener feels hopeful that she can join."):
+                 "The listener is grateful for the warning.", "The listener feels hopeful that she can join.",
+                 "The speaker discusses what was more painful.",  # a wh-word or "it" feels nothing
+                 "The speaker is discussing how difficult it is to raise kids."):
         assert _rewrites(text, "emotion_swap") == [], text
 
 
@@ -87,8 +89,15 @@ def test_no_predicate_of_a_broken_or_already_negated_answer_is_rewritten():
                  "The speaker goes home and took a nap.",
                  "The speaker mentions the listener join her for the trainings.",  # no bare verb after "mention"
                  "The listener found that the amount is not equivalent to the bill.",  # a negation already
-                 "The speaker suggests the listener to not go outside."):
+                 "The speaker suggests the listener to not go outside.",
+                 "The listener felt happy and relax about the bill."):  # a bare verb joined to a finite one
         assert _rewrites(text, "predicate_negation") == [] and _rewrites(text, "contrary_verb") == [], text
+    assert _rewrites("The listener felt happy and relax about the bill.", "emotion_swap") == []
+    # "but" joins a statement of its own: the negation leaves it finite
+    assert _rewrites("A has a few options in mind but is unsure which to choose.", "predicate_negation") == [
+        "A does not have a few options in mind but is unsure which to choose."]
+    assert _rewrites("The speaker goes home and takes a nap.", "predicate_negation") == [
+        "The speaker does not go home and take a nap."]
     for text in ("The speaker lets the listener go home.", "The listener suggested the speaker talk to his teacher.",
                  "The speaker is quite busy, but wanted to hear out the listener.",  # a state now, an event then
                  "The speaker finished his work and is now relaxing.", "The speaker visits the shelter and chooses a dog."):
@@ -224,6 +233,9 @@ def test_a_thing_is_swapped_only_where_its_slot_selects_nothing_else_of_it():
     for text in ("The listener helps the speaker improve his guitar.", "The speaker is given the guitar.",
                  "The speaker picks up the guitar.", "The speaker sells the listener's guitar."):
         assert _rewrites(text, "swap_object", words) == [], text
+    # a bare singular is a mass noun: another thing would need an article ("brings piano")
+    assert _rewrites("The speaker brings food to the party.", "swap_object", words) == []
+    assert _rewrites("The speaker sells guitars.", "swap_object", words)[0] == "The speaker sells pianos."
 
 
 def test_a_word_english_has_as_no_verb_is_no_predicate():
