@@ -72,9 +72,19 @@ LIGHT_VERBS = frozenset({"be", "have", "do", "get", "make", "let", "go", "come",
                          "need", "try", "seem", "like", "mean", "guess", "suppose", "wonder", "hope", "ask", "talk"})
 # Nouns that stand for people (PEOPLE) or are too general to be a thing of the dialogue (GENERAL): tasks/vocabulary.py.
 ROLE_PAIRS = (CONVERSATION_ROLES,)
-# The first person plural: a target that says "we" speaks for a group, mostly the speaker and the listener,
-# so the dialogue does not tell which of the two did what the answer says.
-WE = re.compile(r"(?<![\w'’])(we|us|our|ours|ourselves|let 's|let's|let’s)(?![\w'’])", re.I)
+# A target whose subject is "we" ("we still have 40 minutes", "let's go") says the pair (or a group) does it,
+# so the dialogue does not tell which of the two did what an answer says; "for both of us" keeps the act the
+# speaker's.
+WE_SUBJECT = frozenset({"we", "'s", "’s"})
+
+
+def _we_subjects(target) -> list[str]:
+    """The target's subjects in the first person plural: "we", and the "us" of "let's"."""
+    d = doc(TAG.sub("", str(target or "")))
+    return sorted({t.lower_ for t in d if t.dep_ in ("nsubj", "nsubjpass") and t.lower_ in WE_SUBJECT and
+                   (t.lower_ == "we" or t.i > 0 and d[t.i - 1].lower_ == "let")})
+
+
 ADJECTIVE_DEPS = frozenset({"amod", "acomp"})
 
 
@@ -120,12 +130,12 @@ def _is_thing(tok) -> bool:
 def dialogue_words(passage, target) -> dict[str, list]:
     """The dialogue's swappable words by slot, nearest the target first: verbs (with whether they take a
     direct object), direct objects, place objects (with their preposition), dates and times, adjectives;
-    and under "shared" the first person plural words the target says ("we"), by which it speaks for both people."""
+    and under "shared" the target's first person plural subjects ("we"), by which it speaks for both people."""
     turns = [TAG.sub("", str(u)) for u in passage]
     at = locate(target, passage)
     order = nearest_first(at, len(turns)) if at is not None else list(range(len(turns)))
     out: dict[str, list] = {"verb": [], "object": [], "place": [], "time": [], "attribute": [],
-                            "shared": sorted({m.lower() for m in WE.findall(TAG.sub("", str(target or "")))})}
+                            "shared": _we_subjects(target)}
     seen: dict[str, set] = {k: set() for k in out}
 
     def add(slot, key, value):
@@ -285,15 +295,15 @@ def _role_flip(d, answer: str, words: dict, taken: set, per_rule: int) -> list[t
 def role_flips(answer: str, one_person: bool = True) -> list[tuple[str, str]]:
     """Who did what to whom, flipped, where the answer names both people (the speaker and the listener)
     and does not join them ("the speaker and the listener ..." flipped says the same); where it names one
-    of them as the subject, the other one did it ("The speaker failed the driving test" -> "The listener
+    of them as the subject (or whose the subject is), the other one did it ("The speaker failed the driving test" -> "The listener
     failed ...": the released distractors flip the roles in 14%).
 
     Never flipped, as the flip says what the answer says:
     * two people where one is the other's companion ("the speaker dances with the listener"): "with"
       makes the act both people's;
-    * one person who is not the subject ("John thanks the speaker", "the speaker's brother"): the act stays
-      the subject's, and whom it concerns the dialogue mostly leaves open (blind readers found 2 of the 4
-      such flips of draws R and S correct);
+    * one person who is not the subject nor whose it is ("John thanks the speaker", "meets the speaker's
+      brother"): the act stays the subject's, and whom it concerns the dialogue mostly leaves open (blind
+      readers found such flips correct in draws R and S);
     * one person where the target speaks for both (`one_person=False`: "we", "our", "let's").
     """
     out = []
@@ -305,8 +315,7 @@ def role_flips(answer: str, one_person: bool = True) -> list[tuple[str, str]]:
         people = [tok for tok in doc(answer) if tok.lower_ in (a, b)]
         if len(kinds) == 2 and any(tok.dep_ == "pobj" and tok.head.lower_ == "with" for tok in people):
             continue
-        if len(kinds) == 1 and not (one_person and len(people) == 1 and people[0].dep_ in ("nsubj", "nsubjpass")
-                                    and not any(c.dep_ == "case" for c in people[0].children)):
+        if len(kinds) == 1 and not (one_person and len(people) == 1 and _names_the_subject(people[0])):
             continue
         text, pos = [], 0
         for m in hits:
@@ -316,6 +325,14 @@ def role_flips(answer: str, one_person: bool = True) -> list[tuple[str, str]]:
         label = f"{a}<->{b}" if len(kinds) == 2 else f"{next(iter(kinds))}->{a if b in kinds else b}"
         out.append((f"role_flip:{label}", "".join(text) + answer[pos:]))
     return out
+
+
+def _names_the_subject(tok) -> bool:
+    """Is the person the subject, or whose the subject is ("the speaker's sister has a birthday")? Flipped,
+    either says the act is another's."""
+    if tok.dep_ == "poss" or any(c.dep_ == "case" for c in tok.children):
+        tok = tok.head
+    return tok.dep_ in ("nsubj", "nsubjpass")
 
 
 # Verbs of state, from English grammars' lists of stative verbs: "refuses to know", "fails to like" are no

@@ -71,7 +71,9 @@ def test_a_role_flip_that_says_what_the_answer_says_is_never_made():
     assert grounded.role_flips("The listener was catching up with the speaker.") == []
     # one person who is not the subject: the act stays the subject's
     assert grounded.role_flips("John thanks the speaker for the compliment.") == []
-    assert grounded.role_flips("The speaker's brother insists on going to Italy.") == []
+    assert grounded.role_flips("The speaker's brother insists on going to Italy.") == [
+        ("role_flip:speaker->listener", "The listener's brother insists on going to Italy.")]  # whose the subject is
+    assert grounded.role_flips("John meets the speaker's brother.") == []
     assert grounded.role_flips("The speaker's sister visits the speaker.") == []
     # a target that says "we" speaks for both people: one person's act is not flipped, two people's still are
     words = grounded.dialogue_words(["A: We still have 40 minutes left .", "B: Good ."],
@@ -81,8 +83,9 @@ def test_a_role_flip_that_says_what_the_answer_says_is_never_made():
                           ("The speaker tells the listener the time.", {"The listener tells the speaker the time."})]:
         grounded.parse([answer])
         assert {t for r, t in grounded.rewrites(answer, words, set(), rules=("role_flip",))} == flips
-    assert grounded.dialogue_words(["A: Let's go .", "B: Ok ."], "Let's go .")["shared"] == ["let's"]
-    assert grounded.dialogue_words(["A: I sing .", "B: Ok ."], "I sing .")["shared"] == []
+    assert grounded.dialogue_words(["A: Let's go .", "B: Ok ."], "Let's go .")["shared"] == ["'s"]
+    for target in ("I sing .", "Let me order noodles for both of us ."):  # the act is the speaker's
+        assert grounded.dialogue_words(["A: " + target, "B: Ok ."], target)["shared"] == []
 
 
 def test_grounded_rewrites_take_places_and_times_from_the_dialogue_never_a_correct_answers_words():
