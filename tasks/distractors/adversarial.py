@@ -36,8 +36,8 @@ from tasks.distractors.answers import written_answers
 from tasks.distractors.giveaways import EndingOnlyProbe, centre_is_correct, near_copy_set, rewrites
 from tasks.distractors.keys import group_order, instance_keys
 from tasks.distractors.placement import kind as rewrite_kind
-from tasks.distractors.placement import (DENIALS, GENERATED, GENERATED_RANKS, LAST_WRITTEN, SLOTS, TIERS, named,
-                                          preference, tier)
+from tasks.distractors.placement import (GENERATED, GENERATED_RANKS, LAST_WRITTEN, SLOTS, TIERS, named, preference,
+                                          tier)
 from tasks.distractors.discriminators import (AF_PRESETS, CachedTransformerMC, FrozenLower, LinearProbe,  # noqa: F401
                                               TransformerMC, apply_preset, make_discriminator_factory)
 from tasks.distractors.window import reading_windows
@@ -188,12 +188,6 @@ class Holdings:
         self.rewrite = {cid: any(rewrites(t, a) for a in [golds.get(iid, "")] + list(other_correct.get(iid, [])) if a)
                         for iid, pool in pools.items() for cid, t in pool}
         self.kind = {cid: k for cid, k in (kind_of or {}).items() if k}
-        # A rewrite that says the event did not happen ("does not go", "refuses to go"), at most one an item
-        # while anything else written for it is left: two such endings give the correct answer away to a
-        # reader of the choices alone (the ending-only probe: 0 of 400 such distractors outranked a correct
-        # answer, against 11% of the published), and the released distractors hold 30% negations and 7%
-        # negative verbs, not the 60% the contrary rules alone would make
-        self.denial = {cid for cid, k in self.kind.items() if k in DENIALS}
         # A generator's candidate for the item is held to none of the caps: it was written as a distractor of
         # this item, and the published distractors themselves keep a correct answer's subject and repeat
         # across items ("The listener is upset")
@@ -203,10 +197,10 @@ class Holdings:
         return self.split_of.get(iid, ""), self.text[cid].strip().lower()
 
     def fits(self, iid: str, cid: str, holding: list[str], leaving: str | None = None, reuse: int | None = None,
-             rewrites_cap: int | None = None, apart: bool = True, one_denial: bool = True) -> bool:
+             rewrites_cap: int | None = None, apart: bool = True) -> bool:
         """May instance `iid`, holding `holding` (minus `leaving`), take candidate `cid`? With the rewrite cap
         lifted (0) a second rewrite of one kind is allowed too; without `apart`, or with the cap lifted, a
-        near-copy of a held distractor; without `one_denial`, or with the cap lifted, a second denial."""
+        near-copy of a held distractor."""
         if cid in self.own:
             return True
         reuse = self.max_reuse if reuse is None else reuse
@@ -218,8 +212,6 @@ class Holdings:
             # a set of varied distractors: not two rewrites of one kind, not two near-copies of each other
             # (1.2-5.2% of the released pairs of distractors of an item are)
             if self.kind.get(cid) and any(self.kind.get(c) == self.kind[cid] for c in others):
-                return False
-            if one_denial and cid in self.denial and any(c in self.denial for c in others):
                 return False
             if apart and any(rewrites(self.text[cid], self.text[c]) for c in others):
                 return False
@@ -255,27 +247,25 @@ def af_start(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], rules:
                           "swap_rounds": [], "k": k}
     # The start is filled in passes, each over every item in turn, each taking candidates up to a preference
     # (placement.PREFERENCE). First what was written for the item or its dialogue (a generator's, this
-    # dialogue's answers, rewrites), within the caps and one denial an item; then the same with a second denial
-    # and a second near-copy of a correct answer (the released sets' 99th percentile; two near-copies of one answer near-copy each other); only then answers of other dialogues (a reader finds
+    # dialogue's answers, rewrites), within the caps; then the same with a second near-copy of a correct
+    # answer (the released sets' 99th percentile; two near-copies of one answer near-copy each other); only then answers of other dialogues (a reader finds
     # them out of place), within the caps; then, where an item is still short, popular texts up to twice
     # max_reuse and rewrites for every slot, then a popular text however often it is held already, and last
     # the reserve (answers naming a thing the dialogue lacks) rather than an item left out (a small file's
     # few fitting answers: 2 of 161 MuTual items in a CSV layout; the manifest counts texts above max_reuse).
     written, every, reserve = LAST_WRITTEN, named("foreign"), named("reserve")
     reuse, rewrites_cap = rules.max_reuse, rules.max_rewrites
-    passes = [(reuse, rewrites_cap, written, True, True)] + \
-        ([(reuse, rewrites_cap + 1, written, False, False)] if rewrites_cap else []) + \
-        [(reuse, rewrites_cap, every, True, False)] + \
-        ([(2 * reuse, rewrites_cap, every, True, False), (2 * reuse, 0, every, False, False)] if reuse or rewrites_cap
-         else []) + ([(0, 0, every, False, False)] if reuse else []) + [(0, 0, reserve, False, False)]
-    for reuse, rewrites_cap, up_to, apart, one_denial in passes:
+    passes = [(reuse, rewrites_cap, written, True)] + \
+        ([(reuse, rewrites_cap + 1, written, False)] if rewrites_cap else []) + [(reuse, rewrites_cap, every, True)] + \
+        ([(2 * reuse, rewrites_cap, every, True), (2 * reuse, 0, every, False)] if reuse or rewrites_cap else []) + \
+        ([(0, 0, every, False)] if reuse else []) + [(0, 0, reserve, False)]
+    for reuse, rewrites_cap, up_to, apart in passes:
         for iid, st in state.items():
             for cid in list(st["unused"]):
                 if len(st["distractors"]) >= st["k"]:
                     break
                 if placement_of.get(cid, 0) <= up_to and caps.fits(iid, cid, st["distractors"], reuse=reuse,
-                                                                   rewrites_cap=rewrites_cap, apart=apart,
-                                                                   one_denial=one_denial):
+                                                                   rewrites_cap=rewrites_cap, apart=apart):
                     st["distractors"].append(cid)
                     st["unused"].remove(cid)
                     caps.hold(iid, cid, +1)

@@ -28,8 +28,6 @@ IN_PLACE = frozenset({"generated", "rewrite", "dialogue"})
 REWRITES = frozenset({"lexical", "grounded"})  # rewrites of the item's own correct answers
 GENERATED = frozenset({"t5", "file", "server"})  # generators that write candidates for the item itself
 NEGATIONS = frozenset({"negation", "predicate_negation"})  # the rewrite rules that add or remove a negation
-# the kinds (`kind`) that say the event did not happen: a negation, or the event refused, failed or forgotten
-DENIALS = frozenset({"negation", "contrary_verb", "dialogue:contrary_verb"})
 SLOTS = 4  # distractors of an item that states no number of its own (CICERO's: five choices, one correct)
 
 # (name, tier, mark): the order AF starts an item and swaps in by, first preferred. A mark sets a candidate

@@ -83,22 +83,6 @@ def test_one_rewrite_of_each_kind_and_no_two_near_copies_of_each_other():
     assert sorted(_start(pool[:4], 4, max_rewrites=0)) == ["d1", "d2", "n1", "n2"]
 
 
-def test_one_denial_an_item_while_anything_else_written_for_it_is_left():
-    """A negation and an event refused both say it did not happen: a reader of the choices alone picks the
-    one choice that does not deny. A second denial comes after every other written candidate, and before
-    another dialogue's answer."""
-    pool = [("n", "The speaker does not buy a new red car for the long trip to the coast.", "grounded",
-             "predicate_negation:buys->does not buy"),
-            ("v", "The listener refuses to lend the speaker money for the bus ticket.", "dialogue",
-             "contrary_verb:lends->refuses to lend+dialogue:i4"),
-            ("f", "The listener feels annoyed about the plans for the holiday.", "grounded",
-             "emotion_swap:x->y"),
-            ("r", "The listener orders a large pizza for the whole office.", "retrieval", "retrieval:i9")]
-    assert sorted(_start(pool, 2)) == ["f", "n"]
-    assert sorted(_start(pool, 3)) == ["f", "n", "v"]  # a second denial before another dialogue's answer
-    assert "r" in _start(pool, 4)
-
-
 def test_other_dialogues_answers_only_where_nothing_written_is_left():
     """At the start a second near-copy of a correct answer (the released sets' 99th percentile) comes before
     an answer written for another dialogue."""
