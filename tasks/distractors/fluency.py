@@ -56,10 +56,11 @@ FIXED_PHRASES = tuple(sorted({
     "every now and then", "soon after", "give up", "pick up", "look forward to", "get along", "so far", "had better",
     "would rather", "thank you", "you're welcome", "excuse me", "long time no see", "make up one's mind",
     "make a living", "keep in touch", "in front of", "in spite of", "on the other hand", "fall in love",
+    "a single", "every single", "full time", "part time", "look after", "take after",
 }, key=lambda p: (-len(p), p)))  # (dates such as "last night" are the entity swap's to exchange, not fixed)
 # Every check's name: the rewrite checks (FLUENCY_RULES) and `misspelt`, the check of human-written candidates
 CHECKS = ("broken_answer", "misspelt", "fixed_phrase", "number_agreement", "construction", "part_of_speech",
-          "complement", "role_collapse")
+          "complement", "role_collapse", "compound_modifier")
 # The people an answer talks about: a rewrite that leaves one where the answer had two ("The speaker
 # agrees with the listener's decision" -> "The speaker agrees with the speaker's decision") is nonsense.
 ROLE_NOUNS = re.compile(r"(?<![\w'’])(" + "|".join(sorted(forms(PERSON_NOUNS), key=lambda w: (-len(w), w))) + r")(?![\w])",
@@ -683,6 +684,18 @@ def _fixed_phrase(original: str, rewrite: str, parsed: dict, known: frozenset) -
     return None
 
 
+def _compound_modifier(original: str, rewrite: str, parsed: dict, known: frozenset) -> str | None:
+    """A word replaced one for one that modifies the first noun of a compound: the compound is one word of
+    English ("a high school student", "a full time teacher": no "low school", no "empty time")."""
+    before, after = parsed[original], parsed[rewrite]
+    if len(before) != len(after):
+        return None
+    for old, new in zip(before, after):
+        if old.lower_ != new.lower_ and old.dep_ == "amod" and old.head.dep_ == "compound":
+            return f"'{old.text}' -> '{new.text}' inside the compound '{old.text} {old.head.text} {old.head.head.text}'"
+    return None
+
+
 def _role_collapse(original: str, rewrite: str, parsed: dict, known: frozenset) -> str | None:
     roles_before = {m.lower() for m in ROLE_NOUNS.findall(original)}
     roles_after = {m.lower() for m in ROLE_NOUNS.findall(rewrite)}
@@ -712,6 +725,8 @@ FLUENCY_RULES = (
     FluencyRule("complement", "a word replaced one for one that does not take the old word's complement",
                 lambda o, r, parsed, k: _first(complement_changes(parsed[o], parsed[r]))),
     FluencyRule("role_collapse", "two people of the answer became one", _role_collapse),
+    FluencyRule("compound_modifier", "a word replaced one for one inside a compound ('high school student')",
+                _compound_modifier),
 )
 
 

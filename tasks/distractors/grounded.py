@@ -349,6 +349,7 @@ STATIVE = frozenset({"be", "have", "know", "believe", "think", "understand", "re
 # "fails to pay the bill", "forgets to call" (the released distractors' "negative verbs": cancels, refuses,
 # forgets, fails).
 CONTRARY_VERBS = ("refuse", "fail", "forget")
+WILLED = frozenset({"refuse", "forget"})  # of these, the ones only a person does
 # Verbs whose event is already a not-doing ("failed the test", "avoids the crowd"): "failed to fail" is no
 # contrary; their negation is.
 NEGATIVE_VERBS = frozenset(CONTRARY_VERBS) | {"avoid", "miss", "cancel", "deny", "lose", "quit", "stop", "decline",
@@ -496,7 +497,11 @@ def _contrary_verb(d, answer: str, words: dict, taken: set, per_rule: int) -> li
         return []
     import hashlib
 
-    ranked = sorted(CONTRARY_VERBS, key=lambda v: hashlib.sha256(f"{v}\t{answer}".encode()).hexdigest())
+    # one refuses or forgets by a will and a memory: a person ("the registration refused to start" is no English);
+    # anything may fail to
+    person = _a_person(next((c for c in root.children if c.dep_ == "nsubj"), None))
+    ranked = sorted((v for v in CONTRARY_VERBS if person or v not in WILLED),
+                    key=lambda v: hashlib.sha256(f"{v}\t{answer}".encode()).hexdigest())
     out = []
     for k, verb in enumerate(ranked[:per_rule]):
         form = _inflect(verb, root.tag_)
@@ -547,13 +552,17 @@ def feeling_words() -> tuple[str, ...]:
 
 def _feels(tok) -> bool:
     """Is the one said to feel `tok` a person: a personal pronoun, a name, A / B, or a noun for people?"""
-    from tasks.vocabulary import PEOPLE
-
     head = tok
     while head.dep_ == "conj":
         head = head.head
-    subject = next((c for c in head.head.children if c.dep_ in ("nsubj", "nsubjpass")), None)
-    # a personal pronoun but "it" ("how difficult it is to ...": a thing's quality), no wh-word ("what was painful")
+    return _a_person(next((c for c in head.head.children if c.dep_ in ("nsubj", "nsubjpass")), None))
+
+
+def _a_person(subject) -> bool:
+    """Is the subject a person: a personal pronoun but "it" ("how difficult it is to ...": a thing's quality),
+    a name, A / B, or a noun for people; no wh-word ("what was painful")?"""
+    from tasks.vocabulary import PEOPLE
+
     return subject is not None and (subject.tag_ == "PRP" and subject.lower_ != "it" or subject.pos_ == "PROPN" or
                                     subject.ent_type_ == "PERSON" or subject.lemma_.lower() in PEOPLE or
                                     subject.text in ("A", "B"))

@@ -104,6 +104,25 @@ def test_no_predicate_of_a_broken_or_already_negated_answer_is_rewritten():
         assert _rewrites(text, "predicate_negation"), text
 
 
+def test_only_a_person_refuses_or_forgets_anything_may_fail():
+    assert _rewrites("The registration started late.", "contrary_verb") == ["The registration failed to start late."]
+    made = _rewrites("Tom pays the bill.", "contrary_verb")
+    assert made and all(t.split()[1] in ("fails", "refuses", "forgets") for t in made)
+    assert any(t.split()[1] in ("refuses", "forgets") for t in made + _rewrites("Tom pays the bills.", "contrary_verb"))
+
+
+def test_no_word_inside_a_compound_or_a_fixed_quantifier_is_rewritten():
+    from tasks.distractors import fluency
+
+    for old, new in (("A wants to become a full time teacher.", "A wants to become a empty time teacher."),
+                     ("The speaker is a high school student.", "The speaker is a low school student."),
+                     ("The speaker had not gotten a single day off.", "The speaker had not gotten a married day off."),
+                     ("B has a pet and looks after it.", "B has a pet and looks before it.")):  # a phrasal verb
+        assert fluency.check(old, new, fluency.parse([old, new])) is not None, new
+    old, new = "The speaker buys a cheap car.", "The speaker buys an expensive car."
+    assert fluency.check(old, new, fluency.parse([old, new])) is None
+
+
 def test_a_light_verb_keeps_its_phrase():
     from tasks.distractors.lexical import antonym_rewrites
 
