@@ -295,8 +295,8 @@ def _role_flip(d, answer: str, words: dict, taken: set, per_rule: int) -> list[t
 def role_flips(answer: str, one_person: bool = True) -> list[tuple[str, str]]:
     """Who did what to whom, flipped, where the answer names both people (the speaker and the listener)
     and does not join them ("the speaker and the listener ..." flipped says the same); where it names one
-    of them as the subject (or whose the subject is), the other one did it ("The speaker failed the driving test" -> "The listener
-    failed ...": the released distractors flip the roles in 14%).
+    of them as the subject (or whose the subject is), the other one did it ("The speaker failed the driving
+    test" -> "The listener failed ...": the released distractors flip the roles in 14%).
 
     Never flipped, as the flip says what the answer says:
     * two people where one is the other's companion ("the speaker dances with the listener"): "with"
@@ -304,7 +304,7 @@ def role_flips(answer: str, one_person: bool = True) -> list[tuple[str, str]]:
     * one person who is not the subject nor whose it is ("John thanks the speaker", "meets the speaker's
       brother"): the act stays the subject's, and whom it concerns the dialogue mostly leaves open (blind
       readers found such flips correct in draws R and S);
-    * one person where the target speaks for both (`one_person=False`: "we", "our", "let's").
+    * one person where the target's subject is "we" or "let's" (`one_person=False`): it speaks for both.
     """
     out = []
     for a, b in ROLE_PAIRS:
@@ -396,12 +396,12 @@ FINITE = {"VBZ": "present", "VBP": "present", "VBD": "past"}
 
 
 def _broken(d) -> bool:
-    """Is the answer already broken English, so that a rewrite of its predicate is broken too? Two rules of
+    """Is the answer already broken English, so that a rewrite of its predicate is broken too? Rules of
     English grammar a parse shows: coordinated verbs sharing one subject share its tense ("suggests leaving
-    the worries and spent time", "goes home and took a nap"), and a bare verb joins none ("felt happy and
-    relax"); "and" joins words of one kind; and a bare infinitive with a subject of its own
-    follows only the verbs that take one (BARE_INFINITIVE: "mentions the listener join her"). A state and an
-    event may differ in tense ("is quite busy, but wanted to hear")."""
+    the worries and spent time", "goes home and took a nap"); "and" joins words of one kind, never a bare
+    verb to a finite verb or an adjective ("felt happy and relax"); and a bare infinitive with a subject of
+    its own follows only the verbs that take one (BARE_INFINITIVE: "mentions the listener join her"). A state
+    and an event may differ in tense ("is quite busy, but wanted to hear")."""
     for t in d:
         if t.dep_ == "conj" and t.pos_ in ("VERB", "AUX") and t.head.pos_ in ("VERB", "AUX") and \
                 not any(c.dep_ in ("nsubj", "nsubjpass", "aux", "auxpass") for c in t.children):
@@ -561,8 +561,6 @@ def _feels(tok) -> bool:
 def _a_person(subject) -> bool:
     """Is the subject a person: a personal pronoun but "it" ("how difficult it is to ...": a thing's quality),
     a name, A / B, or a noun for people; no wh-word ("what was painful")?"""
-    from tasks.vocabulary import PEOPLE
-
     return subject is not None and (subject.tag_ == "PRP" and subject.lower_ != "it" or subject.pos_ == "PROPN" or
                                     subject.ent_type_ == "PERSON" or subject.lemma_.lower() in PEOPLE or
                                     subject.text in ("A", "B"))

@@ -17,8 +17,8 @@ offline tier (AF never trades one for an offline candidate: `GENERATED`); then t
 correct answer, a negation after them; then this dialogue's answers to other targets rewritten into a
 contrary statement; then one word of a correct answer for its antonym; then a role flip (the act given
 to the other person); then this dialogue's answers as written (events chain from turn to turn: readers judge
-more of them correct for the item than of the contrary rewrites), then a word swapped for the dialogue's; then answers of
-other dialogues, those naming a thing of this dialogue first.
+more of them correct for the item than of the contrary rewrites), then a word swapped for the dialogue's;
+then answers of other dialogues, those naming a thing of this dialogue first.
 """
 
 from __future__ import annotations
@@ -30,20 +30,19 @@ GENERATED = frozenset({"t5", "file", "server"})  # generators that write candida
 NEGATIONS = frozenset({"negation", "predicate_negation"})  # the rewrite rules that add or remove a negation
 SLOTS = 4  # distractors of an item that states no number of its own (CICERO's: five choices, one correct)
 
-# (name, tier, mark): the order AF starts an item and swaps in by, first preferred. A mark sets a candidate
-# behind the rest of its tier. Among rewrites of a correct answer: the contrary predicates first (a verb that
-# denies the event, an emotion of the other polarity: 88-100% read good by blind readers), then a negation of the predicate's verb, then the lexical rules' rewrites (`word`: an antonym
-# 67-74% good, a fifth of them read as broken English in draws N and O; a negation at the first auxiliary
-# 78-87%), then a role flip (the act given to the other person: a near-copy of the answer, which an
-# ending alone tells), and a word swapped for the dialogue's own (an event, a thing, a
-# place: `grounded.SWAPS`) after this dialogue's answers. This dialogue's answers to other targets rewritten
-# into a contrary statement (`contrary`: the dialogue rules them out, and they say something other than the
-# correct answer, as the released distractors do) before those answers as written (blind readers of draws
-# L to O judged 16-23% of them correct for the item: events chain from turn to turn). A generator's candidate
-# that echoes a correct answer (another item's of this dialogue, or one of its own with only a negation
-# changed: `counterfactuals.echo`) behind its others, an unanchored answer (naming no thing of this
-# dialogue) among retrieved ones; a reserve answer (naming a thing this dialogue lacks, not allowed) only to
-# fill an item that cannot be filled otherwise, never swapped in.
+# (name, tier, mark): the order AF starts an item and swaps in by, first preferred. A mark sets a candidate behind the
+# rest of its tier. Among rewrites of a correct answer: the contrary predicates first (a verb that denies the event,
+# an emotion of the other polarity: 88-100% read good by blind readers), then a negation of the predicate's verb, then
+# the lexical rules' rewrites (`word`: an antonym 67-74% good, a fifth of them read as broken English in draws N and
+# O; a negation at the first auxiliary 78-87%), then a role flip (the act given to the other person: a near-copy of
+# the answer, which an ending alone tells), and a word swapped for the dialogue's own (an event, a thing, a place:
+# `grounded.SWAPS`) after this dialogue's answers. This dialogue's answers to other targets rewritten into a contrary
+# statement (`contrary`: the dialogue rules them out, and they say something other than the correct answer, as the
+# released distractors do) before those answers as written (blind readers of draws L to O judged 16-23% of them
+# correct for the item: events chain from turn to turn). A generator's candidate that echoes a correct answer (another
+# item's of this dialogue, or one of its own with only a negation changed: `counterfactuals.echo`) behind its others,
+# an unanchored answer (naming no thing of this dialogue) among retrieved ones; a reserve answer (naming a thing this
+# dialogue lacks, not allowed) only to fill an item that cannot be filled otherwise, never swapped in.
 PREFERENCE = (("generated", "generated", ""), ("echo", "generated", "echo"), ("rewrite", "rewrite", ""),
               ("negation", "rewrite", "negation"), ("contrary", "dialogue", "contrary"), ("word", "rewrite", "word"),
               ("flip", "rewrite", "flip"), ("dialogue", "dialogue", ""), ("swap", "rewrite", "swap"),
