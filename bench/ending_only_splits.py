@@ -1,11 +1,12 @@
 """The ending-only probe over many halvings of one released file, published beside rebuilt.
 
-`distractor_quality` reads the probe (giveaways.EndingOnlyProbe: logistic regression on each choice's
-embedding, its mean and highest cosine to its set, and whether it holds a negation; no dialogue) on one
-seeded half of the dialogues against the other. One halving of 810 items moves the accuracy by a standard
-error of about two points, the size of the differences it is asked to tell; this script repeats it over
-`--splits` halvings (the same halves for every file, so the differences are paired) and prints the mean,
-the spread, and each rebuilt file's difference from the published.
+The probe (giveaways.EndingOnlyProbe: logistic regression on each choice's embedding, its mean and
+highest cosine to its set, and whether it holds a negation; no dialogue) fits on one seeded half of the
+dialogues and is tested on the other. One halving of 810 items moves the accuracy by a standard error of
+about two points, the size of the differences it is asked to tell; this script repeats it over `--splits`
+halvings (`giveaways.ending_only_halvings`, the halves the card's `distractor_quality` draws: the same for
+every file, so the differences are paired) and prints the mean, the spread, and each rebuilt file's
+difference from the published.
 
     python bench/ending_only_splits.py PUBLISHED.jsonl REBUILT.jsonl [REBUILT.jsonl ...] [--splits 12]
 """
@@ -21,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.distractors.giveaways import ending_only_accuracy  # noqa: E402
+from tasks.distractors.giveaways import ending_only_halvings  # noqa: E402
 from tasks.embed import EmbedSpec, open_embedder  # noqa: E402
 
 
@@ -42,19 +43,12 @@ def main(argv: list[str] | None = None) -> None:
     for f in a.rebuilt:
         if [r["ID"] for r in sets[f]] != ids:
             raise SystemExit(f"{f}: its items are not the published file's, in its order")
-    groups = sorted(set(ids))  # a dialogue's items stay on one side
     texts = sorted({c for rows in sets.values() for r in rows for c in r["Choices"]})
-    acc: dict[str, list[float]] = {f: [] for f in files}
     with open_embedder(EmbedSpec(), None) as emb:
         vector = emb.lookup(texts)
-        for seed in range(a.splits):
-            half = set(np.random.default_rng(seed).permutation(groups)[: len(groups) // 2])
-            train = [i for i, g in enumerate(ids) if g in half]
-            test = [i for i, g in enumerate(ids) if g not in half]
-            for f, rows in sets.items():
-                choices = [r["Choices"] for r in rows]
-                correct = [set(r["Correct Answers"]) for r in rows]
-                acc[f].append(float(ending_only_accuracy(train, test, choices, correct, vector, 0).mean()))
+        # a dialogue's items stay on one side; the halves the card's distractor_quality draws (seed 0)
+        acc = ending_only_halvings(ids, {f: ([r["Choices"] for r in rows], [set(r["Correct Answers"]) for r in rows])
+                                         for f, rows in sets.items()}, vector, a.splits, seed=0)
     base = np.asarray(acc[a.published])
     print(f"ending-only probe over {a.splits} halvings of the dialogues (all-MiniLM-L6-v2 embeddings)")
     for f in files:

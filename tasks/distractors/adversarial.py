@@ -33,7 +33,8 @@ from csk.errors import ConfigError
 from csk.params import ModelDir
 from csk.runtime import StageContext, StageOutput, to_parquet_bytes
 from tasks.distractors.answers import written_answers
-from tasks.distractors.giveaways import EndingOnlyProbe, centre_is_correct, near_copy_set, rewrites
+from tasks.distractors.giveaways import (EndingOnlyProbe, centre_is_correct, near_copy_set, negated_copy,
+                                        negated_copy_set, rewrites)
 from tasks.distractors.keys import group_order, instance_keys
 from tasks.distractors.placement import kind as rewrite_kind
 from tasks.distractors.placement import (GENERATED, GENERATED_RANKS, LAST_WRITTEN, SLOTS, TIERS, named, preference,
@@ -141,7 +142,8 @@ class AFRules:
     "hellaswag" (0/1/2 by pairwise accuracy, the learning rate re-drawn every round); window, epsilon,
     noise_z, min_held_out: convergence (see the module); chance_alpha: the level of the test that a round's
     adversary beats chance (1: no test); max_rewrites: the most near-copies of a correct answer per instance;
-    max_reuse: the most instances of a split holding one text (0: no limit); seed: every draw's root."""
+    max_negated_copies: the most of those that negate it or drop its negation; max_reuse: the most
+    instances of a split holding one text (0: no limit); seed: every draw's root."""
 
     n_distractors: int = SLOTS
     max_iterations: int = 50
@@ -154,6 +156,7 @@ class AFRules:
     min_held_out: int = 3
     chance_alpha: float = 0.01
     max_rewrites: int = 1
+    max_negated_copies: int = 0
     max_reuse: int = 3
     seed: int = 0
 
@@ -185,8 +188,17 @@ class Holdings:
         # (bench/results/jaccard_distributions_epyc.txt). A rewrite that changes the predicate as a whole is no
         # near-copy and is not counted.
         golds = dict(zip(view["id"], view["gold"]))
-        self.rewrite = {cid: any(rewrites(t, a) for a in [golds.get(iid, "")] + list(other_correct.get(iid, [])) if a)
-                        for iid, pool in pools.items() for cid, t in pool}
+        answers = {iid: [a for a in [golds.get(iid, "")] + list(other_correct.get(iid, [])) if a] for iid in pools}
+        self.rewrite = {cid: any(rewrites(t, a) for a in answers[iid]) for iid, pool in pools.items() for cid, t in pool}
+        # A near-copy that negates a correct answer (or drops its negation) names the answer it copies: beside
+        # "The speaker wants to rent the flat", "The speaker does not want to rent the flat" marks the first as
+        # correct without the dialogue. The released sets hold such a distractor in 3.3-3.8% of their items, the
+        # offline rewrites put one in 41-50% (bench/results/jaccard_distributions_epyc.txt), and the ending-only
+        # probe reads it through a negation beside a high cosine to the set. The start takes one only where
+        # nothing else written for the item or its dialogue is left.
+        self.negated_copy = {cid: any(negated_copy(t, a) for a in answers[iid])
+                             for iid, pool in pools.items() for cid, t in pool}
+        self.max_negated_copies = rules.max_negated_copies
         self.kind = {cid: k for cid, k in (kind_of or {}).items() if k}
         # A generator's candidate for the item is held to none of the caps: it was written as a distractor of
         # this item, and the published distractors themselves keep a correct answer's subject and repeat
@@ -197,10 +209,10 @@ class Holdings:
         return self.split_of.get(iid, ""), self.text[cid].strip().lower()
 
     def fits(self, iid: str, cid: str, holding: list[str], leaving: str | None = None, reuse: int | None = None,
-             rewrites_cap: int | None = None, apart: bool = True) -> bool:
+             rewrites_cap: int | None = None, apart: bool = True, negated_cap: int | None = None) -> bool:
         """May instance `iid`, holding `holding` (minus `leaving`), take candidate `cid`? With the rewrite cap
-        lifted (0) a second rewrite of one kind is allowed too; without `apart`, or with the cap lifted, a
-        near-copy of a held distractor."""
+        lifted (0) a second rewrite of one kind is allowed too, and negated copies; without `apart`, or with
+        the cap lifted, a near-copy of a held distractor; `negated_cap` None: no cap on negated copies."""
         if cid in self.own:
             return True
         reuse = self.max_reuse if reuse is None else reuse
@@ -208,6 +220,9 @@ class Holdings:
         others = [c for c in holding if c != leaving]
         if rewrites_cap:
             if self.rewrite.get(cid) and sum(self.rewrite.get(c, False) for c in others) >= rewrites_cap:
+                return False
+            if negated_cap is not None and self.negated_copy.get(cid) and \
+                    sum(self.negated_copy.get(c, False) for c in others) >= negated_cap:
                 return False
             # a set of varied distractors: not two rewrites of one kind, not two near-copies of each other
             # (1.2-5.2% of the released pairs of distractors of an item are)
@@ -253,19 +268,24 @@ def af_start(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], rules:
     # max_reuse and rewrites for every slot, then a popular text however often it is held already, and last
     # the reserve (answers naming a thing the dialogue lacks) rather than an item left out (a small file's
     # few fitting answers: 2 of 161 MuTual items in a CSV layout; the manifest counts texts above max_reuse).
+    # A negated copy of a correct answer (Holdings.negated_copy) waits for the passes after those of what
+    # was written for the item, but comes before an answer of another dialogue.
     written, every, reserve = LAST_WRITTEN, named("foreign"), named("reserve")
-    reuse, rewrites_cap = rules.max_reuse, rules.max_rewrites
-    passes = [(reuse, rewrites_cap, written, True)] + \
-        ([(reuse, rewrites_cap + 1, written, False)] if rewrites_cap else []) + [(reuse, rewrites_cap, every, True)] + \
-        ([(2 * reuse, rewrites_cap, every, True), (2 * reuse, 0, every, False)] if reuse or rewrites_cap else []) + \
-        ([(0, 0, every, False)] if reuse else []) + [(0, 0, reserve, False)]
-    for reuse, rewrites_cap, up_to, apart in passes:
+    reuse, rewrites_cap, negs = rules.max_reuse, rules.max_rewrites, rules.max_negated_copies
+    passes = [(reuse, rewrites_cap, written, True, negs)] + \
+        ([(reuse, rewrites_cap + 1, written, False, negs), (reuse, rewrites_cap + 1, written, False, None)]
+         if rewrites_cap else []) + [(reuse, rewrites_cap, every, True, None)] + \
+        ([(2 * reuse, rewrites_cap, every, True, None), (2 * reuse, 0, every, False, None)]
+         if reuse or rewrites_cap else []) + ([(0, 0, every, False, None)] if reuse else []) + \
+        [(0, 0, reserve, False, None)]
+    for reuse, rewrites_cap, up_to, apart, negated_cap in passes:
         for iid, st in state.items():
             for cid in list(st["unused"]):
                 if len(st["distractors"]) >= st["k"]:
                     break
                 if placement_of.get(cid, 0) <= up_to and caps.fits(iid, cid, st["distractors"], reuse=reuse,
-                                                                   rewrites_cap=rewrites_cap, apart=apart):
+                                                                   rewrites_cap=rewrites_cap, apart=apart,
+                                                                   negated_cap=negated_cap):
                     st["distractors"].append(cid)
                     st["unused"].remove(cid)
                     caps.hold(iid, cid, +1)
@@ -382,7 +402,7 @@ def af_swap(judged: dict, state: dict[str, dict], rules: AFRules, caps: Holdings
             own = placement_of.get(w) in GENERATED_RANKS
             new = next((c for c in strong if score_of[c] > score_of[w] and (not own or placement_of.get(c) in
                                                                              GENERATED_RANKS)
-                        and caps.fits(i, c, st["distractors"], w)), None)
+                        and caps.fits(i, c, st["distractors"], w, negated_cap=caps.max_negated_copies)), None)
             if new is None:
                 continue
             strong.remove(new)
@@ -621,7 +641,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                        swap_rule: Literal["paper", "max", "hellaswag"] = AFRules.swap_rule,
                        window: int = AFRules.window, epsilon: float = AFRules.epsilon, noise_z: float = AFRules.noise_z,
                        min_held_out: int = AFRules.min_held_out, chance_alpha: float = AFRules.chance_alpha,
-                       max_rewrites: int = AFRules.max_rewrites, max_reuse: int = AFRules.max_reuse,
+                       max_rewrites: int = AFRules.max_rewrites,
+                       max_negated_copies: int = AFRules.max_negated_copies, max_reuse: int = AFRules.max_reuse,
                        epochs: int = 2, lr: float | None = None, batch_size: int = 8, trainable_layers: int = 1,
                        max_length: int = 128, preset: Literal["", "paper"] = "", ending_only: bool = True,
                        ctx: StageContext | None = None) -> StageOutput:
@@ -660,6 +681,11 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
             rebuilt sets near-copies at 2), a giveaway; the start takes one more before an answer written
             for another dialogue (readers found those out of place far more often), and an item that could
             not be filled otherwise takes more; 0: no limit
+        max_negated_copies: most of those near-copies that negate a correct answer or drop its negation ("The
+            speaker does not want to rent the flat" beside "The speaker wants to rent the flat"): such a pair
+            names the correct answer without the dialogue (the released sets hold one in under 4% of their
+            items); the start takes more only where nothing else written for the item or its dialogue is
+            left, and a round never swaps one in beyond this
         max_reuse: most instances of one split that may hold the same text as a distractor (a retrieved
             answer that fits many dialogues recurs otherwise); an item that could not be filled otherwise may
             take a text up to twice this often, and as a last resort however often (the manifest counts such
@@ -687,7 +713,7 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
     rules = AFRules(n_distractors=n_distractors, max_iterations=max_iterations, held_out=held_out,
                     max_swaps=max_swaps, swap_rule=swap_rule, window=window, epsilon=epsilon, noise_z=noise_z,
                     min_held_out=min_held_out, chance_alpha=chance_alpha, max_rewrites=max_rewrites,
-                    max_reuse=max_reuse, seed=seed)
+                    max_negated_copies=max_negated_copies, max_reuse=max_reuse, seed=seed)
     passed_through = _too_few_dialogues(view, rules)
     if passed_through:
         rules = replace(rules, max_iterations=0)
@@ -725,7 +751,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
                              "discriminator": discriminator, "preset": preset or None,
                              "as_published": len(passed),  # every published choice correct: nothing to rebuild
                              "rejected_before_round_1": before_round_1,  # items no round could fill
-                             "swap_rule": swap_rule, "max_rewrites": max_rewrites, "max_reuse": max_reuse,
+                             "swap_rule": swap_rule, "max_rewrites": max_rewrites,
+                             "max_negated_copies": max_negated_copies, "max_reuse": max_reuse,
                              "ending_only": ("a second adversary: logistic regression on each choice's embedding, "
                                              "its mean and highest cosine to its set, negation; no dialogue")
                              if ending_only else None})
@@ -849,6 +876,7 @@ def _af_report(data: pd.DataFrame, rejected: pd.DataFrame, rows_in: int, state: 
     if len(data):
         sets = [([r.gold] + other_correct.get(r.id, []), list(r.distractors)) for r in data.itertuples() if r.distractors]
         giveaways["near_copy_sets"] = int(sum(near_copy_set(c + d, set(range(len(c)))) for c, d in sets))
+        giveaways["negated_copy_sets"] = int(sum(negated_copy_set(c + d, set(range(len(c)))) for c, d in sets))
         if vector is not None:
             giveaways["centre_is_correct"] = int(sum(
                 centre_is_correct(np.stack([np.asarray(vector(t), dtype=np.float64) for t in c + d]), set(range(len(c))))
@@ -879,13 +907,15 @@ def _af_report(data: pd.DataFrame, rejected: pd.DataFrame, rows_in: int, state: 
                               "rejected_before_round_1": notes["rejected_before_round_1"],
                               "held_out_times": coverage, "af_instances": "af_instances.parquet",
                               "swap_rule": notes["swap_rule"], "max_rewrites": notes["max_rewrites"],
-                              "max_reuse": max_reuse, "ending_only": notes["ending_only"],
+                              "max_negated_copies": notes["max_negated_copies"], "max_reuse": max_reuse,
+                              "ending_only": notes["ending_only"],
                               # how much of each dialogue the discriminator read (its window, its tokenizer)
                               "reads": {"discriminator": reads},
                               "giveaways": giveaways,
                               "card": _card_lines(data, history, reads, notes["as_published"]) + (
                                   [f"Final sets that give a correct answer away without the dialogue: near-copy sets "
-                                   f"{giveaways['near_copy_sets']} of {giveaways['sets']}"
+                                   f"{giveaways['near_copy_sets']} of {giveaways['sets']}, a correct answer's negated "
+                                   f"copy {giveaways['negated_copy_sets']}"
                                    + (f", a correct answer at the centre of its set {giveaways['centre_is_correct']}"
                                       if "centre_is_correct" in giveaways else "") + "."] if giveaways else []),
                               "texts_above_max_reuse": int((counts > max_reuse).sum()) if max_reuse else 0,

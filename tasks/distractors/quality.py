@@ -33,7 +33,7 @@ from csk.runtime import StageContext, StageOutput
 from tasks.distractors.window import reading_windows
 from tasks.embed import vector_lookup
 from tasks.distractors.discriminators import LinearProbe, make_discriminator_factory
-from tasks.distractors.giveaways import centre_is_correct, ending_only_accuracy, near_copy_set
+from tasks.distractors.giveaways import centre_is_correct, ending_only_accuracy, ending_only_halvings, near_copy_set
 from tasks.distractors.keys import group_order
 from tasks.distractors.candidate_filter import PAPER_EMBEDDER
 from tasks.embed import EmbedSpec, open_embedder
@@ -184,10 +184,13 @@ def grounding_figures(view: pd.DataFrame, final, final_correct, published, publi
 
 
 def giveaway_figures(train: list[int], test: list[int], sets: dict, chance: dict, groups: list[str], vector,
-                     seed: int) -> dict:
+                     seed: int, both: list[int] | None = None, all_groups: list[str] | None = None,
+                     halvings: int = 0) -> dict:
     """The ending-only probe's accuracy (fitted on the train items' sets, tested on the test items': SWAG /
     HellaSwag's baseline, no dialogue) and the share of test sets whose centre is a correct choice, for each
-    set of choices, with chance (the mean share of correct choices)."""
+    set of choices, with chance (the mean share of correct choices). With `halvings`, the probe again over
+    that many seeded halvings of the dialogues of the items `both` (their groups `all_groups`), paired:
+    each set's mean, and rebuilt minus published with its spread."""
     measures, notes = {}, {}
     for name, (ch, cor) in sets.items():
         hits = ending_only_accuracy(train, test, ch, cor, vector, seed)
@@ -201,6 +204,24 @@ def giveaway_figures(train: list[int], test: list[int], sets: dict, chance: dict
         notes[f"centre_is_correct_{name}"] = ("share of test sets whose choice nearest to the others (mean cosine) "
                                               f"is correct; chance {chance[name].mean():.3f}")
     measures["ending_only_chance"] = float(chance["rebuilt"].mean())
+    acc = ending_only_halvings([all_groups[i] for i in both],
+                               {n: ([ch[i] for i in both], [cor[i] for i in both]) for n, (ch, cor) in sets.items()},
+                               vector, halvings, seed) if halvings and both else {}
+    if acc and len(acc["rebuilt"]):
+        for name, v in acc.items():
+            measures[f"ending_only_{name}_accuracy_halvings"] = float(v.mean())
+            notes[f"ending_only_{name}_accuracy_halvings"] = (f"the ending-only probe's mean accuracy over {len(v)} "
+                                                              "seeded halvings of the dialogues (one half fits, the "
+                                                              "other is tested)")
+        d = acc["rebuilt"] - acc["published"]
+        measures["ending_only_halvings"] = len(d)
+        notes["ending_only_halvings"] = "seeded halvings of the dialogues the probe was repeated over"
+        measures["ending_only_difference_halvings"] = float(d.mean())
+        notes["ending_only_difference_halvings"] = (f"rebuilt minus published, the same halves; from {d.min():+.3f} to "
+                                                    f"{d.max():+.3f}; at most 0: the choices alone give the rebuilt "
+                                                    "answers away no more often than the published")
+        measures["ending_only_difference_sd"] = float(d.std())
+        notes["ending_only_difference_sd"] = "the spread of that difference over the halvings"
     return {"measures": measures, "notes": notes, "test_items": len(test), "test_groups": len(set(groups))}
 
 
@@ -214,6 +235,10 @@ def quality_card(rows: list[dict]) -> list[str]:
         lines.append(f"Ending-only probe (the choices alone) picks a correct choice: {pair('ending_only_{}_accuracy')} "
                      f"(chance {v['ending_only_chance']:.3f}); the set's centre is correct: "
                      f"{pair('centre_is_correct_{}')}.")
+    if "ending_only_difference_halvings" in v:
+        lines.append(f"Ending-only probe over {v['ending_only_halvings']:.0f} halvings of the dialogues: "
+                     f"{pair('ending_only_{}_accuracy_halvings')}; rebuilt minus published "
+                     f"{v['ending_only_difference_halvings']:+.3f} (sd {v['ending_only_difference_sd']:.3f}).")
     for judge in ("finetuned", "probe"):
         if f"{judge}_dialogue_gain_rebuilt" in v:
             lines.append(f"The {'fine-tuned judge' if judge == 'finetuned' else 'linear probe'}'s gain from the "
@@ -230,7 +255,7 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
                        discriminator: Literal["cached-transformer", "transformer"] = "cached-transformer",
                        trainable_layers: int = 1, epochs: int = 2, lr: float | None = None, batch_size: int = 16,
                        max_length: int = 128, n_resamples: int = 1000, confidence: float = 0.95,
-                       ctx: StageContext | None = None) -> StageOutput:
+                       probe_halvings: int = 12, ctx: StageContext | None = None) -> StageOutput:
     """How hard the rebuilt choices are beside the published ones for a judge AF did not use (raw and
     chance-adjusted accuracy, with and without the dialogue, bootstrap intervals), and how far every
     distractor stays from every correct answer.
@@ -263,6 +288,9 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
             was not higher: 0.740 against 0.774-0.781 at 128); the manifest's `reads` says how much it saw
         n_resamples: bootstrap resamples of the held-out groups
         confidence: bootstrap interval level
+        probe_halvings: the ending-only probe again over this many seeded halvings of the dialogues, paired
+            (rebuilt and published on the same halves): one halving of 810 items moves it by about two
+            points, the size of the differences it is asked to tell; 0: the one split only
     """
     view = instances.set_index("id").loc[mcq["id"]].reset_index()
     final = [list(c) for c in mcq["choices"]]
@@ -292,7 +320,8 @@ def distractor_quality(mcq: pd.DataFrame, instances: pd.DataFrame, candidates: p
         judge_measures(m, notes, view, sets, contexts, both_choices, train, test, how, quality=quality, judge=judge,
                        discriminator=discriminator, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
                        trainable_layers=trainable_layers, max_length=max_length, embed=embed,
-                       n_resamples=n_resamples, confidence=confidence, ctx=ctx)
+                       n_resamples=n_resamples, confidence=confidence, probe_halvings=probe_halvings, both=both,
+                       ctx=ctx)
     elif quality != "off":
         notes["not_measured"] = f"no instance with published choices on both sides of the split ({how})"
     sims = paraphrase_measures(m, sets, similarity_embedder, embed, ctx)
@@ -339,7 +368,7 @@ def judge_measures(m: Measures, notes: dict, view: pd.DataFrame, sets: dict, con
                    both_choices: list[list[str]], train: list[int], test: list[int], how: str, *, quality: str,
                    judge: str, discriminator: str, epochs: int, lr: float | None, batch_size: int, seed: int,
                    trainable_layers: int, max_length: int, embed: EmbedSpec, n_resamples: int, confidence: float,
-                   ctx: StageContext | None) -> None:
+                   probe_halvings: int, both: list[int], ctx: StageContext | None) -> None:
     """Each judge (the linear probe; with quality "full" the fine-tuned judge) trained on `train` and scored on
     `test`, with the dialogue and with the choices alone, rebuilt beside published: raw and chance-adjusted
     accuracy with group-bootstrap intervals, then the giveaways and each judge's gain from the dialogue."""
@@ -377,7 +406,8 @@ def judge_measures(m: Measures, notes: dict, view: pd.DataFrame, sets: dict, con
             _accuracy_measures(m, f"{judge_name}_{setting}", hits, chance, groups, where, n_resamples, confidence, seed)
     # What the choices alone give away (tasks/distractors/giveaways.py), rebuilt beside published
     start = time.perf_counter()
-    notes["giveaways"] = giveaway_figures(train, test, sets, chance, groups, vector, seed)
+    notes["giveaways"] = giveaway_figures(train, test, sets, chance, groups, vector, seed, both=both,
+                                          all_groups=view["group_id"].astype(str).tolist(), halvings=probe_halvings)
     for name, value in notes["giveaways"]["measures"].items():
         m.add(name, value, notes["giveaways"]["notes"].get(name, ""))
     seconds["giveaways"] = round(time.perf_counter() - start, 2)

@@ -33,6 +33,19 @@ def test_a_near_copy_set_has_two_distractors_rewriting_a_correct_answer():
     assert not gv.near_copy_set([a, b], {0, 1})  # every choice correct: no distractor, no near-copy
 
 
+def test_a_negated_copy_adds_or_drops_a_negation_to_a_near_copy_of_a_correct_answer():
+    answer = "The speaker wants to rent the flat near the station."
+    assert gv.negated_copy("The speaker does not want to rent the flat near the station.", answer)
+    assert gv.negated_copy(answer, "The speaker does not want to rent the flat near the station.")  # dropped
+    assert gv.negated_copy("The speaker never wants to rent the flat near the park.", answer)  # Jaccard >= 0.5
+    assert not gv.negated_copy("The speaker refuses to rent the flat near the station.", answer)  # no negator
+    assert not gv.negated_copy("The speaker was not interested in any flat.", answer)  # a new predicate
+    a, b = "Anna says yes and accepts the ring.", "Anna and her lover get married."
+    assert gv.negated_copy_set([a, b, "Anna and her lover do not get married.", "Anna loses the ring."], {0, 1})
+    assert not gv.negated_copy_set([a, b, "Anna says maybe and returns the ring."], {0, 1})
+    assert not gv.negated_copy_set([a, "Anna does not say yes."], {0, 1})  # every choice correct
+
+
 def test_the_centre_of_a_set_is_the_choice_nearest_the_others():
     v = np.asarray([[1.0, 0.0], [0.95, 0.3], [0.95, -0.3]])  # row 0 lies between rows 1 and 2
     assert gv.centre_is_correct(v, {0}) and not gv.centre_is_correct(v, {1, 2})
@@ -60,6 +73,27 @@ def test_the_ending_only_probe_finds_a_negation_giveaway_and_not_noise():
     train, test = list(range(60)), list(range(60, 120))
     assert gv.ending_only_accuracy(train, test, told, correct, _vector()).mean() == 1.0
     assert gv.ending_only_accuracy(train, test, fair, correct, _vector()).mean() < 0.6  # chance 1/3
+
+
+def test_the_probe_over_halvings_pairs_the_sets_on_the_same_halves_of_the_dialogues():
+    """Every set is fitted and tested on the same halves (a dialogue's items on one side), so the
+    difference between two sets is paired; the halves depend on the seed and the groups' order only."""
+    rng = np.random.default_rng(1)
+    word = lambda: "w" + "".join(rng.choice(list("abcdefgh"), 5))  # noqa: E731
+    told = [[f"The {word()} went home.", f"The {word()} did not stay.", f"The {word()} did not call."]
+            for _ in range(120)]
+    fair = [[f"The {word()} went home.", f"The {word()} stayed.", f"The {word()} called."] for _ in range(120)]
+    groups = [f"d{i // 3}" for i in range(120)]  # three items a dialogue
+    sets = {"told": (told, [{0}] * 120), "fair": (fair, [{0}] * 120)}
+    acc = gv.ending_only_halvings(groups, sets, _vector(), 4, seed=0)
+    assert list(acc) == ["told", "fair"] and len(acc["told"]) == len(acc["fair"]) == 4
+    assert (acc["told"] == 1.0).all() and (acc["told"] - acc["fair"]).min() > 0.3
+    renamed = gv.ending_only_halvings([g.replace("d", "dialogue-") for g in groups], sets, _vector(), 4, seed=0)
+    assert (renamed["fair"] == acc["fair"]).all()
+    assert not (gv.ending_only_halvings(groups, sets, _vector(), 4, seed=1)["fair"] == acc["fair"]).all()
+    # a half with no wrong choice to learn from is left out of every set
+    every_correct = {"told": (told, [{0, 1, 2}] * 120), "fair": (fair, [{0}] * 120)}
+    assert all(len(v) == 0 for v in gv.ending_only_halvings(groups, every_correct, _vector(), 2).values())
 
 
 def test_af_swaps_out_distractors_the_choices_alone_give_away():

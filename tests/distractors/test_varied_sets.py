@@ -128,3 +128,40 @@ def test_the_loop_runs_with_kinds():
     state, history = af_loop(items, pools, lambda seed: None, AFRules(n_distractors=2, max_iterations=0),
                              kind_of={c: "antonym" for p in pools.values() for c, _ in p})
     assert all(len(st["distractors"]) == 2 for st in state.values()) and history == []
+
+
+def test_a_negated_copy_of_a_correct_answer_waits_for_every_other_written_candidate():
+    """A near-copy of the gold that negates it names the gold without the dialogue: the start takes a
+    rewrite that changes the predicate, or this dialogue's answer, first; the negated copy only for a slot
+    nothing else written for the item fills, and still before an answer of another dialogue."""
+    pool = [("c", "The speaker does not buy a new red car for the long trip to the coast.", "grounded",
+             "predicate_negation:buys->does not buy"),
+            ("b", "The speaker refuses to drive anywhere and stays at home all summer.", "grounded",
+             "contrary_verb:x->y"),
+            ("d", "The listener worries about the cost of the journey.", "dialogue", "dialogue:i5"),
+            ("r", "The listener orders a large pizza for the whole office.", "retrieval", "retrieval:i9")]
+    assert sorted(_start(pool, 2)) == ["b", "d"]
+    assert sorted(_start(pool, 3)) == ["b", "c", "d"]
+    # one allowed per item: taken in the first pass like any other rewrite
+    assert "c" in _start(pool[:2] + pool[3:], 2, max_negated_copies=1)
+
+
+def test_a_round_never_swaps_in_a_negated_copy():
+    import numpy as np
+
+    from tasks.distractors.adversarial import af_swap
+
+    items = _items()
+    pool = [("w", "The speaker walks to the coast alone.", "grounded", "contrary_verb:x"),
+            ("c", "The speaker does not buy a new red car for the long trip to the coast.", "grounded",
+             "predicate_negation:buys->does not buy")]
+    pools = {"i0": [(c, t) for c, t, _, _ in pool]}
+    gen = {c: g for c, _, g, _ in pool}
+    place = {c: preference(g, r) for c, _, g, r in pool}
+    rules = AFRules(n_distractors=1, max_iterations=0)
+    caps = Holdings(items, pools, rules, gen, {"i0": []}, {c: kind(g, r) for c, _, g, r in pool})
+    state = {"i0": {"distractors": ["w"], "unused": ["c"], "swaps": 0, "held_out_rounds": [], "swap_rounds": [],
+                    "k": 1}}
+    judged = {"held": ["i0"], "choice_ids": [["w", "c"]], "sizes": [1], "figures": {"pairwise_accuracy": 0.0},
+              "voices": [[np.array([0.5, 0.1, 0.9])]]}  # the adversary prefers the negated copy to the gold
+    assert af_swap(judged, state, rules, caps, place, 0) == 0 and state["i0"]["distractors"] == ["w"]
