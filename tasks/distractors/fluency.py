@@ -31,7 +31,12 @@ checks, each a rule with its reason:
   the old word had: a particle ("catch up" -> "miss up"), an object ("leave the house" -> "stay the house"),
   a to-infinitive ("excited to try" -> "bored to try"), a gerund, a that-clause, a preposition;
 * `role_collapse`: two people of the answer became one ("the speaker ... the listener's" -> "the
-  speaker ... the speaker's").
+  speaker ... the speaker's");
+* `compound_modifier`: a word replaced inside a compound ("a full time teacher" -> "an empty time teacher");
+* `coordination` (spaCy's parser, VADER's valence): an adjective turned round beside one of the same strong
+  valence it was joined to by "and" ("happy and satisfied" -> "sad and satisfied": the two say one thing);
+* `name_part` (spaCy's parser): a word replaced that heads a proper noun before it ("niagara falls" ->
+  "niagara rises").
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ FIXED_PHRASES = tuple(sorted({
 }, key=lambda p: (-len(p), p)))  # (dates such as "last night" are the entity swap's to exchange, not fixed)
 # Every check's name: the rewrite checks (FLUENCY_RULES) and `misspelt`, the check of human-written candidates
 CHECKS = ("broken_answer", "misspelt", "fixed_phrase", "number_agreement", "construction", "part_of_speech",
-          "complement", "role_collapse", "compound_modifier")
+          "complement", "role_collapse", "compound_modifier", "coordination", "name_part")
 # The people an answer talks about: a rewrite that leaves one where the answer had two ("The speaker
 # agrees with the listener's decision" -> "The speaker agrees with the speaker's decision") is nonsense.
 ROLE_NOUNS = re.compile(r"(?<![\w'’])(" + "|".join(sorted(forms(PERSON_NOUNS), key=lambda w: (-len(w), w))) + r")(?![\w])",
@@ -584,7 +589,7 @@ NEGATIVE_PREFIXES = ("un", "in", "im", "ir", "il", "dis", "non")
 # English's particles: prepositional adverbs that make a phrasal verb with the verb before them ("pass by",
 # "stay up"); the parser reads some of them as adverbs
 PARTICLES = frozenset({"up", "down", "out", "off", "away", "back", "over", "by", "in", "on", "around", "along",
-                       "through"})
+                       "through", "behind", "ahead", "apart", "aside", "forward", "together"})
 
 
 def _takes(lemma: str) -> frozenset[str] | None:
@@ -696,6 +701,45 @@ def _compound_modifier(original: str, rewrite: str, parsed: dict, known: frozens
     return None
 
 
+def _replaced(before, after):
+    """(old, new) token pairs of a rewrite that replaced words one for one (the same length)."""
+    return [(o, n) for o, n in zip(before, after) if o.lower_ != n.lower_] if len(before) == len(after) else []
+
+
+def _coordination(original: str, rewrite: str, parsed: dict, known: frozenset) -> str | None:
+    """An adjective replaced in an "and" coordination with another of the same strong valence (VADER's,
+    as `grounded` reads feelings) that stays: the two say one thing ("happy and satisfied"), and one turned
+    round contradicts the other ("sad and satisfied"). Adjectives of no or mixed valence may differ ("cheap
+    and good" -> "expensive and good"); "but" and "yet" join contrasts."""
+    from tasks.distractors.grounded import EMOTION_VALENCE, _valence
+
+    valence = _valence()
+    strong = lambda t: valence.get(t.lower_, 0.0) if abs(valence.get(t.lower_, 0.0)) >= EMOTION_VALENCE else 0.0  # noqa: E731
+    before, after = parsed[original], parsed[rewrite]
+    changed = {o.i for o, _ in _replaced(before, after)}
+    for old, new in _replaced(before, after):
+        if old.pos_ != "ADJ" or not strong(old):
+            continue
+        partners = [c for c in old.children if c.dep_ == "conj"] + ([old.head] if old.dep_ == "conj" else [])
+        for other in partners:
+            first = min(old, other, key=lambda t: t.i)
+            joined_by = {c.lower_ for c in first.children if c.dep_ == "cc"}
+            if other.pos_ == old.pos_ and strong(other) * strong(old) > 0 and other.i not in changed and joined_by \
+                    and joined_by <= {"and", "&"}:
+                return f"'{old.text}' -> '{new.text}' beside '{other.text}', which it was joined to by 'and'"
+    return None
+
+
+def _name_part(original: str, rewrite: str, parsed: dict, known: frozenset) -> str | None:
+    """A word replaced that heads a proper noun before it: the two are one name ("Niagara Falls", "Green
+    Park"), whatever its case in the answer."""
+    for old, new in _replaced(parsed[original], parsed[rewrite]):
+        name = [c for c in old.children if c.dep_ == "compound" and c.pos_ == "PROPN" and c.i == old.i - 1]
+        if name:
+            return f"'{old.text}' -> '{new.text}' inside the name '{name[0].text} {old.text}'"
+    return None
+
+
 def _role_collapse(original: str, rewrite: str, parsed: dict, known: frozenset) -> str | None:
     roles_before = {m.lower() for m in ROLE_NOUNS.findall(original)}
     roles_after = {m.lower() for m in ROLE_NOUNS.findall(rewrite)}
@@ -727,6 +771,9 @@ FLUENCY_RULES = (
     FluencyRule("role_collapse", "two people of the answer became one", _role_collapse),
     FluencyRule("compound_modifier", "a word replaced one for one inside a compound ('high school student')",
                 _compound_modifier),
+    FluencyRule("coordination", "an adjective turned round beside one of the same valence it was joined to by "
+                "'and' ('happy and satisfied' -> 'sad and satisfied')", _coordination),
+    FluencyRule("name_part", "a word replaced that ends a name ('niagara falls' -> 'niagara rises')", _name_part),
 )
 
 

@@ -123,6 +123,32 @@ def test_no_word_inside_a_compound_or_a_fixed_quantifier_is_rewritten():
     assert fluency.check(old, new, fluency.parse([old, new])) is None
 
 
+def test_no_feeling_turned_round_beside_its_partner_no_name_broken_no_particle_dropped():
+    from tasks.distractors import fluency
+
+    def reason(old, new):
+        found = fluency.check(old, new, fluency.parse([old, new]))
+        return found and found[0]
+
+    # two adjectives of one valence joined by "and" say one thing: one turned round contradicts the other
+    assert reason("The listener felt happy and satisfied with the price.",
+                  "The listener felt sad and satisfied with the price.") == "coordination"
+    assert reason("The speaker was excited and happy to see her.", "The speaker was bored and happy to see her.") \
+        == "coordination"
+    assert reason("The listener felt happy but tired after the trip.",  # a contrast
+                  "The listener felt sad but tired after the trip.") is None
+    assert reason("The speaker found a cheap and good hotel.",  # no one valence
+                  "The speaker found an expensive and good hotel.") is None
+    # a noun after a proper noun is part of the name, in whatever case the writer left it
+    assert reason("The speaker is amazed that the listener went to niagara falls.",
+                  "The speaker is amazed that the listener went to niagara rises.") == "name_part"
+    assert reason("The speaker visited Niagara Falls last summer.", "The speaker visited Niagara Rises last summer.") \
+        == "name_part"
+    # "behind", like "up" and "back", makes a phrasal verb with the verb before it
+    assert reason("The speaker studies hard so as not to fall behind in class.",
+                  "The speaker studies hard so as not to rise behind in class.") == "complement"
+
+
 def test_a_light_verb_keeps_its_phrase():
     from tasks.distractors.lexical import antonym_rewrites
 
