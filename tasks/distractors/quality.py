@@ -231,14 +231,16 @@ def quality_card(rows: list[dict]) -> list[str]:
     pair = lambda k: f"rebuilt {v[k.format('rebuilt')]:.3f}, published {v[k.format('published')]:.3f}"  # noqa: E731
     lines = [f"Near-copy sets (two or more distractors rewriting a correct answer): rebuilt "
              f"{v['near_copy_sets_rebuilt']:.0f}, published {v['near_copy_sets_published']:.0f}."]
+    # the mean over halvings first: one halving's standard error (about two points on 810 items) is the size
+    # of the differences the line is read for
+    if "ending_only_difference_halvings" in v:
+        lines.append(f"Ending-only probe (the choices alone) over {v['ending_only_halvings']:.0f} halvings of the "
+                     f"dialogues picks a correct choice: {pair('ending_only_{}_accuracy_halvings')}; rebuilt minus "
+                     f"published {v['ending_only_difference_halvings']:+.3f} (sd {v['ending_only_difference_sd']:.3f}).")
     if "ending_only_rebuilt_accuracy" in v:
-        lines.append(f"Ending-only probe (the choices alone) picks a correct choice: {pair('ending_only_{}_accuracy')} "
+        lines.append(f"Ending-only probe on the judges' one split: {pair('ending_only_{}_accuracy')} "
                      f"(chance {v['ending_only_chance']:.3f}); the set's centre is correct: "
                      f"{pair('centre_is_correct_{}')}.")
-    if "ending_only_difference_halvings" in v:
-        lines.append(f"Ending-only probe over {v['ending_only_halvings']:.0f} halvings of the dialogues: "
-                     f"{pair('ending_only_{}_accuracy_halvings')}; rebuilt minus published "
-                     f"{v['ending_only_difference_halvings']:+.3f} (sd {v['ending_only_difference_sd']:.3f}).")
     for judge in ("finetuned", "probe"):
         if f"{judge}_dialogue_gain_rebuilt" in v:
             lines.append(f"The {'fine-tuned judge' if judge == 'finetuned' else 'linear probe'}'s gain from the "
