@@ -11,8 +11,6 @@ answers: the embedding (what a choice says), the set's shape (the cosines), the 
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.ending_only_splits import read_files  # noqa: E402
 from tasks.distractors import giveaways  # noqa: E402
 from tasks.embed import EmbedSpec, open_embedder  # noqa: E402
 
@@ -28,18 +27,9 @@ GROUPS = (("embedding", "cosines", "negation"), ("embedding",), ("cosines",), ("
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("published")
-    parser.add_argument("rebuilt", nargs="+")
-    parser.add_argument("--splits", type=int, default=12)
-    a = parser.parse_args(argv)
-    files = [a.published] + a.rebuilt
-    rows = {f: [json.loads(line) for line in open(f, encoding="utf-8") if line.strip()] for f in files}
-    ids = [r["ID"] for r in rows[a.published]]
-    sets = {f: ([r["Choices"] for r in rs], [set(r["Correct Answers"]) for r in rs]) for f, rs in rows.items()}
-    texts = sorted({c for ch, _ in sets.values() for choice in ch for c in choice})
+    files, ids, sets, texts, splits = read_files(argv, __doc__.split("\n\n")[0])
     full = giveaways.EndingOnlyProbe.features
-    print(f"ending-only probe by feature group, mean accuracy over {a.splits} halvings of the dialogues")
+    print(f"ending-only probe by feature group, mean accuracy over {splits} halvings of the dialogues")
     print(f"{'features':35s}" + "".join(f"{Path(f).name[:28]:>30s}" for f in files))
     with open_embedder(EmbedSpec(), None) as emb:
         vector = emb.lookup(texts)
@@ -51,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
                 return x[:, [c for name in keep for c in cols[name]]]
             giveaways.EndingOnlyProbe.features = features
             try:
-                acc = giveaways.ending_only_halvings(ids, sets, vector, a.splits, seed=0)
+                acc = giveaways.ending_only_halvings(ids, sets, vector, splits, seed=0)
             finally:
                 giveaways.EndingOnlyProbe.features = full
             print(f"{' + '.join(keep):35s}" + "".join(f"{np.mean(acc[f]):30.3f}" for f in files))

@@ -26,35 +26,41 @@ from tasks.distractors.giveaways import ending_only_halvings  # noqa: E402
 from tasks.embed import EmbedSpec, open_embedder  # noqa: E402
 
 
-def _items(path: str) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def read_files(argv: list[str] | None, description: str):
+    """The command line (PUBLISHED REBUILT... [--splits N]) and its files: (files, dialogue of each item,
+    {file: (choices, correct)}, texts, splits). Every rebuilt file must hold the published file's items in
+    its order."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("published")
     parser.add_argument("rebuilt", nargs="+")
     parser.add_argument("--splits", type=int, default=12)
     a = parser.parse_args(argv)
     files = [a.published] + a.rebuilt
-    sets = {f: _items(f) for f in files}
-    ids = [r["ID"] for r in sets[a.published]]
+    rows = {}
+    for f in files:
+        with open(f, encoding="utf-8") as fh:
+            rows[f] = [json.loads(line) for line in fh if line.strip()]
+    ids = [r["ID"] for r in rows[a.published]]
     for f in a.rebuilt:
-        if [r["ID"] for r in sets[f]] != ids:
+        if [r["ID"] for r in rows[f]] != ids:
             raise SystemExit(f"{f}: its items are not the published file's, in its order")
-    texts = sorted({c for rows in sets.values() for r in rows for c in r["Choices"]})
+    sets = {f: ([r["Choices"] for r in rs], [set(r["Correct Answers"]) for r in rs]) for f, rs in rows.items()}
+    texts = sorted({c for ch, _ in sets.values() for choice in ch for c in choice})
+    return files, ids, sets, texts, a.splits
+
+
+def main(argv: list[str] | None = None) -> None:
+    files, ids, sets, texts, splits = read_files(argv, __doc__.split("\n\n")[0])
     with open_embedder(EmbedSpec(), None) as emb:
         vector = emb.lookup(texts)
         # a dialogue's items stay on one side; the halves the card's distractor_quality draws (seed 0)
-        acc = ending_only_halvings(ids, {f: ([r["Choices"] for r in rows], [set(r["Correct Answers"]) for r in rows])
-                                         for f, rows in sets.items()}, vector, a.splits, seed=0)
-    base = np.asarray(acc[a.published])
-    print(f"ending-only probe over {a.splits} halvings of the dialogues (all-MiniLM-L6-v2 embeddings)")
+        acc = ending_only_halvings(ids, sets, vector, splits, seed=0)
+    base = np.asarray(acc[files[0]])
+    print(f"ending-only probe over {splits} halvings of the dialogues (all-MiniLM-L6-v2 embeddings)")
     for f in files:
         v = np.asarray(acc[f])
         line = f"{Path(f).name:40s} accuracy mean {v.mean():.3f} sd {v.std():.3f}"
-        if f != a.published:
+        if f != files[0]:
             d = v - base
             line += f"; minus published: mean {d.mean():+.3f} sd {d.std():.3f} min {d.min():+.3f} max {d.max():+.3f}"
         print(line)
