@@ -115,7 +115,9 @@ def test_af_swaps_out_distractors_the_choices_alone_give_away():
         negations = [(f"{i}/n0", f"The {word()} did not go home."), (f"{i}/n1", f"The {word()} did not stay with {word()} {word()}.")]
         plain = [(f"{i}/p{j}", f"The {word()} {word()} {word()}.") for j in range(6)]  # no near-copies of each other
         pools[i] = negations + plain
-        placement |= {c: named("dialogue") for c, _ in negations} | {c: named("retrieved") for c, _ in plain}
+        # both written for the dialogue (AF never trades a written distractor for another dialogue's answer);
+        # the negations preferred, so every item starts with them
+        placement |= {c: named("negation") for c, _ in negations} | {c: named("dialogue") for c, _ in plain}
     vector = _vector(3)
     def run(ending):
         return af_loop(items, pools, lambda seed: LinearProbe(vector, seed=seed),

@@ -93,9 +93,9 @@ def test_other_dialogues_answers_only_where_nothing_written_is_left():
     assert sorted(_start(pool, 2)) == ["a", "c"]
 
 
-def test_swaps_take_another_dialogues_answer_only_when_no_written_candidate_is_left():
-    """A round whose adversary prefers an answer of another dialogue to a weak distractor makes no such swap
-    while a candidate written for the item is still unused, even one the adversary ranks lower."""
+def test_swaps_never_trade_a_written_distractor_for_another_dialogues_answer():
+    """A round whose adversary prefers an answer of another dialogue to a weak distractor written for the item
+    or its dialogue makes no such swap, whether or not a written candidate is still unused."""
     import numpy as np
 
     from tasks.distractors.adversarial import af_swap
@@ -115,10 +115,18 @@ def test_swaps_take_another_dialogues_answer_only_when_no_written_candidate_is_l
     judged = {"held": ["i0"], "choice_ids": [["w", "u", "r"]], "sizes": [1], "figures": {"pairwise_accuracy": 0.0},
               "voices": [[np.array([0.5, 0.1, 0.2, 0.9])]]}
     assert af_swap(judged, state, rules, caps, place, 0) == 0 and state["i0"]["distractors"] == ["w"]
-    state["i0"]["unused"] = ["r"]  # nothing written left: now it may
+    state["i0"]["unused"] = ["r"]  # nothing written left: a written distractor still never makes way for it
     judged["choice_ids"] = [["w", "r"]]
     judged["voices"] = [[np.array([0.5, 0.1, 0.9])]]
-    assert af_swap(judged, state, rules, caps, place, 1) == 1 and state["i0"]["distractors"] == ["r"]
+    assert af_swap(judged, state, rules, caps, place, 1) == 0 and state["i0"]["distractors"] == ["w"]
+    # another dialogue's answer that fills a slot may make way for another one the adversary prefers
+    pool.append(("r2", "The listener books a table for two at noon.", "retrieval", "retrieval:i7"))
+    pools = {"i0": [(c, t) for c, t, _, _ in pool]}
+    gen, place = {c: g for c, _, g, _ in pool}, {c: preference(g, r) for c, _, g, r in pool}
+    caps = Holdings(items, pools, rules, gen, {"i0": []}, {c: kind(g, r) for c, _, g, r in pool})
+    state["i0"].update(distractors=["r"], unused=["r2"])
+    judged["choice_ids"] = [["r", "r2"]]
+    assert af_swap(judged, state, rules, caps, place, 2) == 1 and state["i0"]["distractors"] == ["r2"]
 
 
 def test_the_loop_runs_with_kinds():
