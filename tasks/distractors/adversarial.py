@@ -261,15 +261,17 @@ def af_start(view: pd.DataFrame, pools: dict[str, list[tuple[str, str]]], rules:
         state[inst.id] = {"distractors": [], "unused": order, "swaps": 0, "initial": [], "held_out_rounds": [],
                           "swap_rounds": [], "k": k}
     # The start is filled in passes, each over every item in turn, each taking candidates up to a preference
-    # (placement.PREFERENCE). First what was written for the item or its dialogue (a generator's, this
-    # dialogue's answers, rewrites), within the caps; then the same with a second near-copy of a correct
-    # answer (the released sets' 99th percentile; two near-copies of one answer near-copy each other); only then answers of other dialogues (a reader finds
-    # them out of place), within the caps; then, where an item is still short, popular texts up to twice
-    # max_reuse and rewrites for every slot, then a popular text however often it is held already, and last
-    # the reserve (answers naming a thing the dialogue lacks) rather than an item left out (a small file's
-    # few fitting answers: 2 of 161 MuTual items in a CSV layout; the manifest counts texts above max_reuse).
-    # A negated copy of a correct answer (Holdings.negated_copy) waits for the passes after those of what
-    # was written for the item, but comes before an answer of another dialogue.
+    # (placement.PREFERENCE):
+    # 1. what was written for the item or its dialogue (a generator's, this dialogue's answers, rewrites),
+    #    within the caps;
+    # 2. the same with a second near-copy of a correct answer (the released sets' 99th percentile; two
+    #    near-copies of one answer near-copy each other);
+    # 3. the same with a negated copy of a correct answer (Holdings.negated_copy);
+    # 4. only then answers of other dialogues (a reader finds them out of place), within the caps;
+    # 5. where an item is still short, popular texts up to twice max_reuse and rewrites for every slot, then
+    #    a popular text however often it is held already, and last the reserve (answers naming a thing the
+    #    dialogue lacks) rather than an item left out (a small file's few fitting answers: 2 of 161 MuTual
+    #    items in a CSV layout; the manifest counts texts above max_reuse).
     written, every, reserve = LAST_WRITTEN, named("foreign"), named("reserve")
     reuse, rewrites_cap, negs = rules.max_reuse, rules.max_rewrites, rules.max_negated_copies
     passes = [(reuse, rewrites_cap, written, True, negs)] + \
@@ -690,7 +692,8 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
             speaker does not want to rent the flat" beside "The speaker wants to rent the flat"): such a pair
             names the correct answer without the dialogue (the released sets hold one in under 4% of their
             items); the start takes more only where nothing else written for the item or its dialogue is
-            left, and a round never swaps one in beyond this
+            left, and a round never swaps one in beyond this; 0: none while anything else is left (with
+            max_rewrites 0 no limit either)
         max_reuse: most instances of one split that may hold the same text as a distractor (a retrieved
             answer that fits many dialogues recurs otherwise); an item that could not be filled otherwise may
             take a text up to twice this often, and as a last resort however often (the manifest counts such
@@ -709,6 +712,10 @@ def adversarial_filter(instances: pd.DataFrame, candidates: pd.DataFrame, *, see
             on embed's vectors: SWAG's stylistic ensemble, HellaSwag's ending-only baseline): a distractor it
             can reject from the choices alone is swapped out like one the discriminator rejects
     """
+    negative = [n for n, v in (("max_rewrites", max_rewrites), ("max_negated_copies", max_negated_copies),
+                               ("max_reuse", max_reuse)) if v < 0]
+    if negative:
+        raise ConfigError(f"adversarial_filter: {negative[0]} must be 0 or more (a count of distractors or items)")
     if preset:
         discriminator, epochs, lr, batch_size, n_distractors, max_length = _with_preset(preset, model, locals())
     pools = {iid: list(zip(g["id"], g["candidate"])) for iid, g in candidates.groupby("instance_id", sort=False)}

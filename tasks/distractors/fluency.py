@@ -711,10 +711,10 @@ def _coordination(original: str, rewrite: str, parsed: dict, known: frozenset) -
     as `grounded` reads feelings) that stays: the two say one thing ("happy and satisfied"), and one turned
     round contradicts the other ("sad and satisfied"). Adjectives of no or mixed valence may differ ("cheap
     and good" -> "expensive and good"); "but" and "yet" join contrasts."""
-    from tasks.distractors.grounded import EMOTION_VALENCE, _valence
+    from tasks.distractors.grounded import EMOTION_VALENCE, valence
 
-    valence = _valence()
-    strong = lambda t: valence.get(t.lower_, 0.0) if abs(valence.get(t.lower_, 0.0)) >= EMOTION_VALENCE else 0.0  # noqa: E731
+    lexicon = valence()
+    strong = lambda t: lexicon.get(t.lower_, 0.0) if abs(lexicon.get(t.lower_, 0.0)) >= EMOTION_VALENCE else 0.0  # noqa: E731
     before, after = parsed[original], parsed[rewrite]
     changed = {o.i for o, _ in _replaced(before, after)}
     for old, new in _replaced(before, after):

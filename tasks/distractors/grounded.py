@@ -517,7 +517,7 @@ EMOTION_VALENCE = 1.0  # VADER's valence (-4..4) from which an adjective carries
 
 
 @lru_cache(maxsize=1)
-def _valence() -> dict[str, float]:
+def valence() -> dict[str, float]:
     """VADER's lexicon of word valences (vaderSentiment, shipped with the package)."""
     from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
@@ -539,13 +539,13 @@ def feeling_words() -> tuple[str, ...]:
     "rich / poor" are no feelings)."""
     from tasks.distractors.lexical import ANTONYM_LEMMAS
 
-    valence = _valence()
-    strong = lambda w: abs(valence.get(w, 0.0)) >= EMOTION_VALENCE  # noqa: E731
+    lexicon = valence()
+    strong = lambda w: abs(lexicon.get(w, 0.0)) >= EMOTION_VALENCE  # noqa: E731
     out = set()
     for pair in ANTONYM_LEMMAS["ADJ"].replace("\n", " ").split(";"):
         if len(pair.split()) == 2:
             a, b = pair.split()
-            if strong(a) and strong(b) and (valence[a] > 0) != (valence[b] > 0) and (participle(a) or participle(b)):
+            if strong(a) and strong(b) and (lexicon[a] > 0) != (lexicon[b] > 0) and (participle(a) or participle(b)):
                 out |= {a, b}
     return tuple(sorted(out))
 
@@ -572,9 +572,9 @@ def _emotion_swap(d, answer: str, words: dict, taken: set, per_rule: int) -> lis
     lexicon), the dialogue's own adjectives first, then the antonym lexicon's; `per_rule` such rewrites."""
     import hashlib
 
-    valence = _valence()
+    lexicon = valence()
     felt = [t for t in d if t.pos_ in ("ADJ", "VERB") and t.tag_ in ("JJ", "VBN") and t.is_alpha and
-            abs(valence.get(t.lower_, 0.0)) >= EMOTION_VALENCE and
+            abs(lexicon.get(t.lower_, 0.0)) >= EMOTION_VALENCE and
             (t.dep_ in ("acomp", "oprd") and t.head.lemma_.lower() in LINKING or
              t.dep_ == "conj" and t.head.dep_ in ("acomp", "oprd"))]
     # a feeling is a person's ("the working conditions are bad" is no feeling), of a word of its own (not the
@@ -585,10 +585,10 @@ def _emotion_swap(d, answer: str, words: dict, taken: set, per_rule: int) -> lis
            any(c.dep_ in ("ccomp", "xcomp") or c.dep_ == "prep" and c.lower_ != "about" for c in t.children)
            for t in felt):
         return []
-    if not felt or len({valence[t.lower_] > 0 for t in felt}) > 1:
+    if not felt or len({lexicon[t.lower_] > 0 for t in felt}) > 1:
         return []  # no feeling, or feelings of both polarities: no one opposite
-    positive = valence[felt[0].lower_] > 0
-    opposite = lambda w: abs(valence.get(w, 0.0)) >= EMOTION_VALENCE and (valence[w] > 0) != positive  # noqa: E731
+    positive = lexicon[felt[0].lower_] > 0
+    opposite = lambda w: abs(lexicon.get(w, 0.0)) >= EMOTION_VALENCE and (lexicon[w] > 0) != positive  # noqa: E731
     # the dialogue's own adjectives only where they are feelings: "ridiculous", "awful" describe a thing
     own = [w for w in words.get("attribute", []) if opposite(w) and (w in feeling_words() or participle(w))]
     lexicon = sorted((w for w in feeling_words() if opposite(w) and w not in own),

@@ -52,13 +52,13 @@ def test_a_feeling_is_swapped_for_one_of_the_other_polarity_the_dialogues_first(
     # the dialogue's own adjective of feeling first ("wonderful" describes a thing: "wants the speaker to be
     # ridiculous" was read as broken)
     assert made[0] == "The listener feels delighted." and "The listener feels wonderful." not in made
-    from tasks.distractors.grounded import _valence
+    from tasks.distractors.grounded import valence
 
     for text in made:
         word = text.split()[3].rstrip(".")
-        assert _valence()[word] > 0
+        assert valence()[word] > 0
     both = _rewrites("The listener feels encouraged and excited.", "emotion_swap")
-    assert both and all(_valence()[t.split()[3]] < 0 and _valence()[t.split()[5].rstrip(".")] < 0 for t in both)
+    assert both and all(valence()[t.split()[3]] < 0 and valence()[t.split()[5].rstrip(".")] < 0 for t in both)
     assert all(not w.endswith("ing") for t in both for w in t.rstrip(".").split()[3:])  # "bored", never "boring"
     assert _rewrites("The speaker is happy but worried.", "emotion_swap") == []  # both polarities: no one opposite
     assert _rewrites("The speaker buys a car.", "emotion_swap") == []

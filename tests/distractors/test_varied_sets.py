@@ -173,3 +173,14 @@ def test_a_round_never_swaps_in_a_negated_copy():
     judged = {"held": ["i0"], "choice_ids": [["w", "c"]], "sizes": [1], "figures": {"pairwise_accuracy": 0.0},
               "voices": [[np.array([0.5, 0.1, 0.9])]]}  # the adversary prefers the negated copy to the gold
     assert af_swap(judged, state, rules, caps, place, 0) == 0 and state["i0"]["distractors"] == ["w"]
+
+
+def test_a_negative_cap_is_a_clear_error():
+    import pytest
+
+    from csk.errors import ConfigError
+    from tasks.distractors.adversarial import adversarial_filter
+
+    for name in ("max_rewrites", "max_negated_copies", "max_reuse"):
+        with pytest.raises(ConfigError, match=f"{name} must be 0 or more"):
+            adversarial_filter(_items(), pd.DataFrame(), **{name: -1})
