@@ -156,7 +156,8 @@ def _made_by(af: str, rebuilt: str) -> dict:
         for t, g, rule in zip(r.distractors, r.distractor_generators, r.distractor_rules):
             kind = g + (":" + next((m for m in ("unanchored", "reserve") if f":{m}:" in rule), "anchored")
                         if g == "retrieval" else ":" + rule.split(":")[0] if g in ("lexical", "grounded") else
-                        ":contrary:" + rule.split(":")[0] if g == "dialogue" and "+dialogue:" in rule else "")
+                        ":contrary:" + rule.split(":")[0] if g == "dialogue" and "+dialogue:" in rule else
+                        ":spoken:" + rule.split(":")[0] if g == "dialogue" and "+utterance:" in rule else "")
             if kind == "grounded:role_flip" and "<->" not in rule:
                 kind += ":one_person"  # one person's act given to the other
             out[(int(str(r.id).lstrip("r")), t.strip().lower())] = kind

@@ -43,7 +43,7 @@ from tasks.distractors.grounded import DEFAULT as GROUNDED_DEFAULT
 from tasks.distractors.lexical import CONTRADICTING, evidence, rewrite_all
 from tasks.distractors.placement import GENERATED, IN_PLACE, PREFERENCE, SLOTS, TIERS, mark, preference, tier
 from tasks.distractors.served import ServerSpec, server_pools
-from tasks.distractors.window import TAG
+from tasks.distractors.window import TAG, locate, nearest_first
 from tasks.english import PIPELINE, entities, nouns
 from tasks.embed import EmbedSpec, open_embedder
 from tasks.vocabulary import GENERIC_NOUNS
@@ -465,7 +465,10 @@ def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | 
     With `contrary` (grounded rules: `contrary_verb`, `predicate_negation`, `emotion_swap`), each answer of
     the same type of question, on either side of this target, is also offered rewritten into a contrary
     statement for its own subject (`contrary_answers`), before the answers as written: the dialogue rules
-    it out, and it says something other than the correct answer, as the released distractors do."""
+    it out, and it says something other than the correct answer, as the released distractors do. So is what
+    the person a correct answer names says of themselves in the dialogue, as a statement for that subject
+    (`statements.statements`: "i 'm so worried" -> "The speaker is worried"), said contrary: a predicate of
+    the dialogue's own events, changed as a whole, where a rewrite of the correct answer changes one word."""
     ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
     about = (view["target"] if "target" in view.columns and view["target"].astype(str).str.strip().any()
              else view["question"]).astype(str).str.strip().str.lower().tolist()
@@ -518,31 +521,64 @@ def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | 
         out[iid] = found
     if not contrary:
         return out
-    rewritten = contrary_answers(view, offered, contrary, fluency=fluency, rejected=rejected, checked=checked)
+    spoken = spoken_statements(view, answers, kind)
+    rewritten = contrary_answers(view, offered, contrary, fluency=fluency, rejected=rejected, checked=checked,
+                                 spoken=spoken)
     return {iid: rewritten.get(iid, []) + found for iid, found in out.items()}
 
 
+def spoken_statements(view: pd.DataFrame, answers: list[list[str]], kinds: list[str | None] | None = None
+                      ) -> dict[str, list[tuple[int, str, str | None]]]:
+    """Each English item's `statements.statements` (utterance index, statement, its contrary or None), the
+    utterances nearest its target first (those nearest read as about the same moment); for a question about an
+    emotional reaction (`kinds`: each item's `question_type`), only statements of a feeling."""
+    from tasks.distractors.statements import feeling, statements
+
+    zh = chinese_ids(view)
+    out: dict[str, list[tuple[int, str, str | None]]] = {}
+    for k, (inst, said) in enumerate(zip(view.itertuples(), answers)):
+        passage = _listed(getattr(inst, "passage", None))
+        if inst.id in zh or not passage or not said:
+            continue
+        at = locate(getattr(inst, "target", None), passage)
+        rank = {k: r for r, k in enumerate(nearest_first(at, len(passage)))} if at is not None else {}
+        made = statements(passage, getattr(inst, "target", None), said)
+        if kinds is not None and kinds[k] == "reaction":
+            made = [m for m in made if feeling(m[1])]
+        out[inst.id] = sorted(made, key=lambda s: (rank.get(s[0], len(passage)), s[0]))
+    return out
+
+
 def contrary_answers(view: pd.DataFrame, offered: Pool, rules: tuple[str, ...], *, fluency: bool = True,
-                     rejected: list[dict] | None = None, checked: list[str] | None = None) -> Pool:
+                     rejected: list[dict] | None = None, checked: list[str] | None = None,
+                     spoken: dict[str, list[tuple[int, str, str | None]]] | None = None) -> Pool:
     """This dialogue's answers to other targets rewritten into a contrary statement for their own subject by
     the grounded `rules` (`tasks.distractors.grounded`: "The speaker shows the listener the photos" -> "The
     speaker refuses to show ..."), one rewrite per rule and answer, each named `rule:words+dialogue:<item>`;
-    English only. With `fluency`, each is checked against the answer it rewrites as the rewrites of a
-    correct answer are, and a failing one left out."""
+    English only. After them the statements `spoken` in the dialogue (`spoken_statements`): a negated one's
+    contrary as it is (`predicate_negation:not->+utterance:<n>`, n counted from 1), an affirmed one rewritten
+    by the rules (`rule:words+utterance:<n>`). With `fluency`, each is checked against the text it rewrites as
+    the rewrites of a correct answer are, and a failing one left out."""
     from tasks.distractors import grounded
 
     zh = chinese_ids(view)
     answers = dict(zip(view["id"], written_answers(view)))
-    english = [inst for inst in view.itertuples() if inst.id not in zh and offered.get(inst.id)]
-    grounded.parse([t for inst in english for _, t in offered[inst.id]])
-    out: Pool = {i: [] for i in offered}
+    english = [inst for inst in view.itertuples() if inst.id not in zh and (offered.get(inst.id) or
+                                                                            (spoken or {}).get(inst.id))]
+    grounded.parse([t for inst in english for _, t in offered.get(inst.id, [])] +
+                   [t for inst in english for _, t, _ in (spoken or {}).get(inst.id, [])])
+    out: Pool = {i: [] for i in [*offered, *(spoken or {})]}
     base: dict[tuple[str, str], str] = {}
     for inst in english:
         words = grounded.dialogue_words(_listed(inst.passage), getattr(inst, "target", None))
         taken = grounded.lemmas(answers[inst.id])
         correct = {a.strip().lower() for a in answers[inst.id]}
-        for source, text in offered[inst.id]:
-            for rule, new in grounded.rewrites(text, words, taken, per_rule=1, rules=rules):
+        made = [(source, text, None) for source, text in offered[inst.id]]
+        made += [(f"utterance:{k + 1}", said, contra) for k, said, contra in (spoken or {}).get(inst.id, [])]
+        for source, text, contra in made:
+            found = [("predicate_negation:not->", contra)] if contra else \
+                grounded.rewrites(text, words, taken, per_rule=1, rules=rules)
+            for rule, new in found:
                 if (inst.id, new) not in base and new.strip().lower() not in correct:
                     base[(inst.id, new)] = text
                     out[inst.id].append((f"{rule}+{source}", new))
@@ -976,6 +1012,10 @@ def _rationale(generator: str, rule: str, answers: list[str], text: str) -> str:
         rewrite, source = rule.split("+dialogue:", 1)
         return f"the answer of {source}, this dialogue, about another target, rewritten into a contrary statement " \
                f"({rewrite})"
+    if generator == "dialogue" and "+utterance:" in rule:
+        rewrite, source = rule.split("+utterance:", 1)
+        return f"utterance {source} of this dialogue, said of the answer's subject, rewritten into a contrary " \
+               f"statement ({rewrite})"
     if generator == "dialogue":
         return f"the answer of {rule.rsplit(':', 1)[-1]}, this dialogue, about another target, same type of question"
     if generator == "server":  # server:<model>:<template>:<request>: the response it came from

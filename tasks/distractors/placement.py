@@ -92,8 +92,9 @@ def mark(generator: str | None, rule: str | None) -> str:
 
 
 def contrary(rule: str | None) -> bool:
-    """Is a dialogue candidate's rule a contrary rewrite of the answer it names (`rule:words+dialogue:id`)?"""
-    return "+dialogue:" in str(rule or "")
+    """Is a dialogue candidate's rule a contrary rewrite of the answer it names (`rule:words+dialogue:id`) or of
+    what the answer's subject says in an utterance (`rule:words+utterance:n`)?"""
+    return "+dialogue:" in str(rule or "") or "+utterance:" in str(rule or "")
 
 
 def kind(generator: str | None, rule: str | None) -> str:

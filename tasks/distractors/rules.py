@@ -12,9 +12,11 @@ from __future__ import annotations
 from tasks.distractors.fluency import AGREEMENT_RULES, CONSTRUCTION_RULES, FLUENCY_RULES, WRITER_CHECKS
 from tasks.distractors.grounded import GROUNDED_RULES
 from tasks.distractors.lexical import REWRITE_RULES
+from tasks.distractors.statements import STATEMENT_RULES
 
 REGISTRY = {**{f"lexical:{r.name}": r for r in REWRITE_RULES},
             **{f"grounded:{r.name}": r for r in GROUNDED_RULES},
+            **{f"statement:{r.name}": r for r in STATEMENT_RULES},
             **{f"fluency:{r.name}": r for r in FLUENCY_RULES},
             **{f"writer:{r.name}": r for r in WRITER_CHECKS},
             **{f"grammar:{r.name}": r for r in (*AGREEMENT_RULES, *CONSTRUCTION_RULES)}}
@@ -26,11 +28,13 @@ def firing_rates(view, written: dict[str, list[str]], max_per_answer: int = 24) 
     rewrite rule, the answers it rewrote at least once (alone or in a chain, kept or left out by a fluency
     check); a fluency check, the rewrites it left out; a writer's check, the written answers it rejects
     (the first check that fails, as `counterfactuals` asks them); a rule of grammar, the texts (written
-    answers and rewrites) it finds something in. {name: {"fired", "of", "share"}}."""
+    answers and rewrites) it finds something in; a statement rule, the items it made a statement of their
+    dialogue for (`statements.statements`, for the item's gold answer's subject). {name: {"fired", "of", "share"}}."""
     import pandas as pd
 
     from tasks.distractors import fluency
     from tasks.distractors.counterfactuals import counterfactuals, dialogue_names, dialogue_words
+    from tasks.distractors.statements import statements
 
     out = counterfactuals(view, generators=["lexical", "grounded"], lexical_rules=[r.name for r in REWRITE_RULES],
                           grounded_rules=[r.name for r in GROUNDED_RULES], max_per_answer=max_per_answer,
@@ -45,6 +49,7 @@ def firing_rates(view, written: dict[str, list[str]], max_per_answer: int = 24) 
     parsed = fluency.parse(texts)
     known, names = dialogue_words(view), dialogue_names(view)
     writer = [fluency.writer_check(t, parsed[t], known[iid], names[iid]) for iid, t in people]
+    spoken = [statements(list(r.passage), r.target, [r.gold]) for r in view.itertuples()]
     rates = {}
     for key, rule in REGISTRY.items():
         family, name = key.split(":", 1)
@@ -52,6 +57,8 @@ def firing_rates(view, written: dict[str, list[str]], max_per_answer: int = 24) 
             fired, of = int((fluent["reason_code"] == f"fluency_{name}").sum()), checked
         elif family == "writer":
             fired, of = sum(1 for w in writer if w and w[0] == name), len(people)
+        elif family == "statement":
+            fired, of = sum(1 for made in spoken if any(rule.fired(s, c) for _, s, c in made)), len(view)
         elif family == "grammar":
             fired, of = sum(1 for t in dict.fromkeys(texts) if fluency.grammar([rule], parsed[t])), len(set(texts))
         else:

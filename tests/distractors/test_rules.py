@@ -28,11 +28,13 @@ def rates():
 
 
 def test_every_rule_is_an_object_of_the_registry():
-    from tasks.distractors import fluency, grounded, lexical
+    from tasks.distractors import fluency, grounded, lexical, statements
     from tasks.distractors.rules import REGISTRY
 
     assert [k.split(":", 1)[1] for k in REGISTRY if k.startswith("lexical:")] == list(lexical.RULE_KINDS)
     assert [k.split(":", 1)[1] for k in REGISTRY if k.startswith("grounded:")] == list(grounded.RULES)
+    assert [k.split(":", 1)[1] for k in REGISTRY if k.startswith("statement:")] == \
+        [r.name for r in statements.STATEMENT_RULES]
     assert {k.split(":", 1)[1] for k in REGISTRY if k.startswith("fluency:")} == {r.name for r in fluency.FLUENCY_RULES}
     # the checks a report lists (fluency.CHECKS) are the rewrite checks and the writer's
     assert set(fluency.CHECKS) == {r.name for r in fluency.FLUENCY_RULES + fluency.WRITER_CHECKS}
