@@ -99,7 +99,7 @@ def test_statements_said_contrary_join_the_dialogue_pool_behind_the_answers_and_
     rules = dict((text, rule) for rule, text in pool)
     assert rules["The speaker likes the new manager."] == "predicate_negation:not->+utterance:5"
     assert any(r.endswith("+utterance:2") and "office" in t for t, r in rules.items())
-    for text, rule in rules.items():
+    for rule in rules.values():
         assert placement.contrary(rule) and placement.mark("dialogue", rule) == "contrary"
         # a negation is one kind wherever it comes from (an ending alone tells two); the other rules are kinds of
         # their own for this dialogue's texts
