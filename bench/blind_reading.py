@@ -13,7 +13,8 @@ and printed; --exclude DIR ... leaves out the items of earlier draws (a default 
 confirmed on another, never on the items it was tuned on): the items their keys name, or, where a key was
 stripped of the released text (bench/results keeps only dialogue ids and the seed), the items its seed
 replays, checked against the ids it kept (give such draws in the order they were made). At least 60
-items (--n).
+items (--n); `--remaining` draws every item the earlier draws left, however few (a file's last fresh items: a
+partial reading, which its figures must say).
 
     python bench/blind_reading.py make --published RELEASE.jsonl --rebuilt REBUILT.jsonl --out DIR [--exclude OLD_DIR]
     python bench/blind_reading.py score --key DIR/key.json --verdicts DIR/reader1.jsonl DIR/reader2.jsonl
@@ -82,8 +83,10 @@ def _replay(entries: list[dict], pub: list[dict], seen: set, where: str) -> set:
 
 
 def make(published: str, rebuilt: str, out: str, n: int = MIN_ITEMS, seed: int | None = None,
-         exclude: list[str] = (), brief: bool = False, af: str | None = None) -> None:
-    if n < MIN_ITEMS:
+         exclude: list[str] = (), brief: bool = False, af: str | None = None, remaining: bool = False) -> None:
+    """With `remaining`, every item the earlier draws (`exclude`) left, however few: the last fresh items of a
+    file, a reading its figures must call partial where they are under MIN_ITEMS."""
+    if n < MIN_ITEMS and not remaining:
         raise SystemExit(f"-n {n}: a reading needs at least {MIN_ITEMS} items (two readers' figures on fewer are noise)")
     if seed is None:
         import secrets
@@ -106,6 +109,10 @@ def make(published: str, rebuilt: str, out: str, n: int = MIN_ITEMS, seed: int |
         if index.get(key(r)):
             pairs.append((r, index[key(r)].pop(0)))
     pairs = [p for p in pairs if tuple(key(p[0])) not in seen and match_sha256(key(p[0])) not in seen]
+    if remaining:
+        n = len(pairs)
+        if n < MIN_ITEMS:
+            print(f"--remaining: {n} items, fewer than {MIN_ITEMS}: a partial reading (its figures are noisier)")
     rng = random.Random(seed)
     drawn = rng.sample(range(len(pairs)), min(n, len(pairs)))
     sheet, answer_key = [], []
@@ -343,6 +350,8 @@ if __name__ == "__main__":
                    "generator goes into the key, and score --brief traces the readers' letters to it")
     m.add_argument("--brief", action="store_true", help="the layout of ../shared/blind-reading/reader_brief.md "
                    "(every set its own question, one letter per choice)")
+    m.add_argument("--remaining", action="store_true", help="every item --exclude's draws left, even under "
+                   f"{MIN_ITEMS} (the last fresh items of a file: a partial reading)")
     s = sub.add_parser("score")
     s.add_argument("--key", required=True)
     s.add_argument("--verdicts", required=True, nargs="+", help="one file per reader")
@@ -353,7 +362,7 @@ if __name__ == "__main__":
     t.add_argument("--out", required=True)
     a = ap.parse_args()
     if a.cmd == "make":
-        make(a.published, a.rebuilt, a.out, a.n, a.seed, a.exclude, a.brief, a.af)
+        make(a.published, a.rebuilt, a.out, a.n, a.seed, a.exclude, a.brief, a.af, a.remaining)
     elif a.cmd == "strip":
         strip(a.key, a.out)
     else:

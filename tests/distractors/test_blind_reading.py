@@ -55,3 +55,14 @@ def test_a_brief_reading_round_trips_and_traces_its_letters(tmp_path):
     br.make(p, r, str(tmp_path / "d2"), seed=4, brief=True, exclude=[str(tmp_path / "old")])
     again = json.loads((tmp_path / "d2" / "key.json").read_text())
     assert not {e["id"] for e in again} & {e["id"] for e in key}
+    # the last items of a file: --remaining draws every one the earlier draws left, under 60 only when asked
+    import pytest
+
+    (tmp_path / "old2").mkdir()
+    (tmp_path / "old2" / "key.json").write_text(json.dumps(again))
+    with pytest.raises(SystemExit):
+        br.make(p, r, str(tmp_path / "d3"), n=10, seed=5, brief=True, exclude=[str(tmp_path / "old"), str(tmp_path / "old2")])
+    br.make(p, r, str(tmp_path / "d3"), seed=5, brief=True, exclude=[str(tmp_path / "old"), str(tmp_path / "old2")],
+            remaining=True)
+    last = json.loads((tmp_path / "d3" / "key.json").read_text())
+    assert len(last) == 130 - 120 and not {e["id"] for e in last} & ({e["id"] for e in key} | {e["id"] for e in again})
