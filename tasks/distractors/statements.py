@@ -43,9 +43,10 @@ OWN = {"he": {"me": "him", "my": "his", "mine": "his", "myself": "himself"},
        "she": {"me": "her", "my": "her", "mine": "hers", "myself": "herself"}}
 GENDERED = {"he": {"he", "him", "his", "himself"}, "she": {"she", "her", "hers", "herself"}}
 # contracted verbs as the tokenizer leaves them ("ca n't", "wo n't", "i 'm")
-SPELT = {"ca": "can", "wo": "will", "'m": "am", "'ve": "have", "'ll": "will", "’m": "am", "’ve": "have",
-         "’ll": "will", "n't": "not", "n’t": "not"}
-AGREE = {"am": ("is", "was"), "have": ("has", "had"), "do": ("does", "did"), "was": ("was", "was")}
+SPELT = {"ca": "can", "wo": "will", "'m": "am", "'ve": "have", "'ll": "will", "'re": "are", "’m": "am",
+         "’ve": "have", "’ll": "will", "’re": "are", "n't": "not", "n’t": "not"}
+AGREE = {"am": ("is", "was"), "are": ("is", "was"), "have": ("has", "had"), "do": ("does", "did"),
+         "was": ("was", "was"), "were": ("was", "was")}
 DISCOURSE = frozenset({"well", "oh", "so", "and", "but", "yes", "yeah", "no", "ok", "okay", "now", "actually",
                        "really", "anyway", "sure", "ah", "hey", "um", "uh", "hmm", "then", "also"})
 # an opinion or a report frames a clause of its own ("i think we should go"): the frame is no event
@@ -223,8 +224,9 @@ def statement(sent, person: Person, past: bool = False) -> tuple[str, str | None
     if any(t.lower_ not in DISCOURSE and t.pos_ not in ("INTJ", "PUNCT", "CCONJ") for t in sent[:me.i - sent.start]):
         return None  # a clause before the subject ("if i ...", "when i ...") or an inversion ("do i ...")
     words = _predicate(sent, root, me)
-    if words is None or not MIN_WORDS <= len(words) <= MAX_WORDS or words[-1].lower_ in ELLIPTIC:
-        return None  # "i hope not", "i try not to": the event is in another utterance
+    if words is None or not MIN_WORDS <= len(words) <= MAX_WORDS or words[-1].lower_ in ELLIPTIC or \
+            words[-1].pos_ == "AUX" or words[-1].i == root.i and words[-1].lemma_.lower() in ("be", "have", "do"):
+        return None  # "i hope not", "i try not to", "i've always been": the event is in another utterance
     if root.lemma_.lower() == "be" and any(c.dep_ == "attr" and (c.pos_ == "PROPN" or c.ent_type_ == "PERSON")
                                            for c in root.children):
         return None  # "i'm lynn": a name, no event, and its contrary no statement of the dialogue
@@ -234,6 +236,10 @@ def statement(sent, person: Person, past: bool = False) -> tuple[str, str | None
     if any(t.lower_ in UNRESOLVED and t.pos_ in ("PRON", "DET", "ADV") for t in words) or \
             any(t.lower_ in INFORMAL for t in words):
         return None
+    if any(t.is_alpha and len(t.text) == 1 and t.lower_ != "a" for t in words):
+        return None  # a letter on its own: an abbreviation the tokenizer split ("t. v.")
+    if any(t.lower_ == "you" and t.dep_ == "nsubj" and len(list(t.head.children)) == 1 for t in words):
+        return None  # "you know", "you see": an aside to the other person, no part of the event
     if any(t.tag_ == "MD" and SPELT.get(t.lower_, t.lower_) not in ("will", "can", "ca") for t in words):
         return None  # a duty or a chance ("i must go", "i could help"), said contrary, is a prohibition or no
         # English ("must not go", "must fail to write"); "will" is an event to come, "can" an ability
@@ -273,6 +279,10 @@ def _render(words, root, person: Person, own: dict, past: bool, keep_negation: b
                 support = "VBD" if past or t.tag_ == "VBD" else "VBZ"  # "don't like" -> "likes": do goes with "not"
                 continue
             low = _agree(t, low, past) if low != "cannot" else low
+            if low is None:
+                return None
+        elif t.tag_ in ("VBP", "VBD") and _said_of_you(t):
+            low = _agree(t, low, False) if t.tag_ == "VBP" else AGREE.get(low, (low, low))[1]  # "you were" -> "was"
             if low is None:
                 return None
         elif low in own:
@@ -329,6 +339,18 @@ def _predicate(sent, root, me) -> list | None:
     if not span or any(b.i - a.i > 1 and not all(_focus(x) for x in a.doc[a.i + 1:b.i]) for a, b in zip(span, span[1:])):
         return None  # the clause's words are one stretch of the utterance (but the focusing adverbs left out)
     return span
+
+
+def _said_of_you(tok) -> bool:
+    """Is the verb the finite verb of a clause whose subject is "you" (its own subject, or its main verb's where it
+    is that verb's first auxiliary: "you've done")?"""
+    def you(v) -> bool:
+        return any(c.dep_ in ("nsubj", "nsubjpass") and c.lower_ == "you" for c in v.children)
+
+    if you(tok):
+        return True
+    first = next((c for c in tok.head.children if c.dep_ in ("aux", "auxpass")), None)
+    return tok.dep_ in ("aux", "auxpass") and first is not None and first.i == tok.i and you(tok.head)
 
 
 def _focus(tok) -> bool:

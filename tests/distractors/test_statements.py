@@ -50,6 +50,14 @@ def test_you_is_the_other_person_and_the_verb_agrees_with_the_new_subject():
     assert ("The listener waited for the speaker at the station for an hour.", None) in made
     assert _said(["A: hi .", "B: i have your keys ."], "i have your keys .", "The speaker found the keys.") == \
         [("The speaker had the listener's keys.", None)]
+    # a verb whose subject was "you" agrees with the other person too
+    assert _said(["A: hi .", "B: i had no idea you were a painter ."], "i had no idea you were a painter .",
+                 "The speaker is surprised.") == [("The speaker had no idea the listener was a painter.", None)]
+    assert _said(["A: hi .", "B: i owe you for everything you 've done ."], "i owe you for everything you 've done .",
+                 "The speaker is grateful.") == [("The speaker owes the listener for everything the listener has done.",
+                                                  None)]
+    assert _said(["A: hi .", "B: i am busy in the kitchen you know ."], "i am busy in the kitchen you know .",
+                 "The speaker cannot help.") == []  # "you know": an aside
 
 
 def test_my_and_me_take_the_pronoun_the_answers_give_the_subject_else_the_clause_is_left_out():
@@ -65,7 +73,8 @@ def test_clauses_a_reader_cannot_resolve_or_that_hold_no_event_are_left_out():
                       "if i win , i will buy a car .", "i 'm lynn .", "i 'm gonna buy a car .",
                       "i have n't seen anyone yet .", "i have n't heard from him for two weeks .",
                       "i have n't heard from the bank for two weeks .", "i did n't know .", "i 'm sure .",
-                      "i 've only been there once .", "i must go to the bank .", "i could help the new manager ."):
+                      "i 've only been there once .", "i must go to the bank .", "i could help the new manager .",
+                      "i 've always been .", "i really have done ."):
         assert _said(["A: hello .", f"B: {utterance}"], utterance, "The speaker is happy with the gift.") == [], \
             utterance
     assert _said(["A: hello .", f"B: {target}"], target, "Anna likes the gift.") == []  # a name: no "I" says it
