@@ -467,7 +467,7 @@ def dialogue_pools(view: pd.DataFrame, min_gap: int = 1, time: dict[str, str] | 
     statement for its own subject (`contrary_answers`), before the answers as written: the dialogue rules
     it out, and it says something other than the correct answer, as the released distractors do. So is what
     the person a correct answer names says of themselves in the dialogue, as a statement for that subject
-    (`statements.statements`: "i 'm so worried" -> "The speaker is worried"), said contrary: a predicate of
+    (`statements.statements`: "i 'm ready for the exam" -> "The speaker is ready for the exam"), said contrary: a predicate of
     the dialogue's own events, changed as a whole, where a rewrite of the correct answer changes one word."""
     ids, golds, groups = view["id"].tolist(), view["gold"].tolist(), view["group_id"].tolist()
     about = (view["target"] if "target" in view.columns and view["target"].astype(str).str.strip().any()

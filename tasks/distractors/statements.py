@@ -1,12 +1,13 @@
 """The dialogue's own events as statements about its people: what one person says of themselves, in the third
-person, for the person a correct answer names ("B: i 'm so worried ." -> "The speaker is worried.").
+person, for the person a correct answer names ("B: i 'm ready for the exam ." -> "The speaker is ready for the
+exam.").
 
-Said contrary by the grounded rules (`counterfactuals.contrary_answers`: "The speaker is not worried"), such a
-statement is the released distractors' commonest kind: a contrary predicate for the answer's own subject, built
-from this dialogue's events, objects and places, changed as a whole rather than one word of the correct answer
-("The speaker had contacted her sister the same day", "The speaker was not concerned about her sister"). A
-rewrite of the correct answer changes one word of it, so a set of them is the answer and its near-copies, which
-an ending alone gives away.
+Said contrary by the grounded rules (`counterfactuals.contrary_answers`: "The speaker is not ready for the exam"),
+such a statement is the released distractors' commonest kind: a contrary predicate for the answer's own subject,
+built from this dialogue's events, objects and places, changed as a whole rather than one word of the correct
+answer (beside "The speaker was worried about the exam": "The speaker had finished the exam early"). A rewrite of
+the correct answer changes one word of it, so a set of them is the answer and its near-copies, which an ending
+alone gives away.
 
 Rules of English, read off spaCy's parse of each utterance:
 * a declarative clause whose subject is "I" (no question, no clause before the subject but a discourse word:
@@ -17,8 +18,8 @@ Rules of English, read off spaCy's parse of each utterance:
   pronoun where the dialogue's answers give it ("her", "his"), else the clause is not used;
 * a clause naming anyone or anything the reader cannot resolve (he, she, they, it, this, that, we) is not used:
   "The speaker does not like it" says nothing a reader can check;
-* a clause already negated gives the statement without its negation ("i have n't heard from my sister" ->
-  "The speaker has heard from her sister"), the contrary by itself.
+* a clause already negated gives the statement without its negation ("i have n't paid my rent" -> "The
+  speaker has paid her rent"), the contrary by itself.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class StatementRule:
 
 STATEMENT_RULES = (
     StatementRule("first_person", "a clause a person says of themselves, as a statement for the answer's subject "
-                  "(\"i'm so worried\" -> \"The speaker is worried\")", lambda said, contrary: True),
+                  "(\"i'm ready for the exam\" -> \"The speaker is ready for the exam\")", lambda said, contrary: True),
     StatementRule("negation_dropped", "a negated clause's contrary: the statement without its negation "
                   "(\"i don't like the manager\" -> \"The speaker likes the manager\")",
                   lambda said, contrary: contrary is not None),
@@ -142,7 +143,7 @@ def spelling(answers: list[str]) -> dict[str, str]:
 
 def pronoun(answers: list[str], words: str) -> str:
     """The subject's pronoun as the answers opening with `words` give it: the possessive or reflexive pronouns
-    they use ("The speaker was worried about her sister" -> "she"); "" where they give none or both."""
+    they use ("The speaker was worried about her exam" -> "she"); "" where they give none or both."""
     seen = set()
     for a in answers:
         if not str(a).lower().startswith(words.lower()):
@@ -354,7 +355,7 @@ def _said_of_you(tok) -> bool:
 
 
 def _focus(tok) -> bool:
-    """Is the word an adverb that focuses or grades the predicate ("i've only been", "i'm so worried", "i just
+    """Is the word an adverb that focuses or grades the predicate ("i've only been", "i'm so tired", "i just
     need")? Said contrary, "has not only been", "was not just kidding" read as another statement; left out, the
     event stays."""
     return tok.dep_ == "advmod" and tok.lower_ in FOCUS and not any(True for _ in tok.children)

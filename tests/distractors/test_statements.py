@@ -71,8 +71,8 @@ def test_clauses_a_reader_cannot_resolve_or_that_hold_no_event_are_left_out():
     target = "i like it ."
     for utterance in ("i like it .", "am i late for the show ?", "i think we should go now .", "i hope not .",
                       "if i win , i will buy a car .", "i 'm lynn .", "i 'm gonna buy a car .",
-                      "i have n't seen anyone yet .", "i have n't heard from him for two weeks .",
-                      "i have n't heard from the bank for two weeks .", "i did n't know .", "i 'm sure .",
+                      "i have n't seen anyone yet .", "i have n't called him for two weeks .",
+                      "i have n't called the bank for two weeks .", "i did n't know .", "i 'm sure .",
                       "i 've only been there once .", "i must go to the bank .", "i could help the new manager .",
                       "i 've always been .", "i really have done ."):
         assert _said(["A: hello .", f"B: {utterance}"], utterance, "The speaker is happy with the gift.") == [], \
