@@ -237,6 +237,9 @@ def statement(sent, person: Person, past: bool = False) -> tuple[str, str | None
     if any(t.lower_ in UNRESOLVED and t.pos_ in ("PRON", "DET", "ADV") for t in words) or \
             any(t.lower_ in INFORMAL for t in words):
         return None
+    if any(t.lower_ in ("better", "best") and t.dep_ == "advmod" and t.head.pos_ in ("VERB", "AUX") and t.i < t.head.i
+           for t in words):
+        return None  # "(had) better ask": a modal idiom, which neither agrees nor takes a negation inside
     if any(t.is_alpha and len(t.text) == 1 and t.lower_ != "a" for t in words):
         return None  # a letter on its own: an abbreviation the tokenizer split ("t. v.")
     if any(t.lower_ == "you" and t.dep_ == "nsubj" and len(list(t.head.children)) == 1 for t in words):

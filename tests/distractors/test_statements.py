@@ -74,7 +74,8 @@ def test_clauses_a_reader_cannot_resolve_or_that_hold_no_event_are_left_out():
                       "i have n't seen anyone yet .", "i have n't called him for two weeks .",
                       "i have n't called the bank for two weeks .", "i did n't know .", "i 'm sure .",
                       "i 've only been there once .", "i must go to the bank .", "i could help the new manager .",
-                      "i 've always been .", "i really have done ."):
+                      "i 've always been .", "i really have done .", "i better ask you some questions first .",
+                      "i 'd better ask you some questions first ."):
         assert _said(["A: hello .", f"B: {utterance}"], utterance, "The speaker is happy with the gift.") == [], \
             utterance
     assert _said(["A: hello .", f"B: {target}"], target, "Anna likes the gift.") == []  # a name: no "I" says it
