@@ -330,6 +330,23 @@ def _that_question_order(toks: list, k: int) -> str | None:
     return None
 
 
+# Verbs that take a question for their object ("asked whether", "wondered if"): an indirect question has no "that".
+ASKING = frozenset({"ask", "inquire", "enquire", "wonder", "query", "question"})
+
+
+@construction_rule("that_whether", "'that' before 'whether' or 'if' after a verb of asking")
+def _that_whether(toks: list, k: int) -> str | None:
+    """An indirect question opened by two complementizers ("inquired his friend that whether he had"): a verb of
+    asking takes "whether" or "if" alone."""
+    tok, nxt = toks[k], toks[k + 1] if k + 1 < len(toks) else None
+    if tok.lower_ != "that" or nxt is None or nxt.lower_ not in ("whether", "if"):
+        return None
+    verb = next((t for t in reversed(toks[:k]) if t.pos_ in ("VERB", "AUX")), None)
+    if verb is not None and verb.lemma_.lower() in ASKING:
+        return f"'{verb.text} ... that {nxt.text}': a verb of asking takes '{nxt.text}' alone"
+    return None
+
+
 @construction_rule("infinitive_for_gerund", "a to-infinitive after a verb that takes '-ing'")
 def _infinitive_for_gerund(toks: list, k: int) -> str | None:
     """A to-infinitive after a verb that takes a gerund or whose "to" is a preposition ("denied to pay",

@@ -196,6 +196,10 @@ def test_a_singular_subject_with_a_plural_verb(text, broken):
     ("The guest asks that the waiter bring water.", None),
     ("The teacher asked that why did she leave early.", "word order"),
     ("The teacher asked why she left early.", None),
+    ("The clerk inquired the guest that whether he had a booking.", "verb of asking"),
+    ("The clerk wondered that if the guest had a booking.", "verb of asking"),
+    ("The clerk inquired whether the guest had a booking.", None),
+    ("The clerk said that if the guest had a booking, he could stay.", None),  # "that" then a condition
     ("The driver denied to pay the fine.", "takes '-ing'"),
     ("The driver resorted to call the police.", "takes '-ing'"),
     ("The driver denied paying the fine.", None),
