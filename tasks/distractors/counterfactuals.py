@@ -677,7 +677,8 @@ def counterfactuals(instances: pd.DataFrame, *,
         grounded_per_rule: most rewrites per rule and word of an answer (the dialogue's words nearest the
             target first)
         dialogue_contrary: the grounded rules the dialogue generator rewrites this dialogue's answers to
-            other targets with, into a contrary statement for their own subject, offered before the answers
+            other targets, and what the answer's subject says of themselves in the dialogue
+            (`statements.statements`), with, into a contrary statement for their own subject, offered before the answers
             as written (readers judged 16-23% of those correct for the item); [] offers them as written only
         retrieval_foreign: also offer retrieved answers that name a thing (a noun) this dialogue and its
             correct answers never name (then after every other candidate); off: left out, counted in the
