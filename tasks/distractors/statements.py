@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 from tasks.distractors.window import TAG, locate
 
@@ -33,12 +34,13 @@ from tasks.distractors.window import TAG, locate
 ROLES = ("the speaker", "the listener")
 FIRST = frozenset({"i", "me", "my", "mine", "myself"})
 SECOND = {"you": "{other}", "your": "{other}'s", "yours": "{other}'s"}
-# pronouns a reader cannot resolve out of their utterance, and demonstratives standing for a thing said before
-# "only", "even", "ever" bind to what they focus, and a negation changes what ("has not only been in a boat once"):
-# a clause holding one is left out, as one holding a pronoun a reader cannot resolve is
-UNRESOLVED = frozenset({"only", "even", "ever", "he", "she", "him", "her", "his", "hers", "himself", "herself", "they", "them", "their",
-                        "theirs", "themselves", "it", "its", "itself", "this", "that", "these", "those", "we", "us",
-                        "our", "ours", "ourselves", "yourself", "yourselves", "one", "here", "there"})
+# pronouns a reader cannot resolve out of their utterance, and demonstratives standing for a thing said before;
+# and "only", "even", "ever", which bind to what they focus, so that a negation changes what ("has not only been in
+# a boat once"): a clause holding one is left out
+UNRESOLVED = frozenset({"only", "even", "ever", "he", "she", "him", "her", "his", "hers", "himself", "herself", "they",
+                        "them", "their", "theirs", "themselves", "it", "its", "itself", "this", "that", "these",
+                        "those", "we", "us", "our", "ours", "ourselves", "yourself", "yourselves", "one", "here",
+                        "there"})
 # the subject's own pronouns by the gender the answers give it
 OWN = {"he": {"me": "him", "my": "his", "mine": "his", "myself": "himself"},
        "she": {"me": "her", "my": "her", "mine": "hers", "myself": "herself"}}
@@ -53,12 +55,13 @@ DISCOURSE = frozenset({"well", "oh", "so", "and", "but", "yes", "yeah", "no", "o
 # an opinion or a report frames a clause of its own ("i think we should go"): the frame is no event
 FRAMES = frozenset({"think", "guess", "suppose", "believe", "mean", "wonder", "hope", "know", "say", "tell",
                     "bet", "wish", "see", "hear", "afraid", "sure", "feel", "reckon", "understand"})
-MIN_WORDS, MAX_WORDS = 3, 14
+MIN_WORDS, MAX_WORDS = 3, 14  # the predicate's words: an answer's length
 # adverbs that focus or grade a predicate, left out of a statement (`_focus`)
 FOCUS = frozenset({"just", "really", "also", "actually", "so", "still", "already", "pretty", "quite", "certainly",
                    "definitely", "probably", "very", "totally", "simply", "truly"})
 # words that end a clause whose event another utterance holds ("i hope not", "i try not to", "i think so")
-ELLIPTIC = frozenset({"not", "n't", "n’t", "to", "so", "too", "either", "do", "did", "am", "have", "can", "will", "would"})  # the predicate's words: an answer's length
+ELLIPTIC = frozenset({"not", "n't", "n’t", "to", "so", "too", "either", "do", "did", "am", "have", "can", "will",
+                      "would"})
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ class StatementRule:
 
     name: str
     changes: str
-    fired: object
+    fired: Callable[[str, str | None], bool]
 
 
 STATEMENT_RULES = (
@@ -163,8 +166,7 @@ def statements(passage, target, answers: list[str]) -> list[tuple[int, str, str 
     if not who:
         return []
     said = tags(passage)
-    turns = [TAG.sub("", str(u)) for u in passage]
-    turns = [_joined(t) for t in turns]
+    turns = [_joined(TAG.sub("", str(u))) for u in passage]
     past = _past(answers[0])
     grounded.parse([t for t in turns if t.strip()])
     out: list[tuple[int, str, str | None]] = []
@@ -244,9 +246,10 @@ def statement(sent, person: Person, past: bool = False) -> tuple[str, str | None
         return None  # a letter on its own: an abbreviation the tokenizer split ("t. v.")
     if any(t.lower_ == "you" and t.dep_ == "nsubj" and len(list(t.head.children)) == 1 for t in words):
         return None  # "you know", "you see": an aside to the other person, no part of the event
+    # a duty or a chance ("i must go", "i could help"), said contrary, is a prohibition or no English ("must not go",
+    # "must fail to write"); "will" is an event to come, "can" an ability
     if any(t.tag_ == "MD" and SPELT.get(t.lower_, t.lower_) not in ("will", "can", "ca") for t in words):
-        return None  # a duty or a chance ("i must go", "i could help"), said contrary, is a prohibition or no
-        # English ("must not go", "must fail to write"); "will" is an event to come, "can" an ability
+        return None
     own = OWN.get(person.pronoun, {})
     if any(t.lower_ in FIRST and t.lower_ not in own for t in words):
         return None
@@ -308,7 +311,7 @@ def _render(words, root, person: Person, own: dict, past: bool, keep_negation: b
 
 
 # the spoken "gonna", "wanna", "gotta", split by the tokenizer: no written English
-INFORMAL = frozenset({"gon", "wan", "got ta", "ta", "na"})
+INFORMAL = frozenset({"gon", "wan", "ta", "na"})
 # times said from the moment of speaking, which a statement in the past contradicts ("was hungry now")
 PRESENT_TIME = frozenset({"now", "today", "tonight", "tomorrow", "currently", "soon", "yet", "still"})
 
