@@ -107,7 +107,8 @@ def doc(text: str):
     return _PARSED[text]
 
 
-def _inflect(lemma: str, tag: str) -> str | None:
+def inflect(lemma: str, tag: str) -> str | None:
+    """The first form lemminflect gives the lemma for a Penn tag ("go", "VBZ" -> "goes"); None where it has none."""
     from lemminflect import getInflection
 
     forms = getInflection(lemma, tag=tag)
@@ -177,7 +178,7 @@ def _replace(text: str, tok, new: str) -> str:
 
 def _noun_form(lemma: str, tag: str) -> str:
     if tag == "NNS":
-        return _inflect(lemma, "NNS") or lemma
+        return inflect(lemma, "NNS") or lemma
     return lemma
 
 
@@ -214,7 +215,7 @@ def _event_options(tok, words: dict, taken: set) -> list[str]:
         return []
     transitive = any(c.dep_ == "dobj" for c in tok.children)
     return [form for new, takes_object in words["verb"] if new not in taken and takes_object == transitive
-            for form in [_inflect(new, tok.tag_)] if form]
+            for form in [inflect(new, tok.tag_)] if form]
 
 
 # What a thing's slot selects beside its verb: a modifier chosen for the old noun ("live performance" -> "live
@@ -504,7 +505,7 @@ def _contrary_verb(d, answer: str, words: dict, taken: set, per_rule: int) -> li
                     key=lambda v: hashlib.sha256(f"{v}\t{answer}".encode()).hexdigest())
     out = []
     for k, verb in enumerate(ranked[:per_rule]):
-        form = _inflect(verb, root.tag_)
+        form = inflect(verb, root.tag_)
         if form:
             new = f"{form} to {root.lemma_.lower()}"
             out.append(((0, root.i, k), f"contrary_verb:{root.text}->{new}", _base_forms(answer, root, new)))

@@ -302,7 +302,7 @@ def _render(words, root, person: Person, own: dict, past: bool, keep_negation: b
 
         if any(c.dep_ == "conj" and c.pos_ == "VERB" for c in root.children):
             return None  # "didn't go and look": each verb would take the tense
-        form = grounded._inflect(root.lemma_.lower(), support)
+        form = grounded.inflect(root.lemma_.lower(), support)
         if form is None:
             return None
         out = [(form if i == root.i else w, i) for w, i in out]
@@ -378,7 +378,7 @@ def _agree(tok, low: str, past: bool) -> str | None:
         return AGREE[low][past]
     if tok.tag_ == "VBD":
         return low
-    form = grounded._inflect(tok.lemma_.lower(), "VBD" if past else "VBZ")
+    form = grounded.inflect(tok.lemma_.lower(), "VBD" if past else "VBZ")
     return form
 
 
