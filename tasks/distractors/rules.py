@@ -49,7 +49,7 @@ def firing_rates(view, written: dict[str, list[str]], max_per_answer: int = 24) 
     parsed = fluency.parse(texts)
     known, names = dialogue_words(view), dialogue_names(view)
     writer = [fluency.writer_check(t, parsed[t], known[iid], names[iid]) for iid, t in people]
-    spoken = [statements(list(r.passage), r.target, [r.gold]) for r in view.itertuples()]
+    spoken = [statements(list(r.passage) if r.passage is not None else [], r.target, [r.gold]) for r in view.itertuples()]
     rates = {}
     for key, rule in REGISTRY.items():
         family, name = key.split(":", 1)

@@ -67,6 +67,16 @@ def test_my_and_me_take_the_pronoun_the_answers_give_the_subject_else_the_clause
     assert _said(passage, passage[1], "The speaker is upset.") == []  # no pronoun given: no guess
 
 
+def test_an_irregular_record_gives_no_statement_and_no_error():
+    # no passage, no target, a target the passage lacks, one speaker only, untagged turns, a non-string turn
+    assert statements([], None, ["The speaker is tired."]) == []
+    assert statements(["A: i stayed at the office until ten ."], None, ["The speaker is tired."]) == []
+    assert statements(["A: hello .", "B: i stayed at the office until ten ."], "not there", ["The speaker is ok."]) == []
+    assert statements(["A: hello .", "A: i stayed at the office until ten ."], "hello .", ["The speaker is ok."]) == []
+    assert statements(["hello .", "i stayed at the office until ten ."], "hello .", ["The speaker is ok."]) == []
+    assert statements(["A: hello .", None, 3.0], "hello .", ["The speaker is ok."]) == []
+
+
 def test_clauses_a_reader_cannot_resolve_or_that_hold_no_event_are_left_out():
     target = "i like it ."
     for utterance in ("i like it .", "am i late for the show ?", "i think we should go now .", "i hope not .",
