@@ -29,7 +29,7 @@ def firing_rates(view, written: dict[str, list[str]], max_per_answer: int = 24) 
     check); a fluency check, the rewrites it left out; a writer's check, the written answers it rejects
     (the first check that fails, as `counterfactuals` asks them); a rule of grammar, the texts (written
     answers and rewrites) it finds something in; a statement rule, the items it made a statement of their
-    dialogue for (`statements.statements`, for the item's gold answer's subject). {name: {"fired", "of", "share"}}."""
+    dialogue for (`statements.statements`, for the item's gold answer's subject and the other person). {name: {"fired", "of", "share"}}."""
     import pandas as pd
 
     from tasks.distractors import fluency
@@ -50,6 +50,7 @@ def firing_rates(view, written: dict[str, list[str]], max_per_answer: int = 24) 
     known, names = dialogue_words(view), dialogue_names(view)
     writer = [fluency.writer_check(t, parsed[t], known[iid], names[iid]) for iid, t in people]
     spoken = [statements(list(r.passage) if r.passage is not None else [], r.target, [r.gold]) for r in view.itertuples()]
+    golds = view["gold"].tolist()
     rates = {}
     for key, rule in REGISTRY.items():
         family, name = key.split(":", 1)
@@ -58,7 +59,8 @@ def firing_rates(view, written: dict[str, list[str]], max_per_answer: int = 24) 
         elif family == "writer":
             fired, of = sum(1 for w in writer if w and w[0] == name), len(people)
         elif family == "statement":
-            fired, of = sum(1 for made in spoken if any(rule.fired(s, c) for _, s, c in made)), len(view)
+            fired, of = sum(1 for made, gold in zip(spoken, golds) if any(rule.fired(s, c, gold) for _, s, c in made)), \
+                len(view)
         elif family == "grammar":
             fired, of = sum(1 for t in dict.fromkeys(texts) if fluency.grammar([rule], parsed[t])), len(set(texts))
         else:

@@ -1,6 +1,6 @@
 """The dialogue's own events as statements about its people: what one person says of themselves, in the third
-person, for the person a correct answer names ("B: i 'm ready for the exam ." -> "The speaker is ready for the
-exam.").
+person, for the person a correct answer names or the other one ("B: i 'm ready for the exam ." -> "The speaker is
+ready for the exam.").
 
 Said contrary by the grounded rules (`counterfactuals.contrary_answers`: "The speaker is not ready for the exam"),
 such a statement is the released distractors' commonest kind: a contrary predicate for the answer's own subject,
@@ -14,8 +14,11 @@ Rules of English, read off spaCy's parse of each utterance:
   "well", "oh", "but"), cut at its first comma or at a coordinated clause with a subject of its own;
 * "I" becomes the answer's subject ("The speaker"), and the first finite verb agrees with it ("am" -> "is",
   "have" -> "has", "go" -> "goes", lemminflect), in the answer's tense where the answer speaks of the past;
+  what the other person says of themselves becomes a statement for them (the roles flipped: "The listener");
 * "you" becomes the other person, "your" theirs ("the listener's"); "me", "my", "myself" the subject's own
   pronoun where the dialogue's answers give it ("her", "his"), else the clause is not used;
+* a clause with a name or a bare singular noun after "be" ("i'm bell in room 908") or a word of address ("i'm
+  sorry sir") is not used: the predicate names a person, not an event;
 * a clause naming anyone or anything the reader cannot resolve (he, she, they, it, this, that, we) is not used:
   "The speaker does not like it" says nothing a reader can check;
 * a clause already negated gives the statement without its negation ("i have n't paid my rent" -> "The
@@ -67,20 +70,30 @@ ELLIPTIC = frozenset({"not", "n't", "n’t", "to", "so", "too", "either", "do", 
 @dataclass(frozen=True)
 class StatementRule:
     """One rule of this module as the rules registry lists it: its name, what it makes, and which of a
-    `statements` triple shows it fired (`fired(statement, contrary) -> bool`)."""
+    `statements` triple shows it fired for an item whose correct answer is `answer`
+    (`fired(statement, contrary, answer) -> bool`)."""
 
     name: str
     changes: str
-    fired: Callable[[str, str | None], bool]
+    fired: Callable[[str, str | None, str], bool]
 
 
 STATEMENT_RULES = (
     StatementRule("first_person", "a clause a person says of themselves, as a statement for the answer's subject "
-                  "(\"i'm ready for the exam\" -> \"The speaker is ready for the exam\")", lambda said, contrary: True),
+                  "(\"i'm ready for the exam\" -> \"The speaker is ready for the exam\")",
+                  lambda said, contrary, answer: _opening(said) == _opening(answer)),
+    StatementRule("other_person", "a clause the other person says of themselves, as a statement for them: the "
+                  "answer's roles flipped (\"B: i'm ready\" -> \"The listener is ready\" for an answer about the "
+                  "speaker)", lambda said, contrary, answer: _opening(said) != _opening(answer)),
     StatementRule("negation_dropped", "a negated clause's contrary: the statement without its negation "
                   "(\"i don't like the manager\" -> \"The speaker likes the manager\")",
-                  lambda said, contrary: contrary is not None),
+                  lambda said, contrary, answer: contrary is not None),
 )
+
+
+def _opening(text: str) -> str:
+    """A sentence's first two words, lower-cased: the role a statement or an answer opens with."""
+    return " ".join(str(text).lower().split()[:2])
 
 
 @dataclass(frozen=True)
@@ -115,8 +128,9 @@ def subject(answer: str):
 
 
 def people(passage, target, answers: list[str]) -> dict[str, Person]:
-    """Each role the item's answers open with -> the Person it is: the target's speaker is "the speaker", the
-    other tag "the listener". Only where the dialogue has exactly two speakers and the target is found."""
+    """Each role the item's answers open with, and the other role, -> the Person it is: the target's speaker is
+    "the speaker", the other tag "the listener". Only where the dialogue has exactly two speakers and the target
+    is found."""
     at, said = locate(target, passage), tags(passage)
     sides = sorted({t for t in said if t})
     if at is None or len(sides) != 2 or not said[at]:
@@ -130,6 +144,14 @@ def people(passage, target, answers: list[str]) -> dict[str, Person]:
         words, role = found
         other = next(r for r in ROLES if r != role)
         out[role] = Person(words, by_role[role], other, pronoun(answers, words), spelling(answers))
+    # The roles flipped (14% of the released distractors put the other person where the answer's subject was):
+    # what the other person says of themselves is a statement for them, spelt as the answers spell the roles.
+    # Their pronoun only where an answer opening with them gives it.
+    for role, person in list(out.items()):
+        other = next(r for r in ROLES if r != role)
+        if other not in out:
+            words = f"{person.subject.split()[0]} {other.split()[1]}"
+            out[other] = Person(words, by_role[other], role, pronoun(answers, words), person.cased)
     return out
 
 
@@ -230,9 +252,16 @@ def statement(sent, person: Person, past: bool = False) -> tuple[str, str | None
     if words is None or not MIN_WORDS <= len(words) <= MAX_WORDS or words[-1].lower_ in ELLIPTIC or \
             words[-1].pos_ == "AUX" or words[-1].i == root.i and words[-1].lemma_.lower() in ("be", "have", "do"):
         return None  # "i hope not", "i try not to", "i've always been": the event is in another utterance
-    if root.lemma_.lower() == "be" and any(c.dep_ == "attr" and (c.pos_ == "PROPN" or c.ent_type_ == "PERSON")
+    if root.lemma_.lower() == "be" and any(c.dep_ == "attr" and (c.pos_ == "PROPN" or c.ent_type_ == "PERSON" or
+                                                                 c.tag_ == "NN" and not _determined(c))
                                            for c in root.children):
-        return None  # "i'm lynn": a name, no event, and its contrary no statement of the dialogue
+        # "i'm lynn": a name, no event, and its contrary no statement of the dialogue; a singular common noun takes
+        # a determiner as the complement of "be" ("i'm a nurse"), so a bare one is a name the lower-cased dialogue
+        # hides ("i'm bell in room 908") or a word of address ("i'm ready mom")
+        return None
+    if any(t.dep_ == "npadvmod" and t.pos_ in ("NOUN", "PROPN") and not any(True for _ in t.children) and
+           t.ent_type_ not in ("DATE", "TIME") for t in sent if t.head.i == root.i):
+        return None  # a word of address ("i'm sorry sir"): it names the listener, and the statement is about the speaker
     finite = [t for t in words if t.tag_ in ("VBP", "VBD", "VBZ", "MD")]
     # "was worried something else is broken": one tense changed, not two; "was hungry now": a time of the present
     past = past and len(finite) == 1 and not any(t.lower_ in PRESENT_TIME for t in words)
@@ -346,6 +375,11 @@ def _predicate(sent, root, me) -> list | None:
     if not span or any(b.i - a.i > 1 and not all(_focus(x) for x in a.doc[a.i + 1:b.i]) for a, b in zip(span, span[1:])):
         return None  # the clause's words are one stretch of the utterance (but the focusing adverbs left out)
     return span
+
+
+def _determined(noun) -> bool:
+    """Does the noun have a determiner, a possessive or a number before it ("a nurse", "your doctor", "two")?"""
+    return any(c.dep_ in ("det", "poss", "nummod") for c in noun.children)
 
 
 def _said_of_you(tok) -> bool:

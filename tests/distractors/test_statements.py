@@ -28,8 +28,14 @@ def test_the_target_speakers_clauses_become_statements_for_the_speaker():
     assert ("The speaker stays at the office until ten.", None) not in made  # "stayed": a past clause stays past
     assert ("The speaker stayed at the office until ten.", None) in made
     assert ("The speaker is sorry about the delay.", None) in made  # "so" grades it: left out
-    # the other person's clauses are not this subject's
-    assert not any("waited" in s or "call" in s for s, _ in made)
+    # the other person's clauses are statements for the other person (the roles flipped), never for this subject
+    assert ("The listener waited for the speaker at the station for an hour.", None) in made
+    assert ("The listener will call the speaker tomorrow.", None) in made
+    assert not any(s.startswith("The speaker") and ("waited" in s or "call" in s) for s, _ in made)
+    # spelt as the answers spell the roles; the other person's "my" needs a pronoun an answer gives them
+    assert ("the listener will call the speaker tomorrow.", None) in _said(DIALOGUE, DIALOGUE[3], "the speaker is sorry.")
+    assert not any("keys" in s for s, _ in _said(["A: i lost my keys .", "B: i 'm sorry ."], "i 'm sorry .",
+                                                 "The speaker feels bad for her."))
 
 
 def test_a_negated_clause_gives_its_contrary_without_the_negation_and_its_do_support():
@@ -85,13 +91,20 @@ def test_clauses_a_reader_cannot_resolve_or_that_hold_no_event_are_left_out():
                       "i have n't called the bank for two weeks .", "i did n't know .", "i 'm sure .",
                       "i 've only been there once .", "i must go to the bank .", "i could help the new manager .",
                       "i 've always been .", "i really have done .", "i better ask you some questions first .",
-                      "i 'd better ask you some questions first ."):
+                      "i 'd better ask you some questions first .",
+                      # a bare singular noun after "be" is a name the lower-cased dialogue hides, or a word of address
+                      "i 'm bell in room 908 .", "i 'm ready mom .", "i 'm sorry sir ."):
         assert _said(["A: hello .", f"B: {utterance}"], utterance, "The speaker is happy with the gift.") == [], \
             utterance
     assert _said(["A: hello .", f"B: {target}"], target, "Anna likes the gift.") == []  # a name: no "I" says it
     # both people: no one utterance's "I" is them
     assert _said(["A: hello .", "B: i bought a new car ."], "i bought a new car .",
                  "The speaker and the listener go for a drive.") == []
+    # a determined noun after "be" is a statement; a time said as a noun is no word of address
+    assert _said(["A: hello .", "B: i 'm a nurse at the hospital ."], "i 'm a nurse at the hospital .",
+                 "The speaker is tired.") == [("The speaker is a nurse at the hospital.", None)]
+    assert _said(["A: hello .", "B: i 'm tired today ."], "i 'm tired today .", "The speaker is sleepy.") == \
+        [("The speaker is tired today.", None)]
     # a negated modal of ability drops its negation; an affirmed one is not said contrary ("fails to can")
     assert _said(["A: hello .", "B: i can swim in the sea ."], "i can swim in the sea .",
                  "The speaker is a good swimmer.") == []
