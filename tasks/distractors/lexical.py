@@ -203,6 +203,12 @@ def _light_verb_forms() -> frozenset[str]:
         frozenset(LIGHT_VERBS)
 
 
+# a word right after a negation, or after "not be" ("did not like", "was not able", "will never be happy"): the
+# contrary of such a predicate drops its negation (`negation_rewrites`); an antonym under it says the answer again
+# as a double negative or a litotes
+NEGATED_BEFORE = re.compile(r"(?:\bnot|n't|n’t|\bnever|\bcannot)\s+(?:(?:be|been|being)\s+)?$", re.I)
+
+
 def antonym_rewrites(text: str, lookup: Callable[[str], Iterable[str]] | None = None) -> list[tuple[str, str]]:
     out = []
     for m in _words(text):
@@ -211,6 +217,8 @@ def antonym_rewrites(text: str, lookup: Callable[[str], Iterable[str]] | None = 
             continue  # a name or a title inside the sentence ("Miss Brown" is no "Catch Brown")
         if w in _light_verb_forms():
             continue
+        if NEGATED_BEFORE.search(text[:m.start()]):
+            continue  # under a negation the antonym makes a double negative ("was not able" -> "was not unable")
         options = []
         if w in antonyms():  # a participle for a participle ("has remembered" -> "has forgotten")
             participle = w in participles() and _BEFORE_PARTICIPLE.search(text[:m.start()]) is not None

@@ -22,6 +22,17 @@ def test_antonym_and_case():
     assert "Sad people always win." in out and "Happy people never win." in out
 
 
+def test_no_antonym_under_a_negation():
+    # the contrary of a negated predicate drops the negation; an antonym under it is a double negative
+    assert lx.antonym_rewrites("The speaker was not able to come.") == []
+    assert lx.antonym_rewrites("The speaker didn't like the food.") == []
+    assert lx.antonym_rewrites("The speaker will not be happy.") == []
+    assert [t for _, t in lx.antonym_rewrites("The speaker was able to come.")] == ["The speaker was unable to come."]
+    # a word further on keeps its antonym
+    assert "The speaker was not happy with the short hours." in \
+        [t for _, t in lx.antonym_rewrites("The speaker was not happy with the long hours.")]
+
+
 def test_the_article_is_chosen_again_for_the_new_word():
     out = [t for _, t in lx.antonym_rewrites("She found a closed room and an honest man.")]
     assert "She found an opened room and an honest man." in out  # never "a opened room"
