@@ -55,6 +55,9 @@ AGREE = {"am": ("is", "was"), "are": ("is", "was"), "have": ("has", "had"), "do"
          "was": ("was", "was"), "were": ("was", "was")}
 DISCOURSE = frozenset({"well", "oh", "so", "and", "but", "yes", "yeah", "no", "ok", "okay", "now", "actually",
                        "really", "anyway", "sure", "ah", "hey", "um", "uh", "hmm", "then", "also"})
+# opinion frames whose clause the speaker asserts as theirs ("i think i left my keys", "i mean i didn't do a lot"):
+# that clause is a statement (`clauses`); a hope or a wish asserts nothing ("i hope i pass")
+ASSERTING = frozenset({"think", "guess", "believe", "mean", "know", "bet", "reckon"})
 # an opinion or a report frames a clause of its own ("i think we should go"): the frame is no event
 FRAMES = frozenset({"think", "guess", "suppose", "believe", "mean", "wonder", "hope", "know", "say", "tell",
                     "bet", "wish", "see", "hear", "afraid", "sure", "feel", "reckon", "understand"})
@@ -197,10 +200,27 @@ def statements(passage, target, answers: list[str]) -> list[tuple[int, str, str 
         if person is None or not text.strip():
             continue
         for sent in grounded.doc(text).sents:
-            made = statement(sent, person, past)
-            if made and made[0] not in (s for _, s, _ in out):
-                out.append((k, *made))
+            for root in clauses(sent):
+                made = statement(sent, person, past, root)
+                if made and made[0] not in (s for _, s, _ in out):
+                    out.append((k, *made))
     return out
+
+
+def clauses(sent) -> list:
+    """The roots of a sentence's clauses that may hold a statement: its main verb; the clause an opinion frame
+    asserts, where the frame's subject is "I" ("i mean i didn't do a lot": "i didn't do a lot"); and a clause
+    coordinated with the main one that has a subject of its own ("..., but i bought a computer")."""
+    root, out = sent.root, [sent.root]
+    frame = root.lemma_.lower() in ASSERTING and _first_person(root) is not None
+    out += [c for c in root.children if c.pos_ in ("VERB", "AUX") and _first_person(c) is not None and
+            (c.dep_ == "ccomp" and frame or c.dep_ == "conj")]
+    return out
+
+
+def _first_person(verb):
+    """The verb's subject where it is "I", else None."""
+    return next((c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass") and c.lower_ == "i"), None)
 
 
 CLITIC = re.compile(r"\s+(n['’]t|['’](?:m|re|s|ve|ll|d))\b", re.IGNORECASE)
@@ -236,18 +256,24 @@ def _past(answer: str) -> bool:
     return (aux[0] if aux else root).tag_ == "VBD"
 
 
-def statement(sent, person: Person, past: bool = False) -> tuple[str, str | None] | None:
-    """One clause said by `person` of themselves, as a statement for their subject words: (what the clause says,
-    its contrary where the clause was negated: the statement without its negation); None where the clause is
-    no first person declarative statement a reader can resolve (see the module's rules)."""
-    root = sent.root
+def statement(sent, person: Person, past: bool = False, root=None) -> tuple[str, str | None] | None:
+    """One clause said by `person` of themselves (the sentence's main clause, or the clause `root` heads: see
+    `clauses`), as a statement for their subject words: (what the clause says, its contrary where the clause was
+    negated: the statement without its negation); None where the clause is no first person declarative statement
+    a reader can resolve (see the module's rules)."""
+    main = root is None or root.i == sent.root.i
+    root = sent.root if root is None else root
     if root.pos_ not in ("VERB", "AUX") or any(t.text in ("?", "!") for t in sent):
         return None
-    me = next((c for c in root.children if c.dep_ in ("nsubj", "nsubjpass") and c.lower_ == "i"), None)
+    me = _first_person(root)
     if me is None or root.lemma_.lower() in FRAMES and any(c.dep_ in ("ccomp", "xcomp", "acomp") for c in root.children):
         return None
-    if any(t.lower_ not in DISCOURSE and t.pos_ not in ("INTJ", "PUNCT", "CCONJ") for t in sent[:me.i - sent.start]):
-        return None  # a clause before the subject ("if i ...", "when i ...") or an inversion ("do i ...")
+    # before the subject only discourse words: else a clause before it ("if i ...", "when i ...") or an inversion
+    # ("do i ..."); an asserted or coordinated clause's own words before its subject ("that", "but")
+    before = sent[:me.i - sent.start] if main else [t for t in root.subtree if t.i < me.i]
+    if any(t.lower_ not in DISCOURSE and t.pos_ not in ("INTJ", "PUNCT", "CCONJ", "SCONJ") and
+           not (t.dep_ == "mark" and t.lower_ == "that") for t in before):
+        return None
     words = _predicate(sent, root, me)
     if words is None or not MIN_WORDS <= len(words) <= MAX_WORDS or words[-1].lower_ in ELLIPTIC or \
             words[-1].pos_ == "AUX" or words[-1].i == root.i and words[-1].lemma_.lower() in ("be", "have", "do"):
