@@ -94,7 +94,8 @@ def correct_texts(instances: pd.DataFrame | None, candidates: pd.DataFrame) -> d
 # these: draws H and I, bench/results/readings_history.md); a number changed stays under the judge (the
 # quantity rule counts "one" as a number). A role flip says the act was another person's ("The listener failed
 # the test" for "The speaker failed the test": cosine 0.95), which an embedder does not read either.
-CONTRARY_KINDS = frozenset({"antonym", "negation", "predicate_negation", "contrary_verb", "emotion_swap", "role_flip"})
+CONTRARY_KINDS = frozenset({"antonym", "negation", "predicate_negation", "contrary_verb", "emotion_swap", "feeling_alone",
+                            "role_flip"})
 
 
 def rewritten_answer(candidates: pd.DataFrame, correct: dict[str, list[str]]) -> list[str | None]:

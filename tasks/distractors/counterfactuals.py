@@ -625,7 +625,7 @@ def counterfactuals(instances: pd.DataFrame, *,
                     list(CONTRADICTING),
                     grounded_rules: list[Literal["swap_place", "swap_time", "role_flip", "swap_event", "swap_object",
                                                  "swap_attribute", "predicate_negation", "contrary_verb",
-                                                 "emotion_swap"]] =
+                                                 "emotion_swap", "feeling_alone"]] =
                     list(GROUNDED_DEFAULT),
                     grounded_per_rule: int = 2,
                     dialogue_contrary: list[Literal["predicate_negation", "contrary_verb", "emotion_swap"]] =

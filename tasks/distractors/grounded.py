@@ -24,7 +24,7 @@ it changed (`rule:old->new`).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import re
 from dataclasses import dataclass
@@ -53,7 +53,7 @@ class GroundedRule:
 # swapped for the dialogue's ("the speaker's universities", "puts up posters the year": 4 of 8 marked
 # broken on the real sample) and a verb, an object or an adjective swapped word for word ("thanked the
 # photos", "a many photographer") are asked for by name only.
-FLUENT = ("role_flip", "predicate_negation", "contrary_verb", "emotion_swap")
+FLUENT = ("role_flip", "predicate_negation", "contrary_verb", "emotion_swap", "feeling_alone")
 # A thing or a place of the main event for the dialogue's ("at the office" -> "at the airport"; a thing only in
 # a slot that selects nothing else of it: `_object_options`, `_of_the_predicate`), placed behind the contrary
 # predicates and this dialogue's answers (placement "swap"): an item takes one only where nothing else written
@@ -567,10 +567,13 @@ def _a_person(subject) -> bool:
                                     subject.text in ("A", "B"))
 
 
-def _emotion_swap(d, answer: str, words: dict, taken: set, per_rule: int) -> list[tuple[tuple, str, str]]:
+def _emotion_swap(d, answer: str, words: dict, taken: set, per_rule: int, alone: bool = False
+                  ) -> list[tuple[tuple, str, str]]:
     """A feeling of the other polarity: every adjective of feeling the subject is said to have ("feels
     encouraged and excited" -> "feels annoyed and bored") for ones of the opposite valence (VADER's
-    lexicon), the dialogue's own adjectives first, then the antonym lexicon's; `per_rule` such rewrites."""
+    lexicon), the dialogue's own adjectives first, then the antonym lexicon's; `per_rule` such rewrites.
+    `alone`: the answer cut after its first feeling, which becomes one of the other polarity ("is happy to
+    know the reason for ..." -> "is annoyed"), the adjectives after those the swap takes first."""
     import hashlib
 
     lexicon = valence()
@@ -578,12 +581,17 @@ def _emotion_swap(d, answer: str, words: dict, taken: set, per_rule: int) -> lis
             abs(lexicon.get(t.lower_, 0.0)) >= EMOTION_VALENCE and
             (t.dep_ in ("acomp", "oprd") and t.head.lemma_.lower() in LINKING or
              t.dep_ == "conj" and t.head.dep_ in ("acomp", "oprd"))]
+    if alone:
+        # the first feeling of a clause that opens with its subject and linking verb: what follows it goes
+        felt = felt[:1] if felt and felt[0].dep_ in ("acomp", "oprd") and felt[0].head.i < felt[0].i and \
+            felt[0].head.head.i == felt[0].head.i else []
     # a feeling is a person's ("the working conditions are bad" is no feeling), of a word of its own (not the
     # end of "self-satisfied"), with no clause or preposition of its own to keep agreeing ("hopeful that she
     # might join", "interested in", "grateful for": "annoyed in the plan" is no English); "about" goes with
-    # every feeling ("worried / relieved about the house")
+    # every feeling ("worried / relieved about the house"). Said alone, a feeling keeps none of them.
     if _broken(d) or any(not _feels(t) or t.idx > 0 and d.text[t.idx - 1] == "-" or
-           any(c.dep_ in ("ccomp", "xcomp") or c.dep_ == "prep" and c.lower_ != "about" for c in t.children)
+           not alone and any(c.dep_ in ("ccomp", "xcomp") or c.dep_ == "prep" and c.lower_ != "about"
+                             for c in t.children)
            for t in felt):
         return []
     if not felt or len({lexicon[t.lower_] > 0 for t in felt}) > 1:
@@ -597,6 +605,13 @@ def _emotion_swap(d, answer: str, words: dict, taken: set, per_rule: int) -> lis
     # an -ing adjective says what causes a feeling ("boring"), the -ed one who has it ("bored")
     options = [w for w in own + lexicon if w not in taken and not w.endswith("ing")]
     out = []
+    if alone:  # other adjectives than the swap's, so that the two are no near-copies of each other; said alone,
+        # only an -ed participle names a feeling without its cause ("is annoyed"; "is energetic" is no reaction)
+        options = [w for w in options[per_rule:] or options if participle(w)]
+        for k, new in enumerate(options[:per_rule]):
+            text = f"{answer[:felt[0].idx].rstrip()} {new}."
+            out.append(((0, felt[0].i, k), f"feeling_alone:{felt[0].text}->{new}", text))
+        return out
     for k in range(per_rule):
         chosen = options[k * len(felt):(k + 1) * len(felt)]
         if len(chosen) < len(felt):
@@ -625,6 +640,8 @@ GROUNDED_RULES = (
     GroundedRule("contrary_verb", "the main event under a verb that denies it (refuses to, fails to, forgets to)",
                  _contrary_verb),
     GroundedRule("emotion_swap", "a feeling for one of the other polarity (VADER's valence)", _emotion_swap),
+    GroundedRule("feeling_alone", "a feeling of the other polarity said alone, its complement left out (\"is happy "
+                 "to hear about the trip\" -> \"is annoyed\")", partial(_emotion_swap, alone=True)),
 )
 RULES = tuple(r.name for r in GROUNDED_RULES)
 

@@ -71,6 +71,24 @@ def test_a_feeling_is_swapped_for_one_of_the_other_polarity_the_dialogues_first(
         assert _rewrites(text, "emotion_swap") == [], text
 
 
+def test_a_feeling_said_alone_is_of_the_other_polarity_without_its_complement():
+    from tasks.distractors.grounded import participle, valence
+
+    made = _rewrites("The listener is happy to know the reason for the delay.", "feeling_alone")
+    assert made and all(t.startswith("The listener is ") and len(t.split()) == 4 for t in made), made
+    for text in made:
+        word = text.split()[3].rstrip(".")
+        assert valence()[word] < 0 and participle(word), word  # "is annoyed"; never "is energetic"
+    # the adjectives after those the swap takes: the two are no near-copies of each other
+    swapped = _rewrites("The listener is very excited about the trip.", "emotion_swap")
+    alone = _rewrites("The listener is very excited about the trip.", "feeling_alone")
+    assert alone and {t.split()[4] for t in swapped}.isdisjoint({t.split()[4].rstrip(".") for t in alone})
+    # only the first feeling of a clause that opens with its subject and linking verb
+    assert _rewrites("The speaker thinks the listener is happy.", "feeling_alone") == []
+    assert _rewrites("The speaker buys a car.", "feeling_alone") == []
+    assert _rewrites("The working conditions are good.", "feeling_alone") == []
+
+
 def test_a_predicate_is_rewritten_only_where_the_answer_opens_with_its_subject():
     """A misparse (a verb read as a noun, a question inside the answer) has no predicate to rewrite whole; a
     contrary verb takes no progressive."""
