@@ -670,8 +670,9 @@ def counterfactuals(instances: pd.DataFrame, *,
         grounded_rules: the grounded generator's rules (tasks/distractors/grounded.py): by default who did
             what to whom flipped (role_flip) and a contrary predicate for the answer's subject (its negation
             inside the predicate, predicate_negation; its event under refuses / fails / forgets to,
-            contrary_verb; a feeling of the other polarity, emotion_swap, or said alone, feeling_alone); then the answer's thing or place for the dialogue's own
-            (swap_object, swap_place: placed behind the others); a verb, a time or an adjective for the
+            contrary_verb; a feeling of the other polarity, emotion_swap, or said alone, feeling_alone);
+            then the answer's thing or place for the dialogue's own (swap_object, swap_place: placed behind
+            the others); a verb, a time or an adjective for the
             dialogue's (swap_event, swap_time, swap_attribute) only when named: readers found them broken
             English as often as not
         grounded_per_rule: most rewrites per rule and word of an answer (the dialogue's words nearest the

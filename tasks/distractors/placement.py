@@ -17,8 +17,9 @@ offline tier (AF never trades one for an offline candidate: `GENERATED`); then t
 correct answer, a negation after them; then this dialogue's answers to other targets rewritten into a
 contrary statement; then a role flip (the act given to the other person); then one word of a correct answer
 for its antonym (read broken English more often than a flip: 14 of 50 antonym readings against 2 of 78 flip
-readings, draws W, X and Y in bench/results/readings_history.md); then this dialogue's answers as written (events chain from turn to turn: readers judge
-more of them correct for the item than of the contrary rewrites), then a word swapped for the dialogue's;
+readings, draws W, X and Y in bench/results/readings_history.md); then this dialogue's answers as written
+(events chain from turn to turn: readers judge more of them correct for the item than of the contrary
+rewrites), then a word swapped for the dialogue's;
 then answers of other dialogues, those naming a thing of this dialogue first.
 """
 

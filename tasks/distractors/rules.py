@@ -29,7 +29,8 @@ def firing_rates(view, written: dict[str, list[str]], max_per_answer: int = 24) 
     check); a fluency check, the rewrites it left out; a writer's check, the written answers it rejects
     (the first check that fails, as `counterfactuals` asks them); a rule of grammar, the texts (written
     answers and rewrites) it finds something in; a statement rule, the items it made a statement of their
-    dialogue for (`statements.statements`, for the item's gold answer's subject and the other person). {name: {"fired", "of", "share"}}."""
+    dialogue for (`statements.statements`, for the item's gold answer's subject and the other person).
+    {name: {"fired", "of", "share"}}."""
     import pandas as pd
 
     from tasks.distractors import fluency

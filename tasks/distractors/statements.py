@@ -212,10 +212,19 @@ def clauses(sent) -> list:
     asserts, where the frame's subject is "I" ("i mean i didn't do a lot": "i didn't do a lot"); and a clause
     coordinated with the main one that has a subject of its own ("..., but i bought a computer")."""
     root, out = sent.root, [sent.root]
-    frame = root.lemma_.lower() in ASSERTING and _first_person(root) is not None
+    me = _first_person(root)
+    # the frame itself opens its sentence ("if i think i ..." asserts nothing)
+    frame = root.lemma_.lower() in ASSERTING and me is not None and _opens_clean(sent[:me.i - sent.start])
     out += [c for c in root.children if c.pos_ in ("VERB", "AUX") and _first_person(c) is not None and
             (c.dep_ == "ccomp" and frame or c.dep_ == "conj")]
     return out
+
+
+def _opens_clean(words) -> bool:
+    """Are the words before a clause's subject only discourse words, punctuation, a conjunction or "that"? Else a
+    clause comes before it ("if i ...", "when i ...") or the clause is a question ("do i ...")."""
+    return all(t.lower_ in DISCOURSE or t.pos_ in ("INTJ", "PUNCT", "CCONJ") or t.dep_ == "mark" and t.lower_ == "that"
+               for t in words)
 
 
 def _first_person(verb):
@@ -270,9 +279,7 @@ def statement(sent, person: Person, past: bool = False, root=None) -> tuple[str,
         return None
     # before the subject only discourse words: else a clause before it ("if i ...", "when i ...") or an inversion
     # ("do i ..."); an asserted or coordinated clause's own words before its subject ("that", "but")
-    before = sent[:me.i - sent.start] if main else [t for t in root.subtree if t.i < me.i]
-    if any(t.lower_ not in DISCOURSE and t.pos_ not in ("INTJ", "PUNCT", "CCONJ", "SCONJ") and
-           not (t.dep_ == "mark" and t.lower_ == "that") for t in before):
+    if not _opens_clean(sent[:me.i - sent.start] if main else [t for t in root.subtree if t.i < me.i]):
         return None
     words = _predicate(sent, root, me)
     if words is None or not MIN_WORDS <= len(words) <= MAX_WORDS or words[-1].lower_ in ELLIPTIC or \
@@ -287,7 +294,7 @@ def statement(sent, person: Person, past: bool = False, root=None) -> tuple[str,
         return None
     if any(t.dep_ == "npadvmod" and t.pos_ in ("NOUN", "PROPN") and not any(True for _ in t.children) and
            t.ent_type_ not in ("DATE", "TIME") for t in sent if t.head.i == root.i):
-        return None  # a word of address ("i'm sorry sir"): it names the listener, and the statement is about the speaker
+        return None  # a word of address ("i'm sorry sir"): it names the other person, no part of the event
     finite = [t for t in words if t.tag_ in ("VBP", "VBD", "VBZ", "MD")]
     # "was worried something else is broken": one tense changed, not two; "was hungry now": a time of the present
     past = past and len(finite) == 1 and not any(t.lower_ in PRESENT_TIME for t in words)

@@ -121,6 +121,8 @@ def test_the_clause_an_opinion_frame_asserts_and_a_coordinated_clause_with_its_o
     # a hope or a wish asserts nothing; a frame whose clause is about someone else gives nothing
     assert said("i hope i pass the exam .") == []
     assert said("i know you like the new manager .") == []
+    # a clause after "if" or "when" is no assertion, nor is a frame after one
+    assert said("if i win .") == [] and said("if i think i left the keys , i will go back .") == []
 
 
 def test_a_present_time_word_keeps_the_present_and_names_are_spelt_as_the_answers_spell_them():
